@@ -1,0 +1,53 @@
+"""Repository paths and scope globs for the engine, with the engine's error codes.
+
+The rules and the matcher live in :mod:`policy.paths` (pure, shared with policy
+evaluation); this module maps their refusals to :class:`engine.errors` codes.
+"""
+
+from __future__ import annotations
+
+from policy.paths import (
+    MAX_PATH_BYTES,
+    MAX_SEGMENT_BYTES,
+    PathError,
+    glob_matches,
+    in_scope,
+    validate_glob,
+)
+from policy.paths import validate_path as _validate_path
+
+from engine.errors import AccessDeniedError, InvalidRequestError
+
+__all__ = [
+    "MAX_GLOB_CHARS",
+    "MAX_PATH_BYTES",
+    "MAX_SEGMENT_BYTES",
+    "glob_matches",
+    "in_scope",
+    "validate_glob",
+    "validate_path",
+]
+
+MAX_GLOB_CHARS = 1024
+"""Longest glob a token may carry: bounds the matcher's worst case."""
+
+
+def validate_path(path: object) -> str:
+    """Check a repository path named by an agent (see :func:`policy.paths.validate_path`).
+
+    Args:
+        path: The untrusted value.
+
+    Returns:
+        ``path`` unchanged.
+
+    Raises:
+        InvalidRequestError: ``path_invalid``.
+        AccessDeniedError: ``path_forbidden`` (``.git`` in any spelling).
+    """
+    try:
+        return _validate_path(path)
+    except PathError as exc:
+        if exc.code == "path_forbidden":
+            raise AccessDeniedError("path_forbidden", exc.message) from None
+        raise InvalidRequestError("path_invalid", exc.message) from None

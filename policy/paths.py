@@ -1,0 +1,419 @@
+"""Repository paths and scope globs: validation and per-segment matching (pure, no I/O).
+
+A *path* is what an agent names inside the repository: a relative, ``/``-separated
+name in git object space (a tree entry path), never a host path. :func:`validate_path`
+follows git's own ``verify_path()`` (``read-cache.c``) and its helpers
+``is_ntfs_dotgit()`` (``path.c``) and ``is_hfs_dotgit()`` (``utf8.c``), and is
+deliberately a little stricter than git where the stricter answer costs nothing
+(see each function).
+
+A *glob* is a scope entry in a token or a policy. It is matched one path segment
+at a time, never as a string, so ``src/**`` can never match ``src_old/a.py``
+(design §3). The only metacharacters are:
+
+* ``*`` - zero or more characters within one segment (never ``/``);
+* ``?`` - exactly one character (one Unicode code point) within one segment;
+* ``**`` - a whole segment only: zero or more whole segments, except that a
+  *trailing* ``**`` matches one or more (``src/**`` is everything strictly under
+  ``src/``, not ``src`` itself: the same rule as ``.gitignore``'s trailing ``/**``).
+
+Every other character is literal, including ``[``, ``]``, ``{``, ``}`` and ``!``:
+there are no character classes or alternations, and no escape character. ``*`` and
+``?`` also match a leading ``.`` (a scope is authority, not a shell listing: ``src/*``
+covers ``src/.env``).
+
+Matching simulates the glob's automaton with bit sets (shift-and), first over the
+segments and then inside each segment, with no backtracking. Its cost is
+polynomial for every input, including patterns such as ``*a*a*a*a*b`` or long runs
+of ``**`` that make backtracking matchers take exponential time: one big-integer
+operation per glob element, plus at most one segment match per distinct pair of
+(wildcard glob segment, path segment), each linear in the glob segment's length.
+``fnmatch`` is not used: it treats ``[`` as special and lets ``*`` cross ``/``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+
+__all__ = [
+    "MAX_PATH_BYTES",
+    "MAX_SEGMENT_BYTES",
+    "PathError",
+    "glob_matches",
+    "in_scope",
+    "validate_glob",
+    "validate_path",
+]
+
+MAX_PATH_BYTES = 4096
+"""Longest path or glob accepted, in UTF-8 bytes (git's ``PATH_MAX`` on Linux)."""
+
+MAX_SEGMENT_BYTES = 255
+"""Longest single segment accepted, in UTF-8 bytes (``NAME_MAX`` on common filesystems)."""
+
+_SEP = "/"
+_DOUBLE_STAR = "**"
+_STAR = "*"
+_ANY_ONE = "?"
+
+# Code points HFS+ ignores when it compares names, so ".g\u200cit" names the same
+# directory as ".git". git's next_hfs_char() skips U+200C-200F, U+202A-202E,
+# U+206A-206F and U+FEFF; U+2060-2064 (word joiner and invisible operators) are
+# added here as well, because they are just as invisible.
+_HFS_IGNORABLE = frozenset(
+    chr(code)
+    for first, last in (
+        (0x200C, 0x200F),
+        (0x202A, 0x202E),
+        (0x2060, 0x2064),
+        (0x206A, 0x206F),
+        (0xFEFF, 0xFEFF),
+    )
+    for code in range(first, last + 1)
+)
+
+# Applied to a segment after _fold_for_dotgit(): ".git" or an 8.3 short name
+# "git~N", then only dots and spaces (NTFS drops them), then either the end or an
+# NTFS alternate data stream (".git::$INDEX_ALLOCATION" is the .git directory).
+# This is is_ntfs_dotgit(), which also stops at ':'; it accepts any digits after
+# "git~" where git checks only "git~1". The pattern cannot backtrack badly:
+# "[. ]*" is followed by ':' or the end, neither of which it can consume.
+_DOTGIT = re.compile(r"(?:\.git|git~[0-9]+)[. ]*(?::.*)?", re.DOTALL)
+
+
+def _fold_char(char: str) -> str:
+    """Lower-case one character, mapping non-ASCII look-alikes onto ASCII letters.
+
+    git compares ASCII only. Filesystems may fold case with Unicode tables, in which
+    U+0131 (dotless i) upper-cases to ``I``, U+017F (long s) to ``S`` and U+212A
+    (Kelvin sign) lower-cases to ``k``; those are folded too, so ``.git`` spelt
+    with a dotless i is refused.
+    """
+    if char.isascii():
+        return char.lower()
+    for variant in (char.upper(), char.lower()):
+        if len(variant) == 1 and variant.isascii():
+            return variant.lower()
+    return char
+
+
+def _fold_for_dotgit(segment: str) -> str:
+    """Drop HFS+ ignorable code points and fold case, as the filesystems would."""
+    return "".join(_fold_char(char) for char in segment if char not in _HFS_IGNORABLE)
+
+
+def _is_dotgit(segment: str) -> bool:
+    r"""Whether a checkout of ``segment`` could land in a ``.git`` directory.
+
+    The union of git's ``is_hfs_dotgit()`` (case-insensitive ``.git`` with ignorable
+    code points anywhere) and ``is_ntfs_dotgit()`` (``.git`` or ``git~1``, then dots
+    and spaces, then the end or ``:``), applied together so mixed spellings such as
+    ``.GIT\u200c.`` are caught as well.
+    """
+    return _DOTGIT.fullmatch(_fold_for_dotgit(segment)) is not None
+
+
+def _size_problem(text: str, noun: str) -> str | None:
+    """Return why ``text`` is empty or too long as a whole, or None.
+
+    Checked before anything that would repeat ``text`` in a message, so an
+    oversized value is never echoed back.
+    """
+    if not text:
+        return f"{noun} is empty"
+    # len() first: a cheap guard before encoding a huge string. "surrogatepass"
+    # only measures here; lone surrogates are refused by _form_problem().
+    if len(text) > MAX_PATH_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+        return f"{noun} is longer than {MAX_PATH_BYTES} bytes"
+    return None
+
+
+def _form_problem(text: str, noun: str) -> str | None:
+    """Return why a non-empty, bounded ``text`` is not a well-formed relative name, or None.
+
+    Checks the whole string (encoding, absolute or drive-like prefixes,
+    backslashes, control characters), then every segment.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{noun} is not valid UTF-8 (lone surrogate)"
+    if text.startswith(_SEP):
+        return f"{noun} is absolute"
+    if len(text) >= 2 and text[0].isascii() and text[0].isalpha() and text[1] == ":":
+        return f"{noun} has a drive prefix"  # git's has_dos_drive_prefix()
+    if "\\" in text:
+        return f"{noun} contains a backslash"  # a separator on Windows checkouts
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in text):
+        return f"{noun} contains a control character"  # NUL truncation, log forging
+    for segment in text.split(_SEP):
+        problem = _segment_problem(segment, noun)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _segment_problem(segment: str, noun: str) -> str | None:
+    """Return why one segment is not acceptable, or None if it is."""
+    if not segment:
+        return f"{noun} has an empty segment"
+    if segment in (".", ".."):
+        return f"{noun} has a '{segment}' segment"
+    if not segment.strip(". "):
+        # Win32 drops trailing dots and spaces, so "... " or ".. " becomes ".."
+        # on a Windows checkout (git for Windows refuses such names too).
+        return f"{noun} has a segment made only of dots and spaces"
+    if len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES:
+        return f"{noun} has a segment longer than {MAX_SEGMENT_BYTES} bytes"
+    return None
+
+
+class PathError(ValueError):
+    """A path that is invalid (``path_invalid``) or names ``.git`` (``path_forbidden``).
+
+    Attributes:
+        code: ``path_invalid`` or ``path_forbidden``.
+        message: Caller-safe reason (the path is shown via ``repr`` at most).
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def validate_path(path: object) -> str:
+    r"""Check a repository path named by an agent and return it unchanged.
+
+    The rules follow git's ``verify_path()``: a relative, ``/``-separated name with
+    no empty, ``.`` or ``..`` segment, and no segment that any filesystem could
+    resolve to ``.git``. They are stricter than git where that costs nothing: a
+    backslash, a control character, a segment made only of dots and spaces, and
+    every ``.git`` spelling of ``is_ntfs_dotgit()`` and ``is_hfs_dotgit()`` are
+    refused on every platform, and in every segment, not only the first.
+
+    ``.gitignore``, ``.gitattributes``, ``.gitmodules`` and ``.github/...`` are
+    ordinary paths.
+
+    Args:
+        path: The candidate, as received from the caller (any type). A valid path
+            is a ``str`` of 1 to :data:`MAX_PATH_BYTES` UTF-8 bytes whose segments
+            are 1 to :data:`MAX_SEGMENT_BYTES` bytes each.
+
+    Returns:
+        ``path`` itself, unchanged (never normalised).
+
+    Raises:
+        PathError: ``path_invalid`` if ``path`` is not a ``str``; is
+            empty; is too long (whole or one segment, in UTF-8 bytes); does not
+            encode to UTF-8 (lone surrogates); is absolute (leading ``/``); starts
+            with a drive prefix (``C:``); contains a backslash, NUL, another C0
+            control character or DEL; or has an empty (``a//b``, trailing ``/``),
+            ``.``, ``..`` or dots-and-spaces-only segment. These are checked
+            first, over the whole path.
+        PathError: ``path_forbidden`` if the path is well formed but one
+            of its segments names ``.git`` in any spelling: any letter case, with
+            trailing dots or spaces or an NTFS stream suffix (``.git.``,
+            ``.git ``, ``.git::$INDEX_ALLOCATION``), as an 8.3 short name
+            (``git~1``), or with HFS+ ignorable code points anywhere in it
+            (``.git\u200c``).
+
+    """
+    if not isinstance(path, str):
+        raise PathError("path_invalid", "path must be a string")
+    problem = _size_problem(path, "path")
+    if problem is not None:
+        raise PathError("path_invalid", problem)
+    problem = _form_problem(path, "path")
+    if problem is not None:
+        # repr() escapes control characters and lone surrogates.
+        raise PathError("path_invalid", f"{problem}: {path!r}")
+    if any(_is_dotgit(segment) for segment in path.split(_SEP)):
+        raise PathError("path_forbidden", f"path names the .git directory: {path!r}")
+    return path
+
+
+def validate_glob(glob: object) -> str:
+    """Check a scope glob and return it unchanged.
+
+    A glob obeys the segment rules of :func:`validate_path` (relative,
+    ``/``-separated, no empty, ``.``, ``..`` or dots-and-spaces-only segment, no
+    backslash, no control character, same size limits). In addition a segment
+    containing ``**`` must be exactly ``**`` (``a**``, ``**b`` and ``***`` are
+    refused). ``*`` and ``?`` may appear anywhere else; every other character,
+    including ``[`` and ``{``, is literal. A glob may name ``.git``; it then
+    matches nothing, because no valid path names ``.git``.
+
+    Args:
+        glob: The candidate, as found in a token caveat or a policy (any type).
+
+    Returns:
+        ``glob`` itself, unchanged.
+
+    Raises:
+        ValueError: If ``glob`` is not a valid glob; the message is a short,
+            caller-safe reason that does not repeat the glob (the token layer maps
+            it to ``caveat_malformed``).
+
+    """
+    if not isinstance(glob, str):
+        raise ValueError("glob must be a string")
+    problem = _size_problem(glob, "glob") or _form_problem(glob, "glob")
+    if problem is not None:
+        raise ValueError(problem)
+    for segment in glob.split(_SEP):
+        if _DOUBLE_STAR in segment and segment != _DOUBLE_STAR:
+            raise ValueError("glob uses '**' inside a segment; it must be a whole segment")
+    return glob
+
+
+def _run_automaton(
+    pattern: Sequence[str],
+    length: int,
+    star: str,
+    mask_of: Callable[[str], int],
+) -> bool:
+    """Match ``pattern`` against a sequence of ``length`` items by bit-parallel simulation.
+
+    Bit ``i`` of the state means "the pattern read so far matches the first ``i``
+    items". A ``star`` element matches any run of items (it keeps every state from
+    the lowest one reached onwards); any other element matches exactly one item
+    ``i`` where bit ``i`` of ``mask_of(element)`` is set. There is no backtracking:
+    each element costs one big-integer operation on ``length + 1`` bits.
+
+    Args:
+        pattern: Pattern elements (characters of a segment pattern, or segment
+            patterns of a glob).
+        length: Number of items in the subject.
+        star: The element that matches any run of items (``*`` or ``**``).
+        mask_of: For a non-star element, the bit set of subject positions it
+            matches (bits ``0`` to ``length - 1``).
+
+    Returns:
+        Whether the whole pattern matches the whole subject.
+
+    """
+    every_state = (1 << (length + 1)) - 1
+    states = 1
+    for element in pattern:
+        if element == star:
+            lowest = states & -states
+            states = every_state & ~(lowest - 1)
+        else:
+            states = (states & mask_of(element)) << 1
+        if not states:
+            return False
+    return bool(states >> length & 1)
+
+
+def _segment_matches(pattern: str, segment: str) -> bool:
+    """Match one segment pattern (``*`` and ``?`` within the segment) against one segment."""
+    if _STAR not in pattern and _ANY_ONE not in pattern:
+        return pattern == segment
+    positions: dict[str, int] = {}
+    for index, char in enumerate(segment):
+        positions[char] = positions.get(char, 0) | (1 << index)
+    any_char = (1 << len(segment)) - 1
+
+    def mask_of(element: str) -> int:
+        return any_char if element == _ANY_ONE else positions.get(element, 0)
+
+    return _run_automaton(pattern, len(segment), _STAR, mask_of)
+
+
+def _is_valid_path(path: str) -> bool:
+    """Whether :func:`validate_path` accepts ``path`` (used to fail closed)."""
+    try:
+        validate_path(path)
+    except PathError:
+        return False
+    return True
+
+
+def _is_valid_glob(glob: str) -> bool:
+    """Whether :func:`validate_glob` accepts ``glob`` (used to fail closed)."""
+    try:
+        validate_glob(glob)
+    except ValueError:
+        return False
+    return True
+
+
+def _match(glob: str, path: str) -> bool:
+    """Match a validated glob against a validated path (see :func:`glob_matches`)."""
+    pattern = glob.split(_SEP)
+    if pattern[-1] == _DOUBLE_STAR:
+        # A trailing "**" needs at least one segment: "x/**" == "x/*/**".
+        pattern.insert(len(pattern) - 1, _STAR)
+    segments = path.split(_SEP)
+
+    positions: dict[str, int] = {}
+    for index, segment in enumerate(segments):
+        positions[segment] = positions.get(segment, 0) | (1 << index)
+    masks: dict[str, int] = {}
+
+    def mask_of(element: str) -> int:
+        mask = masks.get(element)
+        if mask is None:
+            if _STAR not in element and _ANY_ONE not in element:
+                mask = positions.get(element, 0)
+            else:
+                # One segment match per distinct (pattern, segment) pair.
+                mask = 0
+                for segment, where in positions.items():
+                    if _segment_matches(element, segment):
+                        mask |= where
+            masks[element] = mask
+        return mask
+
+    return _run_automaton(pattern, len(segments), _DOUBLE_STAR, mask_of)
+
+
+def glob_matches(glob: str, path: str) -> bool:
+    """Whether a scope glob matches a repository path, one whole segment at a time.
+
+    ``*`` and ``?`` never cross ``/``; ``**`` matches zero or more whole segments,
+    and a trailing ``**`` one or more. So ``src/**`` matches ``src/a.py`` and
+    ``src/x/y.py`` but neither ``src`` itself (a file named ``src`` is not inside
+    the folder), nor ``src_old/a.py``, nor ``srcx``; ``src/*.py`` matches
+    ``src/a.py`` but not ``src/x/a.py``; ``a/**/b`` matches ``a/b``; ``**`` alone
+    matches every valid path.
+
+    Fails closed: an invalid glob matches nothing and an invalid or forbidden path
+    (see :func:`validate_path`) is matched by nothing, so a caller that forgot to
+    validate cannot widen a scope with ``src/../x`` or reach ``.git``.
+
+    Args:
+        glob: A scope glob (see :func:`validate_glob`).
+        path: A repository path (see :func:`validate_path`).
+
+    Returns:
+        True if ``glob`` matches all of ``path``.
+
+    """
+    return _is_valid_path(path) and _is_valid_glob(glob) and _match(glob, path)
+
+
+def in_scope(path: str, globs: Sequence[str]) -> bool:
+    """Whether ``path`` lies inside a scope given as a list of globs.
+
+    Args:
+        path: A repository path (see :func:`validate_path`).
+        globs: The scope's globs; an empty sequence is an empty scope.
+
+    Returns:
+        True iff at least one glob matches ``path`` (see :func:`glob_matches`;
+        an invalid path or glob never matches).
+
+    Raises:
+        TypeError: If ``globs`` is a single ``str``: iterating it would test each
+            character as a glob (``"src/**"`` would become ``*``, a wider scope).
+
+    """
+    if isinstance(globs, str):
+        raise TypeError("globs must be a sequence of globs, not a single string")
+    if not _is_valid_path(path):
+        return False
+    return any(_is_valid_glob(glob) and _match(glob, path) for glob in globs)
