@@ -1,0 +1,272 @@
+"""Token format and verification (engine.token): real HMAC keys, no mocks."""
+
+from __future__ import annotations
+
+import base64
+import secrets
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine import cbor
+from engine import token as t
+from engine.errors import CaveatError, ChitError, MalformedDataError, TokenError
+
+KEY = secrets.token_bytes(32)
+KID = "r20261130-test"
+NOW = 1_800_000_000
+EXP = NOW + 900
+
+
+def keys(kid: str) -> bytes | None:
+    return KEY if kid == KID else None
+
+
+def mint(**kw: object) -> str:
+    args: dict[str, object] = {
+        "agent": "alice",
+        "operations": ["read", "write"],
+        "paths": ["src/**"],
+        "expires_at": EXP,
+    }
+    args.update(kw)
+    return t.mint(KEY, KID, **args)  # type: ignore[arg-type]
+
+
+def forge(blocks: list[dict[str, object]], *, key: bytes = KEY, kid: str = KID) -> str:
+    """Build a correctly MAC'd token from arbitrary block maps (what an attacker
+    holding the root key could do; used to reach the caveat checks)."""
+    raw = [cbor.encode(b) for b in blocks]
+    return t._emit(kid, raw, t._chain(key, raw))
+
+
+def root(caveats: list[list[object]], **extra: object) -> dict[str, object]:
+    return {"id": secrets.token_bytes(16), "agent": "alice", "caveats": caveats, **extra}
+
+
+def code_of(token: str, now: int = NOW) -> str:
+    with pytest.raises(ChitError) as info:
+        t.verify_at_time(token, keys, now)
+    return info.value.code
+
+
+def test_round_trip_grants_exactly_what_was_minted() -> None:
+    v = t.verify_at_time(mint(), keys, NOW)
+    assert v.agent == "alice" and v.lane == "agent/alice"
+    assert v.operations == {"read", "write"}
+    assert v.path_scopes == (("src/**",),)
+    assert v.expires_at == EXP and v.not_before is None and not v.delegable
+    assert v.token_id == v.block_ids[0] and len(v.token_id) == 32
+
+
+def test_text_form_has_prefix_and_no_padding() -> None:
+    text = mint()
+    assert text.startswith("chit_")
+    assert "=" not in text and "+" not in text and "/" not in text
+
+
+def test_tag_never_in_repr() -> None:
+    parsed = t.parse(mint())
+    assert parsed._tag.hex() not in repr(parsed)
+    assert "_tag" not in repr(parsed)
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_any_character_change_is_refused(data: st.DataObject) -> None:
+    """Threat: tampering with the text form (one character anywhere)."""
+    text = mint()
+    i = data.draw(st.integers(min_value=0, max_value=len(text) - 1))
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    c = data.draw(st.sampled_from(alphabet).filter(lambda ch: ch != text[i]))
+    tampered = text[:i] + c + text[i + 1 :]
+    with pytest.raises(ChitError):
+        t.verify_at_time(tampered, keys, NOW)
+
+
+@settings(max_examples=300)
+@given(st.data())
+def test_any_bit_flip_in_bytes_is_refused(data: st.DataObject) -> None:
+    """Threat: tampering with the envelope bytes (one bit flipped anywhere)."""
+    text = mint()
+    raw = bytearray(base64.urlsafe_b64decode(text[5:] + "=" * (-len(text[5:]) % 4)))
+    i = data.draw(st.integers(min_value=0, max_value=len(raw) - 1))
+    bit = data.draw(st.integers(min_value=0, max_value=7))
+    raw[i] ^= 1 << bit
+    tampered = "chit_" + base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
+    with pytest.raises(ChitError):
+        t.verify_at_time(tampered, keys, NOW)
+
+
+def test_signature_failure_is_one_opaque_code() -> None:
+    """Threat: a verification oracle. Wrong key and altered blocks look the same."""
+    other = t.mint(secrets.token_bytes(32), KID, agent="alice", operations=["read"],
+                   paths=["**"], expires_at=EXP)
+    assert code_of(other) == "token_invalid_signature"
+    parsed = t.parse(mint())
+    swapped = t._emit(KID, parsed.blocks, bytes(32))
+    assert code_of(swapped) == "token_invalid_signature"
+
+
+def test_unknown_key_id() -> None:
+    assert code_of(forge([root([["exp", EXP]])], kid="nope")) == "token_unknown_key"
+
+
+def test_version_and_algorithm_come_from_configuration() -> None:
+    """Threat: algorithm confusion. The token's claim never picks the algorithm."""
+    parsed = t.parse(mint())
+    for field, value in (("v", 2), ("alg", "none")):
+        env = {"v": 1, "alg": "hmac-sha256", "kid": KID, "blocks": list(parsed.blocks),
+               "tag": parsed._tag, field: value}
+        text = "chit_" + base64.urlsafe_b64encode(cbor.encode(env)).rstrip(b"=").decode()
+        assert code_of(text) == "token_unsupported_version"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "chit_", "chit", "macaroon_abc", "chit_!!!!", "chit_" + "A" * 9000,
+     "chit_AAAA=", "chit_YQ", "chit_oA"],
+)
+def test_malformed_text(text: str) -> None:
+    with pytest.raises(MalformedDataError) as info:
+        t.verify_at_time(text, keys, NOW)
+    assert info.value.code == "token_malformed"
+
+
+def test_non_canonical_base64_refused() -> None:
+    """Threat: many spellings of one token (scanner evasion, cache confusion)."""
+    text = mint()
+    body = text[5:]
+    raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    if len(raw) % 3:  # trailing bits exist: set one
+        last = body[-1]
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+        bumped = alphabet[alphabet.index(last) + 1]
+        assert code_of("chit_" + body[:-1] + bumped) in {"token_malformed",
+                                                       "token_invalid_signature"}
+
+
+def test_expiry_required_and_enforced() -> None:
+    assert code_of(forge([root([["ops", ["read"]], ["paths", ["**"]]])])) == "token_expiry_required"
+    assert code_of(mint(), now=EXP) == "token_expired"
+    assert code_of(mint(not_before=NOW + 10)) == "token_not_yet_valid"
+    t.verify_at_time(mint(not_before=NOW), keys, NOW)
+
+
+@pytest.mark.parametrize(
+    ("caveat", "code"),
+    [
+        (["colour", "red"], "caveat_unknown"),
+        (["exp", "2030-01-01"], "caveat_malformed"),
+        (["exp", -5], "caveat_malformed"),
+        (["exp", 2**40], "caveat_malformed"),
+        (["exp", True], "caveat_malformed"),
+        (["ops", ["read", "delete"]], "caveat_malformed"),
+        (["ops", "read"], "caveat_malformed"),
+        (["ops", ["read", "read"]], "caveat_malformed"),
+        (["paths", ["../x"]], "caveat_malformed"),
+        (["paths", ["src/a**"]], "caveat_malformed"),
+        (["paths", ["a" * 2000]], "caveat_malformed"),
+        (["deleg", 1], "caveat_malformed"),
+        (["ops"], "caveat_malformed"),
+        ("exp", "caveat_malformed"),
+    ],
+)
+def test_caveats_fail_closed(caveat: object, code: str) -> None:
+    """Threat: a caveat the engine cannot interpret being ignored (fail open)."""
+    token = forge([root([["ops", ["read"]], ["paths", ["**"]], ["exp", EXP], caveat])])
+    with pytest.raises(CaveatError) as info:
+        t.verify_at_time(token, keys, NOW)
+    assert info.value.code == code
+
+
+def test_repeated_caveats_intersect() -> None:
+    token = forge([root([["ops", ["read", "write"]], ["ops", ["write", "commit"]],
+                         ["paths", ["src/**"]], ["paths", ["src/api/**", "docs/**"]],
+                         ["exp", EXP], ["exp", EXP - 100]])])
+    v = t.verify_at_time(token, keys, NOW)
+    assert v.operations == {"write"}
+    assert v.expires_at == EXP - 100
+    assert v.allows_path("src/api/x.py")
+    assert not v.allows_path("docs/x.md") and not v.allows_path("src/other.py")
+
+
+def test_no_ops_or_paths_stated_grants_nothing() -> None:
+    v = t.verify_at_time(forge([root([["exp", EXP]])]), keys, NOW)
+    assert v.operations == frozenset()
+    assert not v.allows_path("README.md")
+
+
+def test_offline_delegation_block_refused() -> None:
+    """Threat: a holder naming a new agent offline (only the engine delegates)."""
+    parsed = t.parse(mint(delegable=True, operations=["read", "sub-token:issue"]))
+    block = cbor.encode({"id": secrets.token_bytes(16), "agent": "mallory", "caveats": []})
+    forged = t._emit(KID, (*parsed.blocks, block), t.hmac_sha256(parsed._tag, block))
+    assert code_of(forged) == "delegation_not_permitted"
+
+
+def test_root_block_shape_enforced() -> None:
+    assert code_of(forge([{"id": secrets.token_bytes(16), "caveats": [["exp", EXP]]}])) \
+        == "token_malformed"
+    assert code_of(forge([root([["exp", EXP]], extra=1)])) == "token_malformed"
+    assert code_of(forge([{**root([["exp", EXP]]), "agent": "Bad Name"}])) == "token_malformed"
+
+
+def test_delegation_flag_only_from_root_and_can_be_dropped() -> None:
+    assert t.verify_at_time(mint(delegable=True), keys, NOW).delegable
+    assert not t.verify_at_time(t.attenuate(mint(delegable=True), drop_delegation=True),
+                                keys, NOW).delegable
+    token = forge([root([["exp", EXP]]), {"id": secrets.token_bytes(16),
+                                          "caveats": [["deleg", True]]}])
+    assert not t.verify_at_time(token, keys, NOW).delegable
+
+
+def test_revocation_of_any_block_kills_the_token() -> None:
+    child = t.attenuate(mint(), operations=["read"])
+    ids = t.verify_at_time(child, keys, NOW).block_ids
+    for revoked in ids:
+        with pytest.raises(TokenError) as info:
+            t.verify_at_time(child, keys, NOW, is_revoked=lambda got, r=revoked: r in got)
+        assert info.value.code == "token_revoked"
+
+
+OPS = st.lists(st.sampled_from(sorted(t.OPERATIONS)), unique=True)
+GLOBS = st.lists(st.sampled_from(["**", "src/**", "src/*.py", "src/api/**", "docs/**",
+                                  "src/api/v1.py", "src_old/**", "*"]), max_size=3)
+PROBES = ["src/a.py", "src/api/v1.py", "src/api/x/y.py", "docs/a.md", "src_old/a.py",
+          "README.md", "src/b/c.py"]
+
+
+@settings(max_examples=200)
+@given(ops=OPS, paths=GLOBS, ttl=st.integers(min_value=1, max_value=10**6),
+       drop=st.booleans())
+def test_attenuation_never_widens(ops: list[str], paths: list[str], ttl: int, drop: bool) -> None:
+    """Property: whatever an attenuation asks, the result is within its parent."""
+    parent = mint(operations=["read", "write"], paths=["src/**"], delegable=True)
+    pv = t.verify_at_time(parent, keys, NOW)
+    child = t.attenuate(parent, operations=ops, paths=paths, expires_at=NOW + ttl,
+                        drop_delegation=drop)
+    try:
+        cv = t.verify_at_time(child, keys, NOW)
+    except TokenError as exc:
+        assert exc.code == "token_expired"
+        return
+    assert cv.operations <= pv.operations
+    assert cv.expires_at <= pv.expires_at
+    assert cv.delegable <= pv.delegable
+    for probe in PROBES:
+        if cv.allows_path(probe):
+            assert pv.allows_path(probe)
+    assert cv.agent == pv.agent and cv.token_id == pv.token_id
+
+
+def test_mint_refuses_bad_arguments() -> None:
+    with pytest.raises(ValueError):
+        mint(agent="../x")
+    with pytest.raises(ValueError):
+        mint(operations=["admin"])
+    with pytest.raises(ValueError):
+        mint(paths="src/**")
+    with pytest.raises(ValueError):
+        mint(expires_at=0)
