@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import json
+from pathlib import Path
 import secrets
 
 import pytest
@@ -270,3 +272,21 @@ def test_mint_refuses_bad_arguments() -> None:
         mint(paths="src/**")
     with pytest.raises(ValueError):
         mint(expires_at=0)
+
+
+VECTORS = json.loads((Path(__file__).parent.parent / "vectors" / "tokens.json").read_text())
+
+
+@pytest.mark.parametrize("case", VECTORS["cases"], ids=lambda c: c["name"])
+def test_vectors(case: dict[str, object]) -> None:
+    table = {kid: bytes.fromhex(h) for kid, h in VECTORS["keys"].items()}
+    now = VECTORS["now"]
+    if "error" in case:
+        with pytest.raises(ChitError) as info:
+            t.verify_at_time(case["token"], table.get, now)
+        assert info.value.code == case["error"]
+        return
+    v = t.verify_at_time(case["token"], table.get, now)
+    got = dict(t.describe(v))
+    for key, value in case["expect"].items():  # type: ignore[union-attr]
+        assert got[key] == value, key

@@ -1,0 +1,315 @@
+"""The tool catalog: every tool declared once, and the ``chit-catalog/1`` encoding.
+
+Each :class:`ToolSpec` holds a tool's name, description, input and output models,
+required operations, annotations and handler. ``tools/list``, dispatch, the docs
+table and the catalog hash all derive from :data:`TOOLS`. A tool whose handler is
+``None`` is declared but withheld from every offer.
+
+``chit-catalog/1`` (docs/catalog-encoding.md): the offered tools, sorted by name,
+each as a map of name, description, input and output JSON Schema, annotations and
+requirements, wrapped in a map that names the encoding; encoded under
+``chit-det/1`` and hashed with SHA-256. The hash is written ``sha256:<hex>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel
+
+from engine import cbor, handlers
+from engine import schemas as s
+
+__all__ = [
+    "CATALOG_ENCODING",
+    "DELEGATION_FLAG",
+    "TOOLS",
+    "Offer",
+    "ToolSpec",
+    "encode_catalog",
+    "hash_catalog",
+    "markdown_table",
+    "offer_for",
+    "tool_by_name",
+]
+
+CATALOG_ENCODING = "chit-catalog/1"
+DELEGATION_FLAG = "delegable"
+"""Pseudo-requirement naming the token's delegation flag in ``requires``."""
+
+Handler = Callable[[Any, Any], BaseModel]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool, declared once.
+
+    Attributes:
+        name: Tool name on the MCP surface.
+        description: What the tool does, for the agent.
+        input_model: Strict pydantic model of the arguments.
+        output_model: Model of the structured result.
+        requires: Operations the token must hold (and :data:`DELEGATION_FLAG`
+            for the delegation flag). Empty: always offered.
+        read_only: MCP ``readOnlyHint``.
+        destructive: MCP ``destructiveHint``.
+        handler: ``(CallContext, args) -> output``; ``None`` withholds the tool.
+        path_args: Names of arguments that are repository paths the call acts on
+            (checked against scope and policy before the handler runs).
+    """
+
+    name: str
+    description: str
+    input_model: type[BaseModel]
+    output_model: type[BaseModel]
+    requires: frozenset[str]
+    read_only: bool
+    destructive: bool
+    handler: Handler | None
+    path_args: tuple[str, ...] = ()
+
+    @property
+    def operation(self) -> str:
+        """The single operation named in docs and policy (``none`` if none)."""
+        ops = sorted(self.requires - {DELEGATION_FLAG})
+        return ops[0] if ops else "none"
+
+    def encoded(self) -> dict[str, Any]:
+        """This tool's entry in ``chit-catalog/1``."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": _schema(self.input_model),
+            "output_schema": _schema(self.output_model),
+            "annotations": {"destructiveHint": self.destructive, "readOnlyHint": self.read_only},
+            "requires": sorted(self.requires),
+        }
+
+
+def _tool(
+    name: str,
+    description: str,
+    input_model: type[BaseModel],
+    output_model: type[BaseModel],
+    requires: Iterable[str],
+    handler: Handler | None,
+    *,
+    path_args: tuple[str, ...] = (),
+    destructive: bool = False,
+) -> ToolSpec:
+    req = frozenset(requires)
+    read_only = not (req & {"write", "commit", "sub-token:issue"})
+    return ToolSpec(
+        name, description, input_model, output_model, req, read_only, destructive, handler, path_args
+    )
+
+
+R, W, C = ("read",), ("write",), ("commit",)
+
+TOOLS: tuple[ToolSpec, ...] = (
+    _tool(
+        "effective_scope",
+        "What your token grants: agent, lane, operations, path scope, expiry, and the tools "
+        "offered. Call this first.",
+        s.NoArgs, s.EffectiveScope, (), handlers.effective_scope,
+    ),
+    _tool(
+        "status",
+        "Your session's staged change, the lane head it is based on, and how far your lane is "
+        "ahead of and behind main.",
+        s.NoArgs, s.Status, R, handlers.status,
+    ),
+    _tool(
+        "read_file",
+        "Read a file in your scope. Without ref: your session's view (staged edits over your "
+        "lane, or main before your lane exists). Content is UTF-8 text, or base64 for binary.",
+        s.ReadFileArgs, s.FileContent, R, handlers.read_file, path_args=("path",),
+    ),
+    _tool(
+        "list_conflicts",
+        "Paths where your staged change conflicts with your lane, and where your lane would "
+        "conflict with main.",
+        s.NoArgs, s.Conflicts, R, None,
+    ),
+    _tool(
+        "log",
+        "Commits on a branch (default: your lane), newest first, limited to paths in your scope.",
+        s.LogArgs, s.Log, R, handlers.log,
+    ),
+    _tool(
+        "diff",
+        "Without ref: your session's staged change. With ref: from that revision to your "
+        "session's view. Limited to paths in your scope.",
+        s.DiffArgs, s.Diff, R, handlers.diff,
+    ),
+    _tool(
+        "symbol_context",
+        "A symbol's definition, signature, docstring, enclosing scope and surrounding code.",
+        s.SymbolContextArgs, s.SymbolContext, R, None,
+    ),
+    _tool(
+        "symbol_relations",
+        "A symbol's callers, callees, references, imports, parent and child classes.",
+        s.SymbolRelationsArgs, s.Relations, R, None,
+    ),
+    _tool(
+        "search_symbols",
+        "Find symbols by name: exact, prefix and fuzzy matches, with kind, path and line.",
+        s.SearchSymbolsArgs, s.Symbols, R, None,
+    ),
+    _tool(
+        "change_impact",
+        "Symbols a change touches and what reaches them, with the tests that cover them. "
+        "Nothing given: your staged change.",
+        s.ChangeImpactArgs, s.Impact, R, None,
+    ),
+    _tool(
+        "project_context",
+        "A briefing before you edit some paths: relevant symbols, conventions that apply, and "
+        "other sessions working on the same paths.",
+        s.ProjectContextArgs, s.ProjectContext, R, None,
+    ),
+    _tool(
+        "provenance_graph",
+        "The derivation graph around a commit, session, token id or task: tokens, delegations, "
+        "sessions, commits and files.",
+        s.ProvenanceGraphArgs, s.ProvenanceGraph, R, None,
+    ),
+    _tool(
+        "write_file",
+        "Stage a file's new content in your session (encoding utf-8 or base64). Nothing lands "
+        "until commit.",
+        s.WriteFileArgs, s.Staged, W, handlers.write_file, path_args=("path",),
+    ),
+    _tool(
+        "delete_file",
+        "Stage the deletion of a file in your session.",
+        s.DeleteFileArgs, s.Staged, W, handlers.delete_file, path_args=("path",),
+        destructive=True,
+    ),
+    _tool(
+        "move_file",
+        "Stage a move (rename) of a file in your session.",
+        s.MoveFileArgs, s.Staged, W, handlers.move_file, path_args=("source", "destination"),
+        destructive=True,
+    ),
+    _tool(
+        "resolve_conflict",
+        "Resolve a conflicting path with ours, theirs, or explicit content.",
+        s.ResolveConflictArgs, s.Resolved, W, None, path_args=("path",),
+    ),
+    _tool(
+        "commit",
+        "Land your session's staged change as one commit on your lane agent/<name>, with "
+        "provenance trailers. Never touches main.",
+        s.CommitArgs, s.Committed, C, handlers.commit,
+    ),
+    _tool(
+        "issue_sub_token",
+        "Issue a strictly narrower token for a helper agent, whose lane becomes agent/<agent>.",
+        s.IssueSubTokenArgs, s.SubToken, ("sub-token:issue", DELEGATION_FLAG), None,
+    ),
+)
+
+_BY_NAME = {tool.name: tool for tool in TOOLS}
+
+
+def tool_by_name(name: str) -> ToolSpec | None:
+    """Return the declared tool named exactly ``name`` (case-sensitive), or ``None``."""
+    return _BY_NAME.get(name)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """The tools offered to one token and their catalog hash.
+
+    Attributes:
+        tools: Offered tools, sorted by name.
+        catalog_hash: ``sha256:<hex>`` of :attr:`catalog_bytes`.
+        catalog_bytes: The ``chit-catalog/1`` encoding.
+        withheld: How many declared tools are not offered.
+    """
+
+    tools: tuple[ToolSpec, ...]
+    catalog_hash: str
+    catalog_bytes: bytes
+    withheld: int
+
+    def names(self) -> list[str]:
+        """Offered tool names, sorted."""
+        return [t.name for t in self.tools]
+
+    def get(self, name: str) -> ToolSpec | None:
+        """Return the offered tool named exactly ``name``, or ``None``."""
+        for tool in self.tools:
+            if tool.name == name:
+                return tool
+        return None
+
+
+def offer_for(operations: frozenset[str], delegable: bool) -> Offer:
+    """Compute the offer for a token's operations and delegation flag.
+
+    A tool is offered iff it has a handler and every requirement is held.
+    ``effective_scope`` requires nothing and is always offered.
+
+    Args:
+        operations: The verified token's effective operations.
+        delegable: The verified token's delegation flag.
+
+    Returns:
+        The :class:`Offer`.
+    """
+    held = set(operations) | ({DELEGATION_FLAG} if delegable else set())
+    names = tuple(
+        sorted(t.name for t in TOOLS if t.handler is not None and t.requires <= held)
+    )
+    return _offer(names)
+
+
+@lru_cache(maxsize=256)
+def _offer(names: tuple[str, ...]) -> Offer:
+    tools = tuple(_BY_NAME[n] for n in names)
+    data = encode_catalog(tools)
+    return Offer(tools, hash_catalog(data), data, len(TOOLS) - len(tools))
+
+
+def encode_catalog(tools: Iterable[ToolSpec]) -> bytes:
+    """Encode tools under ``chit-catalog/1``.
+
+    Args:
+        tools: The offered tools, in any order (they are sorted by name).
+
+    Returns:
+        ``chit-det/1`` bytes of ``{"encoding": "chit-catalog/1", "tools": [...]}``.
+    """
+    entries = [t.encoded() for t in sorted(tools, key=lambda t: t.name)]
+    return cbor.encode({"encoding": CATALOG_ENCODING, "tools": entries})
+
+
+def hash_catalog(data: bytes) -> str:
+    """Return ``sha256:<hex>`` of catalog bytes."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@lru_cache(maxsize=None)
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema: dict[str, Any] = model.model_json_schema()
+    return schema
+
+
+def markdown_table() -> str:
+    """Render the catalog as the Markdown table kept in ``docs/tools.md``."""
+    rows = ["| tool | needs | read-only | destructive | offered now |", "|---|---|---|---|---|"]
+    for t in TOOLS:
+        needs = ", ".join(sorted(t.requires)) or "nothing (always offered)"
+        rows.append(
+            f"| `{t.name}` | {needs} | {'yes' if t.read_only else 'no'} | "
+            f"{'yes' if t.destructive else 'no'} | "
+            f"{'yes' if t.handler is not None else 'withheld (later work)'} |"
+        )
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,275 @@
+"""Tool handlers. Each runs after the ordered check passed for its call.
+
+A handler gets a :class:`CallContext` (the verified token, the session, the
+repository, the policy, ``now`` and the offer) and the validated arguments, and
+returns the tool's output model. Paths named in ``path_args`` were already
+validated, scope-checked and policy-checked by the service; anything else a
+handler touches it checks itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import policy
+from engine import schemas as s
+from engine import vcs
+from engine.errors import AccessDeniedError, InvalidRequestError
+from engine.token import VerifiedToken
+
+if TYPE_CHECKING:
+    from engine.catalog import Offer
+
+__all__ = ["CallContext", "Session"]
+
+TRAILER_PREFIX = "Chit-"
+_TRAILER_LINE = re.compile(r"^\s*chit-[A-Za-z0-9-]*\s*:", re.IGNORECASE | re.MULTILINE)
+
+
+@dataclass
+class Session:
+    """One agent session (one MCP connection): its staged change, bound to a token.
+
+    Attributes:
+        session_id: The edge's id for the connection.
+        token_id: Root block id of the token that opened it.
+        agent: The agent that opened it.
+        staged: The in-memory staged change.
+        lock: Serialises calls within the session.
+    """
+
+    session_id: str
+    token_id: str
+    agent: str
+    staged: vcs.StagedChange
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+@dataclass
+class CallContext:
+    """Everything a handler may use for one call."""
+
+    token: VerifiedToken
+    session: Session
+    repo: vcs.Repository
+    policy: policy.Policy
+    now: int
+    offer: Offer
+    catalog_store: str
+
+    def visible(self, path: str) -> bool:
+        """True iff the caller may see ``path``: in scope and not forbidden by policy."""
+        if not self.token.allows_path(path):
+            return False
+        request = policy.Request(
+            agent=self.token.agent, tool="", operation="read", paths=(path,)
+        )
+        return policy.evaluate(self.policy, request).allowed
+
+    def enforce_sizes(self, tool: str, path: str, content_bytes: int, after: vcs.StagedChange) -> None:
+        """Apply the policy's size limits to a staging write.
+
+        Raises:
+            AccessDeniedError: ``limit_exceeded`` with the rule that matched.
+        """
+        request = policy.Request(
+            agent=self.token.agent,
+            tool=tool,
+            operation="write",
+            paths=(path,),
+            content_bytes=content_bytes,
+            staged_bytes=after.byte_size(),
+            staged_files=len(after.changes),
+        )
+        decision = policy.evaluate(self.policy, request)
+        if not decision.allowed:
+            raise AccessDeniedError(
+                decision.code or "policy_denied",
+                "; ".join(decision.reasons) or "refused by policy",
+                rule=decision.rule,
+            )
+
+
+def effective_scope(ctx: CallContext, _args: s.NoArgs) -> s.EffectiveScope:
+    """Describe the token and its offer."""
+    t = ctx.token
+    from engine.catalog import CATALOG_ENCODING
+
+    return s.EffectiveScope(
+        agent=t.agent,
+        lane=t.lane,
+        token_id=t.token_id,
+        operations=sorted(t.operations),
+        path_scopes=[list(g) for g in t.path_scopes],
+        expires_at=t.expires_at,
+        not_before=t.not_before,
+        delegable=t.delegable,
+        tools=ctx.offer.names(),
+        withheld=ctx.offer.withheld,
+        catalog_hash=ctx.offer.catalog_hash,
+        catalog_encoding=CATALOG_ENCODING,
+    )
+
+
+def status(ctx: CallContext, _args: s.NoArgs) -> s.Status:
+    """Report the session's staged change and lane position."""
+    info = ctx.repo.status(ctx.token.agent, ctx.session.staged)
+    staged = [s.StagedEntry(**e) for e in info["staged"] if ctx.visible(e["path"])]
+    return s.Status(
+        session=ctx.session.session_id,
+        lane=info["lane"],
+        lane_exists=info["lane_exists"],
+        lane_head=info["lane_head"],
+        base=info["base"],
+        main_head=info["main_head"],
+        ahead=info["ahead"],
+        behind=info["behind"],
+        staged=staged,
+        staged_bytes=ctx.session.staged.byte_size(),
+    )
+
+
+def read_file(ctx: CallContext, args: s.ReadFileArgs) -> s.FileContent:
+    """Read a file from the session view or a revision."""
+    if args.ref is None:
+        data = ctx.repo.view_read(ctx.token.agent, ctx.session.staged, args.path)
+    else:
+        data = ctx.repo.read_at(args.ref, args.path)
+    limit = ctx.policy.limits.file_bytes
+    if len(data) > limit:
+        raise AccessDeniedError(
+            "limit_exceeded",
+            f"the file is {len(data)} bytes, over the limit of {limit}",
+            rule="limits.file_bytes",
+        )
+    try:
+        return s.FileContent(
+            path=args.path, ref=args.ref, encoding="utf-8", content=data.decode("utf-8"),
+            size=len(data),
+        )
+    except UnicodeDecodeError:
+        return s.FileContent(
+            path=args.path, ref=args.ref, encoding="base64",
+            content=base64.b64encode(data).decode("ascii"), size=len(data),
+        )
+
+
+def log(ctx: CallContext, args: s.LogArgs) -> s.Log:
+    """List commits, pruned to the caller's scope."""
+    result = ctx.repo.log(args.ref, ctx.token.agent, args.path, args.limit, ctx.visible)
+    return s.Log.model_validate(result)
+
+
+def diff(ctx: CallContext, args: s.DiffArgs) -> s.Diff:
+    """Diff the staged change or a revision against the session view, pruned to scope."""
+    result = ctx.repo.diff(ctx.token.agent, ctx.session.staged, args.ref, args.path, ctx.visible)
+    return s.Diff.model_validate(result)
+
+
+def _decode_content(content: str, encoding: str) -> bytes:
+    if encoding == "utf-8":
+        return content.encode("utf-8", errors="strict")
+    try:
+        return base64.b64decode(content, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRequestError("invalid_argument", "content is not valid base64") from None
+
+
+def _staged_result(staged: vcs.StagedChange, path: str, change: Any) -> s.Staged:
+    return s.Staged(
+        path=path, change=change, staged_files=len(staged.changes), staged_bytes=staged.byte_size()
+    )
+
+
+def _trial(staged: vcs.StagedChange) -> vcs.StagedChange:
+    return vcs.StagedChange(base=staged.base, changes=dict(staged.changes), modes=dict(staged.modes))
+
+
+def write_file(ctx: CallContext, args: s.WriteFileArgs) -> s.Staged:
+    """Stage a write. Nothing changes if any check fails."""
+    data = _decode_content(args.content, args.encoding)
+    staged = ctx.session.staged
+    existed = ctx.repo.exists(ctx.token.agent, staged, args.path)
+    trial = _trial(staged)
+    ctx.repo.stage_write(ctx.token.agent, trial, args.path, data)
+    ctx.enforce_sizes("write_file", args.path, len(data), trial)
+    _adopt(staged, trial)
+    return _staged_result(staged, args.path, "modified" if existed else "added")
+
+
+def delete_file(ctx: CallContext, args: s.DeleteFileArgs) -> s.Staged:
+    """Stage a deletion."""
+    staged = ctx.session.staged
+    trial = _trial(staged)
+    ctx.repo.stage_delete(ctx.token.agent, trial, args.path)
+    ctx.enforce_sizes("delete_file", args.path, 0, trial)
+    _adopt(staged, trial)
+    return _staged_result(staged, args.path, "deleted")
+
+
+def move_file(ctx: CallContext, args: s.MoveFileArgs) -> s.Staged:
+    """Stage a move."""
+    staged = ctx.session.staged
+    trial = _trial(staged)
+    ctx.repo.stage_move(ctx.token.agent, trial, args.source, args.destination)
+    size = len(trial.changes.get(args.destination) or b"")
+    ctx.enforce_sizes("move_file", args.destination, size, trial)
+    _adopt(staged, trial)
+    return _staged_result(staged, args.destination, "moved")
+
+
+def _adopt(staged: vcs.StagedChange, trial: vcs.StagedChange) -> None:
+    staged.base = trial.base
+    staged.changes = trial.changes
+    staged.modes = trial.modes
+
+
+def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
+    """Land the staged change on the caller's lane with provenance trailers."""
+    from engine.catalog import CATALOG_ENCODING
+
+    message = args.message.strip()
+    if not message or "\x00" in message:
+        raise InvalidRequestError("invalid_argument", "the commit message is empty or holds NUL")
+    if _TRAILER_LINE.search(message):
+        raise InvalidRequestError(
+            "invalid_argument", "commit messages may not contain lines starting with 'Chit-'"
+        )
+    staged = ctx.session.staged
+    if staged.is_empty():
+        raise InvalidRequestError("invalid_argument", "nothing is staged")
+    files = len(staged.changes)
+    trailers = {
+        "Chit-Agent": ctx.token.agent,
+        "Chit-Session": ctx.session.session_id,
+        "Chit-Token-Id": ctx.token.token_id,
+        "Chit-Catalog-Hash": ctx.offer.catalog_hash,
+        "Chit-Catalog-Encoding": CATALOG_ENCODING,
+    }
+    body = message + "\n\n" + "".join(f"{k}: {v}\n" for k, v in trailers.items())
+    ctx.repo.put_blob_in_store(
+        ctx.catalog_store, ctx.offer.catalog_hash.removeprefix("sha256:"), ctx.offer.catalog_bytes
+    )
+    lane_before = ctx.repo.head_for(ctx.token.agent).id
+    oid = ctx.repo.commit(
+        ctx.token.agent,
+        staged,
+        body,
+        author_name=ctx.token.agent,
+        author_email=f"{ctx.token.agent}@agents.chit.invalid",
+        time=ctx.now,
+    )
+    return s.Committed(
+        commit=str(oid),
+        lane=ctx.token.lane,
+        parent=str(lane_before),
+        files=files,
+        catalog_hash=ctx.offer.catalog_hash,
+        catalog_encoding=CATALOG_ENCODING,
+        trailers=trailers,
+    )

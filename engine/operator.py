@@ -1,0 +1,162 @@
+"""Operator functions behind the CLI: set up a home, mint and inspect tokens.
+
+The CLI never handles keys itself; it calls these. In the embedded deployment
+they share the CLI's process; ``docs/threat-model.md`` says what that means.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import policy
+from engine import token as tokens
+from engine.errors import ConfigurationError
+from engine.keys import Keyring, create_keyring
+from engine.service import load_policy
+
+__all__ = ["init_home", "inspect_token", "mint_token", "parse_duration", "resolve_home"]
+
+_DURATION = re.compile(r"^(\d{1,9})([smhd]?)$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def resolve_home(home: str | os.PathLike[str] | None) -> Path:
+    """Return ``home``, else ``$CHIT_HOME``, else ``~/.chit`` (DESIGN §7)."""
+    if home:
+        return Path(home)
+    env = os.environ.get("CHIT_HOME")
+    return Path(env) if env else Path.home() / ".chit"
+
+
+def init_home(home: str | os.PathLike[str]) -> dict[str, Any]:
+    """Create the keyring (0700/0600) and the default policy, keeping what exists.
+
+    Args:
+        home: The chit home directory.
+
+    Returns:
+        ``{"home", "key_id", "policy", "created_policy"}``.
+
+    Raises:
+        ConfigurationError: If an existing keyring or policy is unusable.
+    """
+    key = create_keyring(home)
+    policy_path = Path(home) / "policy.toml"
+    created = False
+    if not policy_path.exists():
+        fd = os.open(policy_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(policy.DEFAULT_POLICY_TOML)
+        created = True
+    load_policy(home)
+    return {
+        "home": str(home),
+        "key_id": key.key_id,
+        "policy": str(policy_path),
+        "created_policy": created,
+    }
+
+
+def parse_duration(text: str) -> int:
+    """Parse ``90``, ``90s``, ``15m``, ``2h`` or ``7d`` into seconds.
+
+    Raises:
+        ValueError: If the text is not such a duration or is zero.
+    """
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise ValueError("durations look like 90s, 15m, 2h or 7d")
+    seconds = int(match.group(1)) * _UNITS[match.group(2)]
+    if seconds <= 0:
+        raise ValueError("a duration must be positive")
+    return seconds
+
+
+def mint_token(
+    home: str | os.PathLike[str],
+    *,
+    agent: str,
+    operations: list[str],
+    paths: list[str],
+    ttl_seconds: int,
+    delegable: bool = False,
+    now: int | None = None,
+) -> dict[str, Any]:
+    """Mint a root token with the newest active root key.
+
+    Args:
+        home: The chit home.
+        agent: Agent name; its lane is ``agent/<agent>``.
+        operations: Operations to grant.
+        paths: Path globs to grant.
+        ttl_seconds: Lifetime in seconds, at most the policy's
+            ``limits.token_lifetime_seconds``.
+        delegable: Grant the delegation flag.
+        now: Issue time, unix seconds (default: the clock).
+
+    Returns:
+        ``{"token", "token_id", "agent", "key_id", "expires_at"}``.
+
+    Raises:
+        ConfigurationError: If the keyring or policy is unusable.
+        ValueError: If an argument is invalid or the lifetime exceeds policy.
+    """
+    pol = load_policy(home)
+    if ttl_seconds > pol.limits.token_lifetime_seconds:
+        raise ValueError(
+            f"ttl exceeds the policy's limits.token_lifetime_seconds "
+            f"({pol.limits.token_lifetime_seconds})"
+        )
+    if not paths:
+        raise ValueError("give at least one path glob")
+    issued = int(time.time()) if now is None else now
+    key = Keyring(home).signing_key()
+    text = tokens.mint(
+        key.secret,
+        key.key_id,
+        agent=agent,
+        operations=operations,
+        paths=paths,
+        expires_at=issued + ttl_seconds,
+        delegable=delegable,
+    )
+    parsed = tokens.parse(text)
+    return {
+        "token": text,
+        "token_id": parsed.unverified_blocks()[0]["id"],
+        "agent": agent,
+        "key_id": key.key_id,
+        "expires_at": issued + ttl_seconds,
+    }
+
+
+def inspect_token(text: str) -> dict[str, Any]:
+    """Describe a token without verifying it (never shows the tag).
+
+    Returns:
+        ``{"verified": False, "version", "algorithm", "key_id", "id",
+        "blocks": [{"id", "agent"?, "caveats"}]}``.
+
+    Raises:
+        MalformedDataError: ``token_malformed`` if it does not parse.
+    """
+    parsed = tokens.parse(text)
+    blocks = parsed.unverified_blocks()
+    return {
+        "verified": False,
+        "version": parsed.version,
+        "algorithm": parsed.algorithm,
+        "key_id": parsed.key_id,
+        "id": blocks[0]["id"],
+        "blocks": blocks,
+    }
+
+
+def ensure_home(home: Path) -> None:
+    """Raise :class:`ConfigurationError` unless ``home`` holds a keyring."""
+    if not (home / "keys" / "root").is_dir():
+        raise ConfigurationError(f"no chit home at {home}; run `chit init --home {home}`")

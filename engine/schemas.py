@@ -1,0 +1,438 @@
+"""Input and output models of every tool (pydantic v2).
+
+Inputs are strict and closed (``extra="forbid"``): an unknown argument is an
+``invalid_argument`` refusal, never ignored. Outputs are what handlers return and
+what the catalog publishes as ``outputSchema``. The JSON Schemas derived from
+these models are part of the catalog hash, so any change here changes the hash.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "MAX_CONTENT_CHARS",
+    "MAX_MESSAGE_CHARS",
+    "MAX_PATH_CHARS",
+]
+
+MAX_PATH_CHARS = 4096
+MAX_REF_CHARS = 256
+MAX_CONTENT_CHARS = 32 * 1024 * 1024
+MAX_MESSAGE_CHARS = 16_384
+
+_IN = ConfigDict(extra="forbid", strict=True, frozen=True)
+_OUT = ConfigDict(extra="forbid", frozen=True)
+
+Path = Field(min_length=1, max_length=MAX_PATH_CHARS, description="Repository path, '/'-separated.")
+OptPath = Field(
+    default=None, min_length=1, max_length=MAX_PATH_CHARS, description="Repository path filter."
+)
+Ref = Field(
+    default=None,
+    min_length=1,
+    max_length=MAX_REF_CHARS,
+    description="A branch name (main, agent/NAME) or a commit id; default: your lane.",
+)
+
+
+# --- inputs ------------------------------------------------------------------
+
+
+class NoArgs(BaseModel):
+    """No arguments."""
+
+    model_config = _IN
+
+
+class ReadFileArgs(BaseModel):
+    """Arguments of read_file."""
+
+    model_config = _IN
+    path: str = Path
+    ref: str | None = Ref
+
+
+class LogArgs(BaseModel):
+    """Arguments of log."""
+
+    model_config = _IN
+    ref: str | None = Ref
+    path: str | None = OptPath
+    limit: int = Field(default=20, ge=1, le=200, description="Most commits to return.")
+
+
+class DiffArgs(BaseModel):
+    """Arguments of diff. No ref: the session's staged change."""
+
+    model_config = _IN
+    ref: str | None = Ref
+    path: str | None = OptPath
+
+
+class SymbolContextArgs(BaseModel):
+    """Arguments of symbol_context."""
+
+    model_config = _IN
+    symbol: str = Field(min_length=1, max_length=512)
+    path: str | None = OptPath
+
+
+class SymbolRelationsArgs(BaseModel):
+    """Arguments of symbol_relations."""
+
+    model_config = _IN
+    symbol: str = Field(min_length=1, max_length=512)
+    path: str | None = OptPath
+    kinds: list[
+        Literal["callers", "callees", "references", "imports", "parents", "children"]
+    ] | None = None
+
+
+class SearchSymbolsArgs(BaseModel):
+    """Arguments of search_symbols."""
+
+    model_config = _IN
+    query: str = Field(min_length=1, max_length=512)
+    limit: int = Field(default=20, ge=1, le=200)
+
+
+class ChangeImpactArgs(BaseModel):
+    """Arguments of change_impact. Neither given: the session's staged change."""
+
+    model_config = _IN
+    paths: list[str] | None = Field(default=None, max_length=256)
+    symbols: list[str] | None = Field(default=None, max_length=256)
+
+
+class ProjectContextArgs(BaseModel):
+    """Arguments of project_context."""
+
+    model_config = _IN
+    paths: list[str] = Field(min_length=1, max_length=256)
+
+
+class ProvenanceGraphArgs(BaseModel):
+    """Arguments of provenance_graph: a commit, session, token id or task handle."""
+
+    model_config = _IN
+    handle: str = Field(min_length=1, max_length=256)
+
+
+class WriteFileArgs(BaseModel):
+    """Arguments of write_file."""
+
+    model_config = _IN
+    path: str = Path
+    content: str = Field(max_length=MAX_CONTENT_CHARS)
+    encoding: Literal["utf-8", "base64"] = "utf-8"
+
+
+class DeleteFileArgs(BaseModel):
+    """Arguments of delete_file."""
+
+    model_config = _IN
+    path: str = Path
+
+
+class MoveFileArgs(BaseModel):
+    """Arguments of move_file."""
+
+    model_config = _IN
+    source: str = Path
+    destination: str = Path
+
+
+class ResolveConflictArgs(BaseModel):
+    """Arguments of resolve_conflict."""
+
+    model_config = _IN
+    path: str = Path
+    resolution: Literal["ours", "theirs", "content"]
+    content: str | None = Field(default=None, max_length=MAX_CONTENT_CHARS)
+
+
+class CommitArgs(BaseModel):
+    """Arguments of commit."""
+
+    model_config = _IN
+    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+
+
+class IssueSubTokenArgs(BaseModel):
+    """Arguments of issue_sub_token."""
+
+    model_config = _IN
+    agent: str = Field(min_length=1, max_length=64)
+    ops: list[str] = Field(max_length=8)
+    paths: list[str] = Field(max_length=64)
+    ttl_seconds: int = Field(gt=0)
+    delegable: bool = False
+
+
+# --- outputs -----------------------------------------------------------------
+
+
+class EffectiveScope(BaseModel):
+    """What the presented token grants, and the catalog it is offered."""
+
+    model_config = _OUT
+    agent: str
+    lane: str
+    token_id: str
+    operations: list[str]
+    path_scopes: list[list[str]] = Field(
+        description="A path is in scope iff every list has a glob matching it."
+    )
+    expires_at: int
+    not_before: int | None
+    delegable: bool
+    tools: list[str]
+    withheld: int = Field(description="Declared tools this token is not offered.")
+    catalog_hash: str
+    catalog_encoding: str
+
+
+class StagedEntry(BaseModel):
+    """One staged path."""
+
+    model_config = _OUT
+    path: str
+    change: Literal["added", "modified", "deleted"]
+
+
+class Status(BaseModel):
+    """The session's staged change and its lane."""
+
+    model_config = _OUT
+    session: str
+    lane: str
+    lane_exists: bool
+    lane_head: str | None
+    base: str | None
+    main_head: str
+    ahead: int
+    behind: int
+    staged: list[StagedEntry]
+    staged_bytes: int
+
+
+class FileContent(BaseModel):
+    """A file's content."""
+
+    model_config = _OUT
+    path: str
+    ref: str | None
+    encoding: Literal["utf-8", "base64"]
+    content: str
+    size: int
+
+
+class LogEntry(BaseModel):
+    """One commit."""
+
+    model_config = _OUT
+    id: str
+    summary: str
+    author: str
+    time: int
+    paths: list[str]
+    paths_truncated: bool
+    trailers: dict[str, str]
+
+
+class Log(BaseModel):
+    """Commits, newest first, pruned to the caller's scope."""
+
+    model_config = _OUT
+    commits: list[LogEntry]
+    pruned: int
+    truncated: bool
+
+
+class DiffFile(BaseModel):
+    """One changed path."""
+
+    model_config = _OUT
+    path: str
+    change: str
+    patch: str | None
+    binary: bool = False
+    old_mode: int | None = None
+    new_mode: int | None = None
+
+
+class Diff(BaseModel):
+    """Changed paths, pruned to the caller's scope."""
+
+    model_config = _OUT
+    files: list[DiffFile]
+    pruned: int
+
+
+class Staged(BaseModel):
+    """The result of a staging write."""
+
+    model_config = _OUT
+    path: str
+    change: Literal["added", "modified", "deleted", "moved"]
+    staged_files: int
+    staged_bytes: int
+
+
+class Committed(BaseModel):
+    """A commit that landed on the caller's lane."""
+
+    model_config = _OUT
+    commit: str
+    lane: str
+    parent: str
+    files: int
+    catalog_hash: str
+    catalog_encoding: str
+    trailers: dict[str, str]
+
+
+class Conflict(BaseModel):
+    """One conflicting path."""
+
+    model_config = _OUT
+    path: str
+    base: str | None
+    ours: str | None
+    theirs: str | None
+
+
+class Conflicts(BaseModel):
+    """Conflicts of the session, and of the lane against main."""
+
+    model_config = _OUT
+    session: list[Conflict]
+    with_main: list[Conflict]
+
+
+class Resolved(BaseModel):
+    """A resolved conflict."""
+
+    model_config = _OUT
+    path: str
+    resolution: str
+    remaining: int
+
+
+class Symbol(BaseModel):
+    """A symbol in the index."""
+
+    model_config = _OUT
+    symbol: str
+    kind: str
+    path: str
+    line: int
+
+
+class Symbols(BaseModel):
+    """Symbols, pruned to the caller's scope."""
+
+    model_config = _OUT
+    symbols: list[Symbol]
+    pruned: int
+    truncated: bool
+
+
+class SymbolContext(BaseModel):
+    """A symbol's definition and surroundings."""
+
+    model_config = _OUT
+    symbol: Symbol
+    signature: str | None
+    doc: str | None
+    scope: str | None
+    code: str
+    truncated: bool
+
+
+class Relation(BaseModel):
+    """One relation of a symbol."""
+
+    model_config = _OUT
+    kind: str
+    symbol: Symbol
+
+
+class Relations(BaseModel):
+    """A symbol's relations, pruned to the caller's scope."""
+
+    model_config = _OUT
+    symbol: str
+    relations: list[Relation]
+    pruned: int
+    truncated: bool
+
+
+class Impact(BaseModel):
+    """Symbols a change touches and what reaches them."""
+
+    model_config = _OUT
+    touched: list[Symbol]
+    affected: list[Symbol]
+    tests: list[str]
+    pruned: int
+    truncated: bool
+
+
+class PeerIntent(BaseModel):
+    """Another session working on overlapping paths (never their content)."""
+
+    model_config = _OUT
+    agent: str
+    paths: list[str]
+
+
+class ProjectContext(BaseModel):
+    """A pre-write briefing for some paths."""
+
+    model_config = _OUT
+    symbols: list[Symbol]
+    conventions: list[FileContent]
+    peers: list[PeerIntent]
+    pruned: int
+    truncated: bool
+
+
+class GraphNode(BaseModel):
+    """A node of the provenance graph."""
+
+    model_config = _OUT
+    id: str
+    kind: str
+    label: str
+
+
+class GraphEdge(BaseModel):
+    """An edge of the provenance graph."""
+
+    model_config = _OUT
+    source: str
+    target: str
+    kind: str
+
+
+class ProvenanceGraph(BaseModel):
+    """The derivation graph around a handle, pruned to the caller's scope."""
+
+    model_config = _OUT
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    pruned: int
+
+
+class SubToken(BaseModel):
+    """A delegated token."""
+
+    model_config = _OUT
+    token: str
+    token_id: str
+    agent: str
+    expires_at: int

@@ -1,0 +1,292 @@
+"""The engine's narrow interface: ``offer`` and ``invoke``, plain data in and out.
+
+Every call re-presents the token and re-runs the whole ordered check (DESIGN §2);
+no decision is cached across calls:
+
+1. validity  - strict parse, known key id, chained MAC, expiry, not-before, revocation;
+2. chain     - delegation blocks were made by the engine (none can be yet);
+3. scope     - every path argument is valid and inside every block's scope;
+4. operation - the tool is offered to this token (its operations, its flag);
+5. policy    - the organisation policy's Decision.
+
+Listing and calling share :func:`Engine._check`, so a tool that is not offered to
+a token cannot be called by it under any spelling. Results and refusals are
+JSON-ready dicts so the same interface can be served over HTTP later.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+import policy
+from engine import token as tokens
+from engine import vcs
+from engine.catalog import CATALOG_ENCODING, Offer, ToolSpec, offer_for, tool_by_name
+from engine.errors import (
+    AccessDeniedError,
+    ChitError,
+    ConfigurationError,
+    InvalidRequestError,
+    StateError,
+)
+from engine.handlers import CallContext, Session
+from engine.keys import Keyring
+from engine.paths import validate_path
+
+__all__ = ["CATALOG_STORE_REF", "Engine", "load_policy"]
+
+logger = logging.getLogger("chit.engine")
+
+CATALOG_STORE_REF = "refs/chit/catalogs"
+MAX_SESSIONS = 4096
+
+
+def load_policy(home: str | os.PathLike[str]) -> policy.Policy:
+    """Load ``<home>/policy.toml``.
+
+    Raises:
+        ConfigurationError: If it is missing or invalid (the engine will not start).
+    """
+    path = Path(home) / "policy.toml"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        raise ConfigurationError(f"no policy at {path}; run `chit init` first") from None
+    try:
+        return policy.load(text)
+    except policy.PolicyError as exc:
+        raise ConfigurationError(f"invalid policy {path}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class _Checked:
+    token: tokens.VerifiedToken
+    offer: Offer
+
+
+class Engine:
+    """The authority behind every edge, embedded in-process or served remotely.
+
+    Args:
+        home: The chit home (keyring and ``policy.toml``).
+        repo: Path of the git repository the engine works on.
+        clock: Returns the current time in unix seconds (injected for tests).
+
+    Raises:
+        ConfigurationError: If the keyring, policy or repository is unusable.
+    """
+
+    def __init__(
+        self,
+        home: str | os.PathLike[str],
+        repo: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._keyring = Keyring(home)
+        self._policy = load_policy(home)
+        self._repo = vcs.Repository(repo)
+        self._clock = clock
+        self._sessions: dict[str, Session] = {}
+        self._sessions_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return "Engine()"
+
+    # --- the interface -------------------------------------------------------
+
+    def offer(self, token: str) -> dict[str, Any]:
+        """Return the tools a token unlocks.
+
+        Args:
+            token: The token's text form.
+
+        Returns:
+            ``{"ok": True, "tools": [{name, description, input_schema,
+            output_schema, annotations}], "catalog_hash", "catalog_encoding",
+            "withheld"}``, or ``{"ok": False, "error": {...}}`` if the token is
+            refused.
+        """
+        try:
+            checked = self._check(token)
+        except ChitError as exc:
+            return {"ok": False, "error": exc.to_dict()}
+        tools = [
+            {
+                "name": t.name,
+                "description": t.description,
+                "input_schema": copy.deepcopy(t.encoded()["input_schema"]),
+                "output_schema": copy.deepcopy(t.encoded()["output_schema"]),
+                "annotations": {"readOnlyHint": t.read_only, "destructiveHint": t.destructive},
+            }
+            for t in checked.offer.tools
+        ]
+        return {
+            "ok": True,
+            "tools": tools,
+            "catalog_hash": checked.offer.catalog_hash,
+            "catalog_encoding": CATALOG_ENCODING,
+            "withheld": checked.offer.withheld,
+        }
+
+    def invoke(
+        self,
+        token: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        *,
+        session: str,
+        offered_catalog_hash: str | None = None,
+    ) -> dict[str, Any]:
+        """Run one tool call through the ordered check and, if it passes, the handler.
+
+        Args:
+            token: The token's text form, re-presented on every call.
+            tool: The tool name exactly as the client sent it.
+            arguments: The JSON arguments object.
+            session: The edge's session id for this connection.
+            offered_catalog_hash: The catalog hash the edge listed to the agent,
+                or ``None`` if it listed none.
+
+        Returns:
+            ``{"ok": True, "result": {...}}``; or ``{"ok": False, "error":
+            {"error": CODE, "message": ..., ...}}`` for a refusal. A tool that is
+            not offered gives the code ``tool_not_offered`` with ``offered``.
+        """
+        try:
+            return {"ok": True, "result": self._invoke(token, tool, arguments, session,
+                                                       offered_catalog_hash)}
+        except ChitError as exc:
+            return {"ok": False, "error": exc.to_dict()}
+        except Exception:
+            # Never forward exception text: it can carry paths or secrets.
+            logger.exception("tool %s failed unexpectedly", tool if tool_by_name(tool) else "?")
+            return {
+                "ok": False,
+                "error": {"error": "internal_error", "message": "the engine failed; nothing was changed"},
+            }
+
+    # --- the ordered check ---------------------------------------------------
+
+    def _now(self) -> int:
+        return int(self._clock())
+
+    def _check(self, token: str) -> _Checked:
+        # 1-2. validity and chain (delegation blocks are refused inside verify).
+        verified = tokens.verify_at_time(token, self._keyring.lookup, self._now())
+        # 4. the operations and the flag decide the offer.
+        return _Checked(verified, offer_for(verified.operations, verified.delegable))
+
+    def _invoke(
+        self,
+        token: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        session_id: str,
+        offered_catalog_hash: str | None,
+    ) -> dict[str, Any]:
+        checked = self._check(token)
+        spec = checked.offer.get(tool) if isinstance(tool, str) else None
+        if spec is None:
+            raise AccessDeniedError(
+                "tool_not_offered",
+                "this token is not offered that tool",
+                offered=checked.offer.names(),
+            )
+        args = self._parse_arguments(spec, arguments)
+        # 3. scope: every path argument, validated then matched per segment.
+        paths = []
+        for name in spec.path_args:
+            path = validate_path(getattr(args, name))
+            if not checked.token.allows_path(path):
+                raise AccessDeniedError(
+                    "path_outside_scope", f"{path!r} is outside this token's scope"
+                )
+            paths.append(path)
+        for name in ("path",):
+            value = getattr(args, name, None)
+            if name not in spec.path_args and value is not None:
+                validate_path(value)  # filters (log, diff) are validated, results pruned
+        # 5. policy.
+        decision = policy.evaluate(
+            self._policy,
+            policy.Request(
+                agent=checked.token.agent,
+                tool=spec.name,
+                operation=spec.operation,
+                paths=tuple(paths),
+            ),
+        )
+        if not decision.allowed:
+            raise AccessDeniedError(
+                decision.code or "policy_denied",
+                "; ".join(decision.reasons) or "refused by policy",
+                rule=decision.rule,
+            )
+        if (
+            not spec.read_only
+            and offered_catalog_hash is not None
+            and offered_catalog_hash != checked.offer.catalog_hash
+        ):
+            raise StateError(
+                "catalog_changed",
+                "the tool catalog changed since you listed it; list tools again",
+                catalog_hash=checked.offer.catalog_hash,
+            )
+        session = self._session(session_id, checked.token)
+        if spec.handler is None:  # unreachable: offers hold only tools with handlers
+            raise AccessDeniedError("tool_not_offered", "tool withheld", offered=checked.offer.names())
+        with session.lock:
+            ctx = CallContext(
+                token=checked.token,
+                session=session,
+                repo=self._repo,
+                policy=self._policy,
+                now=self._now(),
+                offer=checked.offer,
+                catalog_store=CATALOG_STORE_REF,
+            )
+            result: BaseModel = spec.handler(ctx, args)
+        dumped: dict[str, Any] = result.model_dump(mode="json")
+        return dumped
+
+    @staticmethod
+    def _parse_arguments(spec: ToolSpec, arguments: dict[str, Any] | None) -> BaseModel:
+        try:
+            return spec.input_model.model_validate(arguments or {})
+        except ValidationError as exc:
+            fields = sorted({".".join(str(p) for p in e["loc"]) or "(arguments)" for e in exc.errors()})
+            raise InvalidRequestError(
+                "invalid_argument", "invalid arguments for this tool", fields=fields
+            ) from None
+
+    def _session(self, session_id: str, token: tokens.VerifiedToken) -> Session:
+        if not isinstance(session_id, str) or not 1 <= len(session_id) <= 128:
+            raise InvalidRequestError("invalid_argument", "invalid session id")
+        with self._sessions_lock:
+            session = self._sessions.get(session_id)
+            if session is None:
+                if len(self._sessions) >= MAX_SESSIONS:
+                    raise AccessDeniedError("limit_exceeded", "too many open sessions")
+                session = Session(
+                    session_id=session_id,
+                    token_id=token.token_id,
+                    agent=token.agent,
+                    staged=vcs.StagedChange(),
+                )
+                self._sessions[session_id] = session
+            elif session.token_id != token.token_id or session.agent != token.agent:
+                raise StateError(
+                    "session_token_mismatch", "this session belongs to another token"
+                )
+            return session

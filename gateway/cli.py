@@ -1,0 +1,232 @@
+"""The ``chit`` command line, for operators, agent hosts and auditors.
+
+Commands (DESIGN §7): ``init``, ``mint``, ``inspect``, ``mcp``, ``audit verify``
+and ``demo``. Every engine error is caught in one place, printed as its code and
+message (never a traceback, never a token or key) and turned into exit status 2;
+a failed audit exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ChitError, ConfigurationError
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
+
+
+def _print_json(doc: Any) -> None:
+    print(json.dumps(doc, indent=2, sort_keys=True))
+
+
+def _split(values: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for value in values:
+        out.extend(v.strip() for v in value.split(",") if v.strip())
+    return out
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from engine import operator
+
+    home = operator.resolve_home(args.home)
+    info = operator.init_home(home)
+    if args.repo:
+        from engine import vcs
+
+        vcs.Repository(args.repo)  # refuses a path that is not a repository with main
+        info["repo"] = str(Path(args.repo).resolve())
+    if args.json:
+        _print_json(info)
+    else:
+        print(f"chit home:  {info['home']}")
+        print(f"root key:   {info['key_id']} (keys/root, 0600)")
+        print(f"policy:     {info['policy']}" + (" (created)" if info["created_policy"] else ""))
+        if args.repo:
+            print(f"repository: {info['repo']} (has main)")
+    return EXIT_OK
+
+
+def cmd_mint(args: argparse.Namespace) -> int:
+    from engine import operator
+
+    home = operator.resolve_home(args.home)
+    operator.ensure_home(home)
+    try:
+        ttl = operator.parse_duration(args.ttl)
+        info = operator.mint_token(
+            home,
+            agent=args.agent,
+            operations=_split(args.ops),
+            paths=_split(args.paths),
+            ttl_seconds=ttl,
+            delegable=args.delegable,
+        )
+    except ValueError as exc:
+        print(f"chit mint: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.json:
+        _print_json(info)
+    else:
+        print(info["token"])
+    return EXIT_OK
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from engine import operator
+
+    text = args.token
+    if text == "-":
+        text = sys.stdin.read()
+    info = operator.inspect_token(text.strip())
+    if args.json:
+        _print_json(info)
+        return EXIT_OK
+    print(f"token id:  {info['id']}  (unverified: inspection checks no signature)")
+    print(f"format:    chit-token/{info['version']} {info['algorithm']}, key id {info['key_id']}")
+    for i, block in enumerate(info["blocks"]):
+        who = f" agent={block['agent']}" if "agent" in block else ""
+        print(f"block {i}:   {block['id']}{who}")
+        for kind, value in block["caveats"]:
+            print(f"           {kind} = {json.dumps(value)}")
+    return EXIT_OK
+
+
+def _read_token(args: argparse.Namespace) -> str:
+    if args.token_file:
+        text = Path(args.token_file).read_text(encoding="utf-8").strip()
+    else:
+        text = os.environ.get("CHIT_TOKEN", "").strip()
+    if not text:
+        raise ConfigurationError("no token: set CHIT_TOKEN or pass --token-file")
+    return text
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from engine import operator
+    from engine.service import Engine
+    from gateway.mcp_server import serve_stdio
+
+    home = operator.resolve_home(args.home)
+    operator.ensure_home(home)
+    token = _read_token(args)
+    engine = Engine(home, args.repo)
+    serve_stdio(engine, token)
+    return EXIT_OK
+
+
+def cmd_audit_verify(args: argparse.Namespace) -> int:
+    from engine.audit import verify_repository
+
+    report = verify_repository(args.repo, args.lanes or None)
+    if args.json:
+        _print_json(report)
+    else:
+        for item in report["commits"]:
+            mark = "ok  " if item["ok"] else "FAIL"
+            print(f"{mark} {item['commit'][:12]} {item['lane']} catalog {item['catalog_hash']}")
+        for finding in report["findings"]:
+            print(f"  {finding['commit'][:12]} {finding['check']}: {finding['reason']}")
+        total = len(report["commits"])
+        bad = sum(1 for c in report["commits"] if not c["ok"])
+        lanes = ", ".join(report["lanes"]) or "no lanes"
+        verdict = "verified" if report["ok"] else "FAILED"
+        print(f"{verdict}: {total - bad}/{total} commits on {lanes}")
+    return EXIT_OK if report["ok"] else EXIT_FAILED
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from gateway.demo import run_demo
+
+    return run_demo(keep=args.keep)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chit", description="Capability gateway for coding agents."
+    )
+    parser.add_argument("--home", help="chit home (default: $CHIT_HOME, else ~/.chit)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", default=argparse.SUPPRESS, help="chit home")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("init", parents=[common], help="create the keyring (0600) and the default policy")
+    p.add_argument("--repo", help="check that this repository has a main branch")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("mint", parents=[common], help="mint a root token for an agent")
+    p.add_argument("--agent", required=True, help="agent name; its lane is agent/NAME")
+    p.add_argument("--ops", required=True, nargs="+", help="read,write,commit,sub-token:issue")
+    p.add_argument("--paths", required=True, nargs="+", help="path globs, e.g. 'src/**'")
+    p.add_argument("--ttl", required=True, help="lifetime: 90s, 15m, 2h, 7d")
+    p.add_argument("--delegable", action="store_true", help="grant the delegation flag")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_mint)
+
+    p = sub.add_parser("inspect", parents=[common], help="show a token's id, blocks and caveats (never its tag)")
+    p.add_argument("token", help="the token, or - to read it from stdin")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("mcp", parents=[common], help="serve MCP over stdio for one agent")
+    p.add_argument("--repo", required=True, help="the git repository")
+    p.add_argument("--token-file", help="file holding the token (else $CHIT_TOKEN)")
+    p.set_defaults(func=cmd_mcp)
+
+    audit = sub.add_parser("audit", help="verify provenance").add_subparsers(
+        dest="audit_command", required=True
+    )
+    p = audit.add_parser("verify", help="verify catalog hashes and trailers on agent lanes")
+    p.add_argument("--repo", required=True)
+    p.add_argument("lanes", nargs="*", help="lanes (agent/NAME); default: all")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit_verify)
+
+    p = sub.add_parser("demo", parents=[common], help="run chit end to end on a temporary repository")
+    p.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI.
+
+    Args:
+        argv: Arguments without the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0 success, 1 a check failed (audit), 2 an error.
+    """
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        status: int = args.func(args)
+    except ChitError as exc:
+        print(f"chit: {exc.code}: {exc.message}", file=sys.stderr)
+        return EXIT_ERROR
+    except ConfigurationError as exc:
+        print(f"chit: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:
+        print(f"chit: {exc.strerror or 'I/O error'}: {exc.filename or ''}", file=sys.stderr)
+        return EXIT_ERROR
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""``chit demo``: the main job, end to end, on real code.
+
+1. A temporary git repository whose ``main`` holds the source of the installed
+   ``starlette`` package (code this project did not write).
+2. ``chit init`` and ``chit mint`` (subprocesses of the real CLI).
+3. ``chit mcp`` started as a subprocess; the official MCP client connects over
+   stdio and narrates: the offer, a read in scope, a read out of scope refused,
+   a write, the diff, a commit on ``agent/<name>``.
+4. ``chit audit verify`` passing on the repository.
+5. A read-only token offered only the read tools, and refused a write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pygit2
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from engine.seed import create_repository, files_from_directory
+
+__all__ = ["run_demo"]
+
+AGENT = "docs-bot"
+SCOPE = "src/starlette/middleware/**"
+IN_SCOPE = "src/starlette/middleware/cors.py"
+OUT_OF_SCOPE = "src/starlette/routing.py"
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _step(n: int, text: str) -> None:
+    _say(f"\n[{n}] {text}")
+
+
+def _chit(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "gateway.cli", "--home", str(home), *args]
+    return subprocess.run(  # noqa: S603 - fixed argv of our own CLI
+        cmd, capture_output=True, text=True, env=env, timeout=120, check=False
+    )
+
+
+def _result(res: Any) -> dict[str, Any]:
+    text = res.content[0].text if res.content else "{}"
+    doc: dict[str, Any] = json.loads(text)
+    return doc
+
+
+def _server(home: Path, repo: Path, token: str) -> StdioServerParameters:
+    env = dict(os.environ, CHIT_TOKEN=token)
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "gateway.cli", "--home", str(home), "mcp", "--repo", str(repo)],
+        env=env,
+    )
+
+
+async def _agent_session(home: Path, repo: Path, token: str) -> str:
+    async with Client(_server(home, repo, token)) as client:
+        _say(f"    connected over stdio, protocol {client.protocol_version}")
+        listed = await client.list_tools()
+        names = [t.name for t in listed.tools]
+        scope = _result(await client.call_tool("effective_scope", {}))
+        _say(f"    offered {len(names)} tools, {scope['withheld']} withheld: {', '.join(names)}")
+        _say(f"    lane {scope['lane']}, scope {scope['path_scopes']}, ops {scope['operations']}")
+        _say(f"    catalog {scope['catalog_hash']}")
+
+        _step(4, f"read inside the scope: {IN_SCOPE}")
+        read = await client.call_tool("read_file", {"path": IN_SCOPE})
+        content = _result(read)["content"]
+        first = next((ln for ln in content.splitlines() if ln.strip()), "")
+        _say(f"    {len(content)} characters; first line: {first}")
+
+        _step(5, f"read outside the scope: {OUT_OF_SCOPE}")
+        refused = await client.call_tool("read_file", {"path": OUT_OF_SCOPE})
+        err = _result(refused)
+        _say(f"    isError={refused.is_error}: {err['error']} - {err['message']}")
+        if not refused.is_error or err["error"] != "path_outside_scope":
+            raise RuntimeError("the out-of-scope read was not refused")
+
+        _step(6, "write: add a module docstring to the CORS middleware (staged, not landed)")
+        doc = '"""Cross-Origin Resource Sharing (CORS) middleware for Starlette."""\n\n'
+        staged = _result(
+            await client.call_tool("write_file", {"path": IN_SCOPE, "content": doc + content})
+        )
+        _say(f"    staged {staged['change']} {staged['path']} ({staged['staged_bytes']} bytes)")
+        diff = _result(await client.call_tool("diff", {}))
+        patch = diff["files"][0]["patch"] or ""
+        for line in patch.splitlines()[:7]:
+            _say(f"    | {line}")
+
+        _step(7, "commit onto the agent's own lane")
+        landed = await client.call_tool(
+            "commit", {"message": "Document the CORS middleware module"}
+        )
+        committed = _result(landed)
+        if landed.is_error:
+            raise RuntimeError(f"commit refused: {committed}")
+        _say(f"    {committed['commit'][:12]} on {committed['lane']} (parent {committed['parent'][:12]})")
+        for key, value in committed["trailers"].items():
+            _say(f"    {key}: {value}")
+        return str(committed["commit"])
+
+
+async def _reader_session(home: Path, repo: Path, token: str) -> None:
+    async with Client(_server(home, repo, token)) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        _say(f"    offered {len(names)} tools: {', '.join(names)}")
+        try:
+            await client.call_tool("write_file", {"path": "src/starlette/x.py", "content": "x"})
+        except MCPError as exc:
+            data = exc.error.data or {}
+            _say(f"    write_file -> {exc.error.code} {data.get('error')}")
+        else:
+            raise RuntimeError("a read-only token could call write_file")
+
+
+def run_demo(*, keep: bool = False) -> int:
+    """Run the demo in a temporary folder and print what happens.
+
+    Args:
+        keep: Keep the temporary folder (its path is printed).
+
+    Returns:
+        0 when every step behaved as expected, 1 otherwise.
+    """
+    import starlette
+
+    workdir = Path(tempfile.mkdtemp(prefix="chit-demo-"))
+    home, repo = workdir / "home", workdir / "repo"
+    try:
+        _say("chit demo: one agent, one token, one real repository")
+        _step(1, "a repository whose main holds real code (the installed starlette package)")
+        files = files_from_directory(Path(starlette.__file__).parent, "src/starlette")
+        files["README.md"] = b"# demo\n\nThe starlette sources, as a repository for chit.\n"
+        main_id = create_repository(repo, files, message="Import starlette sources")
+        _say(f"    {repo}: {len(files)} files, main at {main_id[:12]}")
+
+        _step(2, "operator: chit init, then mint a token for one agent limited to a sub-folder")
+        init = _chit(home, "init", "--repo", str(repo))
+        if init.returncode != 0:
+            raise RuntimeError(init.stderr.strip())
+        _say(textwrap.indent(init.stdout.rstrip(), "    "))
+        mint = _chit(
+            home, "mint", "--agent", AGENT, "--ops", "read,write,commit",
+            "--paths", SCOPE, "--ttl", "15m", "--json",
+        )
+        if mint.returncode != 0:
+            raise RuntimeError(mint.stderr.strip())
+        minted = json.loads(mint.stdout)
+        _say(f"    token {minted['token_id']} for {AGENT}: read,write,commit on {SCOPE}, 15 minutes")
+        _say(f"    (text form: chit_... {len(minted['token'])} characters, never logged)")
+
+        _step(3, "agent host: start `chit mcp` and connect with the official MCP client")
+        commit_id = anyio.run(_agent_session, home, repo, minted["token"])
+
+        git = pygit2.Repository(str(repo))
+        main_now = str(git.references["refs/heads/main"].target)
+        _say(f"    main is still {main_now[:12]} (unchanged: {main_now == main_id})")
+        if main_now != main_id:
+            raise RuntimeError("main moved")
+
+        _step(8, "auditor: chit audit verify")
+        audit = _chit(home, "audit", "verify", "--repo", str(repo))
+        _say(textwrap.indent(audit.stdout.rstrip(), "    "))
+        if audit.returncode != 0 or commit_id[:12] not in audit.stdout:
+            raise RuntimeError("audit did not verify the commit")
+
+        _step(9, "a read-only token is offered only the read tools")
+        reader = _chit(
+            home, "mint", "--agent", "reviewer", "--ops", "read", "--paths", "src/**",
+            "--ttl", "15m",
+        )
+        if reader.returncode != 0:
+            raise RuntimeError(reader.stderr.strip())
+        anyio.run(_reader_session, home, repo, reader.stdout.strip())
+
+        _say("\ndemo complete: every step behaved as expected")
+        return 0
+    except (RuntimeError, OSError, MCPError, KeyError, ValueError) as exc:
+        _say(f"\ndemo FAILED: {exc}")
+        return 1
+    finally:
+        if keep:
+            _say(f"(kept {workdir})")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,170 @@
+"""The MCP edge: the official SDK's low-level server in front of the engine.
+
+The edge holds no authority. It reads the agent's token once, re-presents it on
+every request, asks the engine for the offer on ``tools/list`` and for the result
+on ``tools/call``, and translates the engine's plain-data answers into MCP:
+
+- a refusal is a ``CallToolResult`` with ``isError: true`` whose text is JSON
+  ``{"error": CODE, "message": ..., ...hints}``;
+- a tool outside the offer is the MCP unknown-tool error (JSON-RPC -32602) with
+  ``data = {"error": "tool_not_offered", "offered": [...]}``;
+- a token the engine refuses on ``tools/list`` is JSON-RPC error -32001 with the
+  refusal as ``data``.
+
+No exception text ever reaches the client: every failure goes through the
+engine's codes or a fixed ``internal_error``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any, Protocol
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+__all__ = ["INSTRUCTIONS", "EngineClient", "build_server", "serve_stdio"]
+
+logger = logging.getLogger("chit.gateway")
+
+INVALID_PARAMS = -32602
+TOKEN_REFUSED = -32001
+
+INSTRUCTIONS = """\
+chit is a capability gateway: you work on a git repository through the tools your \
+token unlocks, and only inside its scope.
+- Call `effective_scope` first: it tells you your agent name, your lane \
+(agent/<name>), your operations, the path globs you may touch and when your token expires.
+- Call `project_context` for the paths you plan to edit before editing, when it is offered.
+- `write_file`, `delete_file` and `move_file` stage changes in this session only; nothing \
+lands until `commit`, which records one commit on your own lane agent/<name>. main is never \
+written.
+- A refused call returns isError with JSON {"error": CODE, "message": ...}; codes are stable \
+(for example path_outside_scope, path_forbidden, invalid_argument, not_found, conflict). \
+Calling a tool you were not offered is an unknown-tool error listing the tools you have.
+"""
+
+
+class EngineClient(Protocol):
+    """What the edge needs from an engine (in-process or remote)."""
+
+    def offer(self, token: str) -> dict[str, Any]:
+        """See :meth:`engine.service.Engine.offer`."""
+
+    def invoke(
+        self,
+        token: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        *,
+        session: str,
+        offered_catalog_hash: str | None = None,
+    ) -> dict[str, Any]:
+        """See :meth:`engine.service.Engine.invoke`."""
+
+
+class _Edge:
+    """Per-connection state: the token, a session id, the last listed catalog hash."""
+
+    def __init__(self, engine: EngineClient, token: str) -> None:
+        self._engine = engine
+        self._token = token
+        self.session_id = uuid.uuid4().hex
+        self.listed_hash: str | None = None
+
+    def __repr__(self) -> str:
+        return f"_Edge(session={self.session_id})"
+
+    async def list_tools(
+        self, _ctx: Any, _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        answer = await anyio.to_thread.run_sync(self._engine.offer, self._token)
+        if not answer.get("ok"):
+            error = answer.get("error") or {"error": "internal_error", "message": "refused"}
+            raise MCPError(TOKEN_REFUSED, f"token refused: {error.get('error')}", error)
+        self.listed_hash = answer["catalog_hash"]
+        tools = [
+            types.Tool(
+                name=t["name"],
+                description=t["description"],
+                input_schema=t["input_schema"],
+                output_schema=t["output_schema"],
+                annotations=types.ToolAnnotations(
+                    read_only_hint=t["annotations"]["readOnlyHint"],
+                    destructive_hint=t["annotations"]["destructiveHint"],
+                ),
+            )
+            for t in answer["tools"]
+        ]
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(
+        self, _ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            answer = await anyio.to_thread.run_sync(self._call, params.name, params.arguments)
+        except Exception:
+            logger.exception("edge failed to reach the engine")
+            answer = {"ok": False, "error": {"error": "internal_error", "message": "engine unavailable"}}
+        if answer.get("ok"):
+            result = answer["result"]
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=json.dumps(result, sort_keys=True))],
+                structured_content=result,
+                is_error=False,
+            )
+        error = answer.get("error") or {"error": "internal_error", "message": "refused"}
+        if error.get("error") == "tool_not_offered":
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name[:100]}", error)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(error, sort_keys=True))],
+            is_error=True,
+        )
+
+    def _call(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+        return self._engine.invoke(
+            self._token,
+            name,
+            arguments,
+            session=self.session_id,
+            offered_catalog_hash=self.listed_hash,
+        )
+
+
+def build_server(engine: EngineClient, token: str) -> Server[Any]:
+    """Build the MCP server for one connection holding ``token``.
+
+    Args:
+        engine: The engine (in-process :class:`engine.service.Engine` or a client).
+        token: The agent's token text; re-presented to the engine on every call.
+
+    Returns:
+        A low-level ``mcp`` server with ``tools/list`` and ``tools/call``.
+    """
+    edge = _Edge(engine, token)
+    from gateway import __version__
+
+    return Server(
+        "chit",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=edge.list_tools,
+        on_call_tool=edge.call_tool,
+    )
+
+
+def serve_stdio(engine: EngineClient, token: str) -> None:
+    """Serve MCP over stdio until the client closes the connection."""
+    server = build_server(engine, token)
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(main)

@@ -1,0 +1,23 @@
+"""Docs that derive from code stay in step with it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from engine.catalog import markdown_table
+from engine.errors import CODES
+
+DOCS = Path(__file__).resolve().parent.parent.parent / "docs"
+
+
+def test_tools_table_matches_the_declarations() -> None:
+    text = (DOCS / "tools.md").read_text()
+    table = text.split("<!-- table:begin -->\n", 1)[1].split("<!-- table:end -->", 1)[0]
+    assert table == markdown_table()
+
+
+def test_every_error_code_is_documented() -> None:
+    text = (DOCS / "errors.md").read_text()
+    documented = set(re.findall(r"^\| `([a-z_]+)` \|", text, flags=re.MULTILINE))
+    assert documented == set(CODES)
