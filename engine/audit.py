@@ -158,9 +158,10 @@ def _verify_commit(repo: vcs.Repository, agent: str, commit: Any) -> CommitRepor
     if not isinstance(doc, dict) or doc.get("encoding") != CATALOG_ENCODING:
         return fail("catalog_decodes", "catalog does not name chit-catalog/1")
     tools = doc.get("tools")
-    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+    entries = [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+    if not isinstance(tools, list) or len(entries) != len(tools):
         return fail("catalog_decodes", "catalog tools are not a list of maps")
-    names = [t.get("name") for t in tools]
+    names = [t.get("name") for t in entries]
     if names != sorted(n for n in names if isinstance(n, str)) or len(set(names)) != len(names):
         return fail("catalog_decodes", "catalog tools are not sorted by unique name")
     return report

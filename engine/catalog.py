@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -104,7 +104,15 @@ def _tool(
     req = frozenset(requires)
     read_only = not (req & {"write", "commit", "sub-token:issue"})
     return ToolSpec(
-        name, description, input_model, output_model, req, read_only, destructive, handler, path_args
+        name,
+        description,
+        input_model,
+        output_model,
+        req,
+        read_only,
+        destructive,
+        handler,
+        path_args,
     )
 
 
@@ -115,103 +123,162 @@ TOOLS: tuple[ToolSpec, ...] = (
         "effective_scope",
         "What your token grants: agent, lane, operations, path scope, expiry, and the tools "
         "offered. Call this first.",
-        s.NoArgs, s.EffectiveScope, (), handlers.effective_scope,
+        s.NoArgs,
+        s.EffectiveScope,
+        (),
+        handlers.effective_scope,
     ),
     _tool(
         "status",
         "Your session's staged change, the lane head it is based on, and how far your lane is "
         "ahead of and behind main.",
-        s.NoArgs, s.Status, R, handlers.status,
+        s.NoArgs,
+        s.Status,
+        R,
+        handlers.status,
     ),
     _tool(
         "read_file",
         "Read a file in your scope. Without ref: your session's view (staged edits over your "
         "lane, or main before your lane exists). Content is UTF-8 text, or base64 for binary.",
-        s.ReadFileArgs, s.FileContent, R, handlers.read_file, path_args=("path",),
+        s.ReadFileArgs,
+        s.FileContent,
+        R,
+        handlers.read_file,
+        path_args=("path",),
     ),
     _tool(
         "list_conflicts",
         "Paths where your staged change conflicts with your lane, and where your lane would "
         "conflict with main.",
-        s.NoArgs, s.Conflicts, R, None,
+        s.NoArgs,
+        s.Conflicts,
+        R,
+        None,
     ),
     _tool(
         "log",
         "Commits on a branch (default: your lane), newest first, limited to paths in your scope.",
-        s.LogArgs, s.Log, R, handlers.log,
+        s.LogArgs,
+        s.Log,
+        R,
+        handlers.log,
     ),
     _tool(
         "diff",
         "Without ref: your session's staged change. With ref: from that revision to your "
         "session's view. Limited to paths in your scope.",
-        s.DiffArgs, s.Diff, R, handlers.diff,
+        s.DiffArgs,
+        s.Diff,
+        R,
+        handlers.diff,
     ),
     _tool(
         "symbol_context",
         "A symbol's definition, signature, docstring, enclosing scope and surrounding code.",
-        s.SymbolContextArgs, s.SymbolContext, R, None,
+        s.SymbolContextArgs,
+        s.SymbolContext,
+        R,
+        None,
     ),
     _tool(
         "symbol_relations",
         "A symbol's callers, callees, references, imports, parent and child classes.",
-        s.SymbolRelationsArgs, s.Relations, R, None,
+        s.SymbolRelationsArgs,
+        s.Relations,
+        R,
+        None,
     ),
     _tool(
         "search_symbols",
         "Find symbols by name: exact, prefix and fuzzy matches, with kind, path and line.",
-        s.SearchSymbolsArgs, s.Symbols, R, None,
+        s.SearchSymbolsArgs,
+        s.Symbols,
+        R,
+        None,
     ),
     _tool(
         "change_impact",
         "Symbols a change touches and what reaches them, with the tests that cover them. "
         "Nothing given: your staged change.",
-        s.ChangeImpactArgs, s.Impact, R, None,
+        s.ChangeImpactArgs,
+        s.Impact,
+        R,
+        None,
     ),
     _tool(
         "project_context",
         "A briefing before you edit some paths: relevant symbols, conventions that apply, and "
         "other sessions working on the same paths.",
-        s.ProjectContextArgs, s.ProjectContext, R, None,
+        s.ProjectContextArgs,
+        s.ProjectContext,
+        R,
+        None,
     ),
     _tool(
         "provenance_graph",
         "The derivation graph around a commit, session, token id or task: tokens, delegations, "
         "sessions, commits and files.",
-        s.ProvenanceGraphArgs, s.ProvenanceGraph, R, None,
+        s.ProvenanceGraphArgs,
+        s.ProvenanceGraph,
+        R,
+        None,
     ),
     _tool(
         "write_file",
         "Stage a file's new content in your session (encoding utf-8 or base64). Nothing lands "
         "until commit.",
-        s.WriteFileArgs, s.Staged, W, handlers.write_file, path_args=("path",),
+        s.WriteFileArgs,
+        s.Staged,
+        W,
+        handlers.write_file,
+        path_args=("path",),
     ),
     _tool(
         "delete_file",
         "Stage the deletion of a file in your session.",
-        s.DeleteFileArgs, s.Staged, W, handlers.delete_file, path_args=("path",),
+        s.DeleteFileArgs,
+        s.Staged,
+        W,
+        handlers.delete_file,
+        path_args=("path",),
         destructive=True,
     ),
     _tool(
         "move_file",
         "Stage a move (rename) of a file in your session.",
-        s.MoveFileArgs, s.Staged, W, handlers.move_file, path_args=("source", "destination"),
+        s.MoveFileArgs,
+        s.Staged,
+        W,
+        handlers.move_file,
+        path_args=("source", "destination"),
         destructive=True,
     ),
     _tool(
         "resolve_conflict",
         "Resolve a conflicting path with ours, theirs, or explicit content.",
-        s.ResolveConflictArgs, s.Resolved, W, None, path_args=("path",),
+        s.ResolveConflictArgs,
+        s.Resolved,
+        W,
+        None,
+        path_args=("path",),
     ),
     _tool(
         "commit",
         "Land your session's staged change as one commit on your lane agent/<name>, with "
         "provenance trailers. Never touches main.",
-        s.CommitArgs, s.Committed, C, handlers.commit,
+        s.CommitArgs,
+        s.Committed,
+        C,
+        handlers.commit,
     ),
     _tool(
         "issue_sub_token",
         "Issue a strictly narrower token for a helper agent, whose lane becomes agent/<agent>.",
-        s.IssueSubTokenArgs, s.SubToken, ("sub-token:issue", DELEGATION_FLAG), None,
+        s.IssueSubTokenArgs,
+        s.SubToken,
+        ("sub-token:issue", DELEGATION_FLAG),
+        None,
     ),
 )
 
@@ -265,9 +332,7 @@ def offer_for(operations: frozenset[str], delegable: bool) -> Offer:
         The :class:`Offer`.
     """
     held = set(operations) | ({DELEGATION_FLAG} if delegable else set())
-    names = tuple(
-        sorted(t.name for t in TOOLS if t.handler is not None and t.requires <= held)
-    )
+    names = tuple(sorted(t.name for t in TOOLS if t.handler is not None and t.requires <= held))
     return _offer(names)
 
 
@@ -296,7 +361,7 @@ def hash_catalog(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
     schema: dict[str, Any] = model.model_json_schema()
     return schema

@@ -66,12 +66,12 @@ class CallContext:
         """True iff the caller may see ``path``: in scope and not forbidden by policy."""
         if not self.token.allows_path(path):
             return False
-        request = policy.Request(
-            agent=self.token.agent, tool="", operation="read", paths=(path,)
-        )
+        request = policy.Request(agent=self.token.agent, tool="", operation="read", paths=(path,))
         return policy.evaluate(self.policy, request).allowed
 
-    def enforce_sizes(self, tool: str, path: str, content_bytes: int, after: vcs.StagedChange) -> None:
+    def enforce_sizes(
+        self, tool: str, path: str, content_bytes: int, after: vcs.StagedChange
+    ) -> None:
         """Apply the policy's size limits to a staging write.
 
         Raises:
@@ -149,13 +149,19 @@ def read_file(ctx: CallContext, args: s.ReadFileArgs) -> s.FileContent:
         )
     try:
         return s.FileContent(
-            path=args.path, ref=args.ref, encoding="utf-8", content=data.decode("utf-8"),
+            path=args.path,
+            ref=args.ref,
+            encoding="utf-8",
+            content=data.decode("utf-8"),
             size=len(data),
         )
     except UnicodeDecodeError:
         return s.FileContent(
-            path=args.path, ref=args.ref, encoding="base64",
-            content=base64.b64encode(data).decode("ascii"), size=len(data),
+            path=args.path,
+            ref=args.ref,
+            encoding="base64",
+            content=base64.b64encode(data).decode("ascii"),
+            size=len(data),
         )
 
 
@@ -187,7 +193,9 @@ def _staged_result(staged: vcs.StagedChange, path: str, change: Any) -> s.Staged
 
 
 def _trial(staged: vcs.StagedChange) -> vcs.StagedChange:
-    return vcs.StagedChange(base=staged.base, changes=dict(staged.changes), modes=dict(staged.modes))
+    return vcs.StagedChange(
+        base=staged.base, changes=dict(staged.changes), modes=dict(staged.modes)
+    )
 
 
 def write_file(ctx: CallContext, args: s.WriteFileArgs) -> s.Staged:

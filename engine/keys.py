@@ -148,9 +148,14 @@ def _load_key_file(path: Path) -> RootKey:
         )
     except (ValueError, KeyError, TypeError):
         raise ConfigurationError(f"key file {path} is malformed") from None
-    if doc.get("alg") != _ALG or len(secret) != ROOT_KEY_BYTES or key.status not in (
-        "active",
-        "retired",
+    if (
+        doc.get("alg") != _ALG
+        or len(secret) != ROOT_KEY_BYTES
+        or key.status
+        not in (
+            "active",
+            "retired",
+        )
     ):
         raise ConfigurationError(f"key file {path} is malformed")
     if path.stem != key.key_id:

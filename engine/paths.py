@@ -6,6 +6,7 @@ evaluation); this module maps their refusals to :class:`engine.errors` codes.
 
 from __future__ import annotations
 
+from engine.errors import AccessDeniedError, InvalidRequestError
 from policy.paths import (
     MAX_PATH_BYTES,
     MAX_SEGMENT_BYTES,
@@ -15,8 +16,6 @@ from policy.paths import (
     validate_glob,
 )
 from policy.paths import validate_path as _validate_path
-
-from engine.errors import AccessDeniedError, InvalidRequestError
 
 __all__ = [
     "MAX_GLOB_CHARS",

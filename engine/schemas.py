@@ -86,9 +86,9 @@ class SymbolRelationsArgs(BaseModel):
     model_config = _IN
     symbol: str = Field(min_length=1, max_length=512)
     path: str | None = OptPath
-    kinds: list[
-        Literal["callers", "callees", "references", "imports", "parents", "children"]
-    ] | None = None
+    kinds: (
+        list[Literal["callers", "callees", "references", "imports", "parents", "children"]] | None
+    ) = None
 
 
 class SearchSymbolsArgs(BaseModel):

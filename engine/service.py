@@ -164,8 +164,10 @@ class Engine:
             not offered gives the code ``tool_not_offered`` with ``offered``.
         """
         try:
-            return {"ok": True, "result": self._invoke(token, tool, arguments, session,
-                                                       offered_catalog_hash)}
+            return {
+                "ok": True,
+                "result": self._invoke(token, tool, arguments, session, offered_catalog_hash),
+            }
         except ChitError as exc:
             return {"ok": False, "error": exc.to_dict()}
         except Exception:
@@ -173,7 +175,10 @@ class Engine:
             logger.exception("tool %s failed unexpectedly", tool if tool_by_name(tool) else "?")
             return {
                 "ok": False,
-                "error": {"error": "internal_error", "message": "the engine failed; nothing was changed"},
+                "error": {
+                    "error": "internal_error",
+                    "message": "the engine failed; nothing was changed",
+                },
             }
 
     # --- the ordered check ---------------------------------------------------
@@ -245,7 +250,9 @@ class Engine:
             )
         session = self._session(session_id, checked.token)
         if spec.handler is None:  # unreachable: offers hold only tools with handlers
-            raise AccessDeniedError("tool_not_offered", "tool withheld", offered=checked.offer.names())
+            raise AccessDeniedError(
+                "tool_not_offered", "tool withheld", offered=checked.offer.names()
+            )
         with session.lock:
             ctx = CallContext(
                 token=checked.token,
@@ -265,7 +272,9 @@ class Engine:
         try:
             return spec.input_model.model_validate(arguments or {})
         except ValidationError as exc:
-            fields = sorted({".".join(str(p) for p in e["loc"]) or "(arguments)" for e in exc.errors()})
+            fields = sorted(
+                {".".join(str(p) for p in e["loc"]) or "(arguments)" for e in exc.errors()}
+            )
             raise InvalidRequestError(
                 "invalid_argument", "invalid arguments for this tool", fields=fields
             ) from None
@@ -286,7 +295,5 @@ class Engine:
                 )
                 self._sessions[session_id] = session
             elif session.token_id != token.token_id or session.agent != token.agent:
-                raise StateError(
-                    "session_token_mismatch", "this session belongs to another token"
-                )
+                raise StateError("session_token_mismatch", "this session belongs to another token")
             return session

@@ -245,9 +245,10 @@ def parse(text: object) -> UnverifiedToken:
         raise _malformed("tag must be 32 bytes")
     if not isinstance(blocks, list) or not 1 <= len(blocks) <= MAX_BLOCKS:
         raise _malformed(f"blocks must be a list of 1 to {MAX_BLOCKS} byte strings")
-    if not all(isinstance(b, bytes) for b in blocks):
+    raw_blocks = tuple(b for b in blocks if isinstance(b, bytes))
+    if len(raw_blocks) != len(blocks):
         raise _malformed("blocks must be byte strings")
-    return UnverifiedToken(version, algorithm, key_id, tuple(blocks), tag)
+    return UnverifiedToken(version, algorithm, key_id, raw_blocks, tag)
 
 
 def verify_at_time(
@@ -503,7 +504,9 @@ def _interpret_caveats(items: list[Any]) -> Caveats:
             raise CaveatError("caveat_malformed", "a caveat is a [type, value] pair")
         kind, value = item
         if kind not in _CAVEAT_TYPES:
-            raise CaveatError("caveat_unknown", "the token carries a caveat type this engine does not know")
+            raise CaveatError(
+                "caveat_unknown", "the token carries a caveat type this engine does not know"
+            )
         if kind == "ops":
             stated = _check_ops(value)
             ops = stated if ops is None else ops & stated

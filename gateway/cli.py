@@ -160,7 +160,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--home", default=argparse.SUPPRESS, help="chit home")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("init", parents=[common], help="create the keyring (0600) and the default policy")
+    p = sub.add_parser(
+        "init", parents=[common], help="create the keyring (0600) and the default policy"
+    )
     p.add_argument("--repo", help="check that this repository has a main branch")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_init)
@@ -174,7 +176,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_mint)
 
-    p = sub.add_parser("inspect", parents=[common], help="show a token's id, blocks and caveats (never its tag)")
+    p = sub.add_parser(
+        "inspect", parents=[common], help="show a token's id, blocks and caveats (never its tag)"
+    )
     p.add_argument("token", help="the token, or - to read it from stdin")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_inspect)
@@ -193,7 +197,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_audit_verify)
 
-    p = sub.add_parser("demo", parents=[common], help="run chit end to end on a temporary repository")
+    p = sub.add_parser(
+        "demo", parents=[common], help="run chit end to end on a temporary repository"
+    )
     p.add_argument("--keep", action="store_true", help="keep the temporary folder")
     p.set_defaults(func=cmd_demo)
     return parser

@@ -46,7 +46,9 @@ def _step(n: int, text: str) -> None:
     _say(f"\n[{n}] {text}")
 
 
-def _chit(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _chit(
+    home: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "gateway.cli", "--home", str(home), *args]
     return subprocess.run(  # noqa: S603 - fixed argv of our own CLI
         cmd, capture_output=True, text=True, env=env, timeout=120, check=False
@@ -109,7 +111,8 @@ async def _agent_session(home: Path, repo: Path, token: str) -> str:
         committed = _result(landed)
         if landed.is_error:
             raise RuntimeError(f"commit refused: {committed}")
-        _say(f"    {committed['commit'][:12]} on {committed['lane']} (parent {committed['parent'][:12]})")
+        short, parent = committed["commit"][:12], committed["parent"][:12]
+        _say(f"    {short} on {committed['lane']} (parent {parent})")
         for key, value in committed["trailers"].items():
             _say(f"    {key}: {value}")
         return str(committed["commit"])
@@ -155,13 +158,24 @@ def run_demo(*, keep: bool = False) -> int:
             raise RuntimeError(init.stderr.strip())
         _say(textwrap.indent(init.stdout.rstrip(), "    "))
         mint = _chit(
-            home, "mint", "--agent", AGENT, "--ops", "read,write,commit",
-            "--paths", SCOPE, "--ttl", "15m", "--json",
+            home,
+            "mint",
+            "--agent",
+            AGENT,
+            "--ops",
+            "read,write,commit",
+            "--paths",
+            SCOPE,
+            "--ttl",
+            "15m",
+            "--json",
         )
         if mint.returncode != 0:
             raise RuntimeError(mint.stderr.strip())
         minted = json.loads(mint.stdout)
-        _say(f"    token {minted['token_id']} for {AGENT}: read,write,commit on {SCOPE}, 15 minutes")
+        _say(
+            f"    token {minted['token_id']} for {AGENT}: read,write,commit on {SCOPE}, 15 minutes"
+        )
         _say(f"    (text form: chit_... {len(minted['token'])} characters, never logged)")
 
         _step(3, "agent host: start `chit mcp` and connect with the official MCP client")
@@ -181,8 +195,16 @@ def run_demo(*, keep: bool = False) -> int:
 
         _step(9, "a read-only token is offered only the read tools")
         reader = _chit(
-            home, "mint", "--agent", "reviewer", "--ops", "read", "--paths", "src/**",
-            "--ttl", "15m",
+            home,
+            "mint",
+            "--agent",
+            "reviewer",
+            "--ops",
+            "read",
+            "--paths",
+            "src/**",
+            "--ttl",
+            "15m",
         )
         if reader.returncode != 0:
             raise RuntimeError(reader.stderr.strip())

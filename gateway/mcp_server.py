@@ -111,7 +111,10 @@ class _Edge:
             answer = await anyio.to_thread.run_sync(self._call, params.name, params.arguments)
         except Exception:
             logger.exception("edge failed to reach the engine")
-            answer = {"ok": False, "error": {"error": "internal_error", "message": "engine unavailable"}}
+            answer = {
+                "ok": False,
+                "error": {"error": "internal_error", "message": "engine unavailable"},
+            }
         if answer.get("ok"):
             result = answer["result"]
             return types.CallToolResult(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from policy.errors import PolicyDeniedError
-from policy.paths import in_scope
 from policy.model import Decision, Policy, Request
+from policy.paths import in_scope
 
 __all__ = ["enforce", "evaluate"]
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-
 __all__ = [
     "MAX_PATH_BYTES",
     "MAX_SEGMENT_BYTES",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 import secrets
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
