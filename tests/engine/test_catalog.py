@@ -102,3 +102,11 @@ def test_catalog_vectors() -> None:
         assert offer.catalog_bytes.hex() == case["hex"], case["name"]
         assert offer.catalog_hash == case["catalog_hash"]
         assert hash_catalog(bytes.fromhex(case["hex"])) == case["catalog_hash"]
+
+
+def test_worked_example_vector() -> None:
+    example = json.loads(VECTORS.read_text())["example"]
+    data = cbor.encode(example["document"])
+    assert data.hex() == example["hex"]
+    assert hashlib.sha256(data).hexdigest() == example["sha256"]
+    assert example["sha256"] == "de6f87e2144ca5d44e097c12753e03af8293d6ae07e4a8bbe4c57f50231c4480"

@@ -6,10 +6,22 @@ Regenerate only with a deliberate catalog change (every hash changes with it).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
+from engine import cbor
 from engine.catalog import CATALOG_ENCODING, offer_for
+
+EXAMPLE = {
+    "encoding": "chit-catalog/1",
+    "tools": [{
+        "name": "t", "description": "d", "input_schema": {"type": "object"},
+        "output_schema": {"type": "object"},
+        "annotations": {"destructiveHint": False, "readOnlyHint": True},
+        "requires": ["read"],
+    }],
+}
 
 CASES = [
     ("effective_scope only (no operations)", [], False),
@@ -34,6 +46,11 @@ def main() -> None:
         "note": "Offers of this catalog: the operations held, the tools offered, the exact "
                 "chit-catalog/1 bytes (hex) and their SHA-256.",
         "offers": offers,
+        "example": {
+            "document": EXAMPLE,
+            "hex": cbor.encode(EXAMPLE).hex(),
+            "sha256": hashlib.sha256(cbor.encode(EXAMPLE)).hexdigest(),
+        },
     }
     Path(__file__).with_name("catalog_chit_catalog1.json").write_text(
         json.dumps(doc, indent=1) + "\n")
