@@ -263,7 +263,7 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     ctx.repo.put_blob_in_store(
         ctx.catalog_store, ctx.offer.catalog_hash.removeprefix("sha256:"), ctx.offer.catalog_bytes
     )
-    lane_before = ctx.repo.head_for(ctx.token.agent).id
+    parent = str(staged.base)
     oid = ctx.repo.commit(
         ctx.token.agent,
         staged,
@@ -275,7 +275,7 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     return s.Committed(
         commit=str(oid),
         lane=ctx.token.lane,
-        parent=str(lane_before),
+        parent=parent,
         files=files,
         catalog_hash=ctx.offer.catalog_hash,
         catalog_encoding=CATALOG_ENCODING,

@@ -1,0 +1,123 @@
+"""The engine's interface in-process: the ordered check on every call."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine import token as tokens
+from engine.service import Engine
+from tests.conftest import World
+
+
+@pytest.fixture
+def engine(world: World) -> Engine:
+    return Engine(world.home, world.repo)
+
+
+def call(engine: Engine, token: str, tool: str, args: dict[str, object] | None = None,
+         session: str = "s1", listed: str | None = None) -> dict[str, object]:
+    return engine.invoke(token, tool, args or {}, session=session, offered_catalog_hash=listed)
+
+
+def error(answer: dict[str, object]) -> str:
+    assert answer["ok"] is False, answer
+    return str(answer["error"]["error"])  # type: ignore[index]
+
+
+def test_offer_and_call_share_one_check(engine: Engine, world: World) -> None:
+    token = world.mint(ops="read")
+    offer = engine.offer(token)
+    assert offer["ok"] and {t["name"] for t in offer["tools"]} == {
+        "effective_scope", "status", "read_file", "log", "diff"}
+    answer = call(engine, token, "write_file", {"path": "src/a.py", "content": "x"})
+    assert error(answer) == "tool_not_offered"
+    assert "write_file" not in answer["error"]["offered"]  # type: ignore[index]
+
+
+def test_attenuated_token_narrows_the_offer_and_scope(engine: Engine, world: World) -> None:
+    parent = world.mint(ops="read,write,commit", paths="src/**")
+    child = tokens.attenuate(parent, operations=["read"], paths=["src/api/**"])
+    names = {t["name"] for t in engine.offer(child)["tools"]}
+    assert "write_file" not in names and "read_file" in names
+    assert error(call(engine, child, "read_file", {"path": "src/app.py"})) == "path_outside_scope"
+    assert call(engine, child, "read_file", {"path": "src/api/v1.py"})["ok"]
+    # Asking an attenuation for more than the parent holds grants nothing extra.
+    wider = tokens.attenuate(parent, operations=["read", "sub-token:issue"], paths=["**"])
+    assert error(call(engine, wider, "read_file", {"path": "docs/guide.md"})) \
+        == "path_outside_scope"
+
+
+def test_session_is_bound_to_its_token(engine: Engine, world: World) -> None:
+    """Threat: acting in another agent's session by presenting its session id."""
+    alice = world.mint(agent="alice")
+    bob = world.mint(agent="bob")
+    assert call(engine, alice, "write_file", {"path": "src/a.py", "content": "a"})["ok"]
+    assert error(call(engine, bob, "status")) == "session_token_mismatch"
+    assert error(call(engine, bob, "commit", {"message": "steal"})) == "session_token_mismatch"
+    # Same agent, a different token: still not this session's token.
+    alice2 = world.mint(agent="alice")
+    assert error(call(engine, alice2, "status")) == "session_token_mismatch"
+    # An attenuation of the same token is the same token id: it may continue.
+    narrowed = tokens.attenuate(alice, operations=["read"])
+    status = call(engine, narrowed, "status")
+    assert status["ok"] and status["result"]["staged"][0]["path"] == "src/a.py"  # type: ignore[index]
+
+
+def test_catalog_changed_blocks_writes_not_reads(engine: Engine, world: World) -> None:
+    token = world.mint()
+    listed = engine.offer(token)["catalog_hash"]
+    stale = "sha256:" + "0" * 64
+    assert error(call(engine, token, "write_file", {"path": "src/a.py", "content": "x"},
+                      listed=stale)) == "catalog_changed"
+    assert call(engine, token, "read_file", {"path": "src/app.py"}, listed=stale)["ok"]
+    assert call(engine, token, "write_file", {"path": "src/a.py", "content": "x"},
+                listed=listed)["ok"]
+
+
+def test_policy_limits_and_forbidden_paths(world: World) -> None:
+    (world.home / "policy.toml").write_text(
+        "version = 1\n[limits]\nfile_bytes = 10\nstaged_files = 2\n"
+        "[paths]\nforbidden = [\"src/secret/**\"]\n")
+    engine = Engine(world.home, world.repo)
+    token = world.mint()
+    big = call(engine, token, "write_file", {"path": "src/a.py", "content": "x" * 11})
+    assert error(big) == "limit_exceeded"
+    assert big["error"]["rule"] == "limits.file_bytes"  # type: ignore[index]
+    assert call(engine, token, "write_file", {"path": "src/a.py", "content": "x"})["ok"]
+    assert call(engine, token, "write_file", {"path": "src/b.py", "content": "x"})["ok"]
+    third = call(engine, token, "write_file", {"path": "src/c.py", "content": "x"})
+    assert error(third) == "limit_exceeded"
+    status = call(engine, token, "status")["result"]
+    assert [e["path"] for e in status["staged"]] == ["src/a.py", "src/b.py"]  # type: ignore[index]
+    assert error(call(engine, token, "write_file", {"path": "src/secret/k", "content": "x"})) \
+        == "path_forbidden"
+
+
+def test_invalid_policy_stops_the_engine(world: World) -> None:
+    from engine.errors import ConfigurationError
+
+    (world.home / "policy.toml").write_text("version = 1\n[limits]\nfile_byte = 10\n")
+    with pytest.raises(ConfigurationError):
+        Engine(world.home, world.repo)
+
+
+def test_expiry_is_checked_on_every_call(world: World) -> None:
+    clock = [1_000_000_000.0]
+    token = world.mint(ttl=60)
+    # A clock past the token's expiry (mint used the real clock).
+    engine = Engine(world.home, world.repo, clock=lambda: clock[0])
+    expires = tokens.parse(token).unverified_blocks()[0]["caveats"]
+    exp = dict((k, v) for k, v in expires)["exp"]
+    clock[0] = exp - 1
+    assert call(engine, token, "status")["ok"]
+    clock[0] = exp
+    assert error(call(engine, token, "status")) == "token_expired"
+    assert engine.offer(token)["error"]["error"] == "token_expired"
+
+
+def test_unexpected_failures_do_not_leak(engine: Engine, world: World) -> None:
+    token = world.mint()
+    answer = engine.invoke(token, "read_file", {"path": "src/app.py"}, session="x" * 500,
+                           offered_catalog_hash=None)
+    assert error(answer) == "invalid_argument"
+    assert token not in str(answer)

@@ -1,0 +1,170 @@
+"""The `chit` CLI as operators and auditors use it: real subprocesses, real keys."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from engine import token as tokens
+from engine.keys import Keyring
+from engine.service import Engine
+from tests.conftest import World
+
+
+def run(world: World, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*world.cli(), *args], capture_output=True, text=True,
+                          input=stdin, timeout=60, check=False)
+
+
+def test_init_creates_private_keyring_and_policy(tmp_path: Path) -> None:
+    """Threat: key files readable by other local users."""
+    home = tmp_path / "h"
+    world = World(home=home, repo=tmp_path, main_id="")
+    out = run(world, "init", "--json")
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    key_file = home / "keys" / "root" / f"{info['key_id']}.json"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    for d in (home, home / "keys", home / "keys" / "root"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700
+    assert (home / "policy.toml").exists()
+    # Idempotent: a second init keeps the key.
+    again = json.loads(run(world, "init", "--json").stdout)
+    assert again["key_id"] == info["key_id"] and not again["created_policy"]
+
+
+def test_engine_refuses_group_readable_key(world: World) -> None:
+    key_file = next((world.home / "keys" / "root").glob("*.json"))
+    key_file.chmod(0o640)
+    out = run(world, "mint", "--agent", "a", "--ops", "read", "--paths", "**", "--ttl", "5m")
+    assert out.returncode == 2
+    assert "chmod 600" in out.stderr
+    assert "secret" not in out.stderr
+
+
+def test_mint_and_inspect(world: World) -> None:
+    out = run(world, "mint", "--agent", "bot-1", "--ops", "read,write", "--paths", "src/**",
+              "docs/**", "--ttl", "2h", "--json")
+    assert out.returncode == 0, out.stderr
+    minted = json.loads(out.stdout)
+    text = minted["token"]
+    assert text.startswith("chit_")
+    shown = run(world, "inspect", "-", "--json", stdin=text)
+    assert shown.returncode == 0
+    info = json.loads(shown.stdout)
+    assert info["id"] == minted["token_id"] and info["verified"] is False
+    caveats = dict((k, v) for k, v in info["blocks"][0]["caveats"])
+    assert caveats["ops"] == ["read", "write"] and caveats["paths"] == ["src/**", "docs/**"]
+    tag = tokens.parse(text)._tag
+    assert tag.hex() not in shown.stdout and text not in shown.stdout
+    plain = run(world, "inspect", text)
+    assert "unverified" in plain.stdout and text not in plain.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--ttl", "0"],
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--ttl", "forever"],
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--ttl", "30d"],
+        ["--agent", "a", "--ops", "admin", "--paths", "**", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read", "--paths", "../x", "--ttl", "5m"],
+        ["--agent", "Bad/Name", "--ops", "read", "--paths", "**", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read", "--paths", "src/a**", "--ttl", "5m"],
+    ],
+)
+def test_mint_refuses_bad_arguments(world: World, args: list[str]) -> None:
+    out = run(world, "mint", *args)
+    assert out.returncode == 2
+    assert out.stdout == ""
+    assert "Traceback" not in out.stderr
+
+
+def test_inspect_garbage_is_a_clean_error(world: World) -> None:
+    out = run(world, "inspect", "chit_garbage!!")
+    assert out.returncode == 2
+    assert "token_malformed" in out.stderr and "Traceback" not in out.stderr
+
+
+def _land_commit(world: World) -> str:
+    engine = Engine(world.home, world.repo)
+    token = world.mint()
+    listed = engine.offer(token)
+    assert engine.invoke(token, "write_file", {"path": "src/app.py", "content": "y\n"},
+                         session="s1", offered_catalog_hash=listed["catalog_hash"])["ok"]
+    done = engine.invoke(token, "commit", {"message": "change"}, session="s1",
+                         offered_catalog_hash=listed["catalog_hash"])
+    assert done["ok"], done
+    return str(done["result"]["commit"])
+
+
+def _plain_commit(world: World, lane: str, message: str) -> str:
+    repo = pygit2.Repository(str(world.repo))
+    parent = repo.references[f"refs/heads/{lane}"].target
+    sig = pygit2.Signature("someone", "x@example.com", 1_800_000_000, 0)
+    tree = repo[parent].tree.id
+    oid = repo.create_commit(f"refs/heads/{lane}", sig, sig, message, tree, [parent])
+    return str(oid)
+
+
+def test_audit_verify_passes_then_catches_tampering(world: World) -> None:
+    good = _land_commit(world)
+    ok = run(world, "audit", "verify", "--repo", str(world.repo), "--json")
+    assert ok.returncode == 0, ok.stdout
+    report = json.loads(ok.stdout)
+    assert report["ok"] and [c["commit"] for c in report["commits"]] == [good]
+
+    # Threat: a commit pushed straight onto a lane with plain git, no provenance.
+    bare = _plain_commit(world, "agent/alice", "sneaky change\n")
+    # Threat: forged trailers pointing at a catalog that was never stored.
+    forged = _plain_commit(
+        world, "agent/alice",
+        "forged\n\nChit-Agent: alice\nChit-Session: s\nChit-Token-Id: 00\n"
+        "Chit-Catalog-Hash: sha256:" + "ab" * 32 + "\nChit-Catalog-Encoding: chit-catalog/1\n")
+    # Threat: another agent's trailers on this lane.
+    good_msg = pygit2.Repository(str(world.repo))[good].message
+    stolen = _plain_commit(world, "agent/alice", good_msg.replace("Chit-Agent: alice",
+                                                                  "Chit-Agent: bob"))
+    bad = run(world, "audit", "verify", "--repo", str(world.repo), "agent/alice", "--json")
+    assert bad.returncode == 1
+    findings = {(f["commit"], f["check"]) for f in json.loads(bad.stdout)["findings"]}
+    assert (bare, "trailers") in findings
+    assert (forged, "catalog_stored") in findings
+    assert (stolen, "lane") in findings
+    assert not any(c == good for c, _ in findings)
+    text = run(world, "audit", "verify", "--repo", str(world.repo))
+    assert text.returncode == 1 and "FAILED" in text.stdout
+
+
+def test_audit_verify_catches_a_tampered_catalog_blob(world: World) -> None:
+    """Threat: rewriting the stored catalog to hide which tools were offered."""
+    _land_commit(world)
+    repo = pygit2.Repository(str(world.repo))
+    store = repo.references["refs/chit/catalogs"]
+    tree = repo[store.target].tree
+    builder = repo.TreeBuilder(tree)
+    for entry in tree:
+        builder.insert(entry.name, repo.create_blob(b"\xa0"), pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature("x", "x@example.com", 1_800_000_000, 0)
+    repo.create_commit("refs/chit/catalogs", sig, sig, "tamper", builder.write(), [store.target])
+    out = run(world, "audit", "verify", "--repo", str(world.repo), "--json")
+    assert out.returncode == 1
+    assert {f["check"] for f in json.loads(out.stdout)["findings"]} == {"catalog_hash"}
+
+
+def test_audit_unknown_lane_and_missing_repo(world: World, tmp_path: Path) -> None:
+    out = run(world, "audit", "verify", "--repo", str(world.repo), "agent/nobody")
+    assert out.returncode == 1
+    missing = run(world, "audit", "verify", "--repo", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+
+
+def test_keyring_repr_hides_secrets(world: World) -> None:
+    ring = Keyring(world.home)
+    key = ring.signing_key()
+    assert key.secret.hex() not in repr(key) and key.secret.hex() not in repr(ring)
