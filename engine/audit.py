@@ -72,7 +72,9 @@ def verify_repository(
 
     Args:
         repo_path: Path of the git repository.
-        lanes: Lane names (``agent/NAME`` or just ``NAME``); ``None`` for all.
+        lanes: Lane names (``agent/NAME``, ``refs/heads/agent/NAME`` or just
+            ``NAME``); ``None`` for every lane, and then any other ref under
+            ``refs/heads/agent/`` is a finding too.
 
     Returns:
         ``{"ok": bool, "commits": [{"commit", "lane", "catalog_hash", "ok",
@@ -82,9 +84,14 @@ def verify_repository(
         ConfigurationError: If ``repo_path`` is not a repository with ``main``.
     """
     repo = vcs.Repository(repo_path)
-    agents = repo.lanes() if lanes is None else [lane.removeprefix("agent/") for lane in lanes]
-    reports: list[CommitReport] = []
     missing: list[Finding] = []
+    if lanes is None:
+        agents = repo.lanes()
+        for ref in repo.foreign_lane_refs():
+            missing.append(Finding("-", "lane", f"{ref!r} is not a lane chit can make"))
+    else:
+        agents = [lane.removeprefix("refs/heads/").removeprefix("agent/") for lane in lanes]
+    reports: list[CommitReport] = []
     for agent in agents:
         if agent not in repo.lanes():
             missing.append(Finding("-", "lane", f"no lane agent/{agent}"))

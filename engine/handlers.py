@@ -31,6 +31,20 @@ TRAILER_PREFIX = "Chit-"
 _TRAILER_LINE = re.compile(r"^\s*chit-[A-Za-z0-9-]*\s*:", re.IGNORECASE | re.MULTILINE)
 
 
+_MESSAGE_FORBIDDEN = frozenset(
+    [chr(c) for c in range(0x20) if chr(c) not in "\n\t"]
+    + [chr(c) for c in range(0x7F, 0xA0)]
+    + ["\u2028", "\u2029"]
+    + [chr(c) for c in range(0x202A, 0x202F)]
+    + [chr(c) for c in range(0x2066, 0x206A)]
+)
+
+
+def _forbidden_in_message(char: str) -> bool:
+    """Characters that forge lines or reorder text in ``git log`` (CR, C1, U+2028, bidi)."""
+    return char in _MESSAGE_FORBIDDEN
+
+
 @dataclass
 class Session:
     """One agent session (one MCP connection): its staged change, bound to a token.
@@ -242,8 +256,11 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     from engine.catalog import CATALOG_ENCODING
 
     message = args.message.strip()
-    if not message or "\x00" in message:
-        raise InvalidRequestError("invalid_argument", "the commit message is empty or holds NUL")
+    if not message or any(_forbidden_in_message(c) for c in message):
+        raise InvalidRequestError(
+            "invalid_argument",
+            "the commit message is empty or holds control, line-separator or bidi characters",
+        )
     if _TRAILER_LINE.search(message):
         raise InvalidRequestError(
             "invalid_argument", "commit messages may not contain lines starting with 'Chit-'"
@@ -263,6 +280,7 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     ctx.repo.put_blob_in_store(
         ctx.catalog_store, ctx.offer.catalog_hash.removeprefix("sha256:"), ctx.offer.catalog_bytes
     )
+    ctx.repo.rebase_if_clean(ctx.token.agent, staged)
     parent = str(staged.base)
     oid = ctx.repo.commit(
         ctx.token.agent,

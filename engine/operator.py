@@ -14,13 +14,14 @@ from typing import Any
 
 import policy
 from engine import token as tokens
-from engine.errors import ConfigurationError
+from engine.errors import ChitError, ConfigurationError
 from engine.keys import Keyring, create_keyring
+from engine.paths import validate_path
 from engine.service import load_policy
 
 __all__ = ["init_home", "inspect_token", "mint_token", "parse_duration", "resolve_home"]
 
-_DURATION = re.compile(r"^(\d{1,9})([smhd]?)$")
+_DURATION = re.compile(r"^([0-9]{1,9})([smhd]?)$", re.ASCII)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -113,6 +114,13 @@ def mint_token(
         )
     if not paths:
         raise ValueError("give at least one path glob")
+    if not operations:
+        raise ValueError("give at least one operation")
+    if "sub-token:issue" in operations and not delegable:
+        raise ValueError("sub-token:issue is useless without --delegable")
+    for glob in paths:
+        if any(_is_dotgit_glob(segment) for segment in glob.split("/")):
+            raise ValueError("a glob naming .git can never match: chit never exposes .git")
     issued = int(time.time()) if now is None else now
     key = Keyring(home).signing_key()
     text = tokens.mint(
@@ -132,6 +140,14 @@ def mint_token(
         "key_id": key.key_id,
         "expires_at": issued + ttl_seconds,
     }
+
+
+def _is_dotgit_glob(segment: str) -> bool:
+    try:
+        validate_path(segment)
+    except ChitError as exc:
+        return exc.code == "path_forbidden"
+    return False
 
 
 def inspect_token(text: str) -> dict[str, Any]:

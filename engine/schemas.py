@@ -15,10 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "MAX_CONTENT_CHARS",
     "MAX_MESSAGE_CHARS",
-    "MAX_PATH_CHARS",
 ]
 
-MAX_PATH_CHARS = 4096
 MAX_REF_CHARS = 256
 MAX_CONTENT_CHARS = 32 * 1024 * 1024
 MAX_MESSAGE_CHARS = 16_384
@@ -26,10 +24,9 @@ MAX_MESSAGE_CHARS = 16_384
 _IN = ConfigDict(extra="forbid", strict=True, frozen=True)
 _OUT = ConfigDict(extra="forbid", frozen=True)
 
-Path = Field(min_length=1, max_length=MAX_PATH_CHARS, description="Repository path, '/'-separated.")
-OptPath = Field(
-    default=None, min_length=1, max_length=MAX_PATH_CHARS, description="Repository path filter."
-)
+# Path lengths and forms are checked by engine.paths (path_invalid), not here.
+Path = Field(description="Repository path, '/'-separated.")
+OptPath = Field(default=None, description="Repository path filter.")
 Ref = Field(
     default=None,
     min_length=1,
@@ -126,7 +123,7 @@ class WriteFileArgs(BaseModel):
 
     model_config = _IN
     path: str = Path
-    content: str = Field(max_length=MAX_CONTENT_CHARS)
+    content: str = Field(description="New content; its size is limited by policy.")
     encoding: Literal["utf-8", "base64"] = "utf-8"
 
 

@@ -156,7 +156,8 @@ class Engine:
             arguments: The JSON arguments object.
             session: The edge's session id for this connection.
             offered_catalog_hash: The catalog hash the edge listed to the agent,
-                or ``None`` if it listed none.
+                or ``None`` if it listed none. Tools that are not read-only
+                refuse with ``catalog_changed`` unless it equals the engine's.
 
         Returns:
             ``{"ok": True, "result": {...}}``; or ``{"ok": False, "error":
@@ -238,14 +239,13 @@ class Engine:
                 "; ".join(decision.reasons) or "refused by policy",
                 rule=decision.rule,
             )
-        if (
-            not spec.read_only
-            and offered_catalog_hash is not None
-            and offered_catalog_hash != checked.offer.catalog_hash
-        ):
+        if not spec.read_only and offered_catalog_hash != checked.offer.catalog_hash:
+            # A write must be made having been shown the catalog it records.
             raise StateError(
                 "catalog_changed",
-                "the tool catalog changed since you listed it; list tools again",
+                "no tool catalog was listed in this session; list tools first"
+                if offered_catalog_hash is None
+                else "the tool catalog changed since you listed it; list tools again",
                 catalog_hash=checked.offer.catalog_hash,
             )
         session = self._session(session_id, checked.token)
@@ -254,6 +254,9 @@ class Engine:
                 "tool_not_offered", "tool withheld", offered=checked.offer.names()
             )
         with session.lock:
+            if session.staged.is_empty():
+                # Nothing staged: the session's view follows its lane again.
+                session.staged.base = None
             ctx = CallContext(
                 token=checked.token,
                 session=session,

@@ -560,6 +560,18 @@ class Repository:
                     names.append(agent)
         return sorted(names)
 
+    def foreign_lane_refs(self) -> list[str]:
+        """Return refs under ``refs/heads/agent/`` that name no valid lane, sorted.
+
+        chit never creates them (agent names are single, validated components),
+        so an auditor treats each one as a finding.
+        """
+        return sorted(
+            ref
+            for ref in self._repo.references
+            if ref.startswith(LANE_PREFIX) and not _AGENT_NAME.fullmatch(ref[len(LANE_PREFIX) :])
+        )
+
     def lane_commits(self, agent: str) -> list[pygit2.Commit]:
         """Return the commits on an agent's lane that ``main`` does not have.
 
@@ -1043,6 +1055,44 @@ class Repository:
         staged.modes = {}
         staged.base = new
         return new
+
+    def rebase_if_clean(self, agent: str, staged: StagedChange) -> bool:
+        """Move a staged change onto the lane head when that cannot change its meaning.
+
+        When another session of the same agent committed after this session based
+        its view, the lane head is a descendant of ``staged.base``. If no staged
+        path, and no leading folder of one, differs between ``staged.base`` and
+        the lane head, the change applies to the new head exactly as it did to
+        the old one (the trivial clean case of a three-way merge), so
+        ``staged.base`` moves there. Anything else is left for the merge of later
+        work: the staged change is not touched.
+
+        Args:
+            agent: A validated agent name.
+            staged: The session's staged change.
+
+        Returns:
+            True iff ``staged.base`` moved.
+        """
+        if staged.base is None or staged.is_empty():
+            return False
+        head = self.head_for(agent)
+        if head.id == staged.base or not self._repo.descendant_of(head.id, staged.base):
+            return False
+        old, new = self._commit(staged.base).tree, head.tree
+        for path in staged.changes:
+            parts = path.split("/")
+            for i in range(1, len(parts) + 1):
+                prefix = "/".join(parts[:i])
+                a, b = _tree_entry(old, prefix), _tree_entry(new, prefix)
+                if (a is None) != (b is None):
+                    return False
+                if a is not None and b is not None and (a.id, a.filemode) != (b.id, b.filemode):
+                    if i < len(parts) and a.type_str == "tree" and b.type_str == "tree":
+                        continue  # a folder whose other contents changed
+                    return False
+        staged.base = head.id
+        return True
 
     # -- content-addressed store --------------------------------------------
 

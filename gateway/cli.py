@@ -92,23 +92,41 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         _print_json(info)
         return EXIT_OK
     print(f"token id:  {info['id']}  (unverified: inspection checks no signature)")
-    print(f"format:    chit-token/{info['version']} {info['algorithm']}, key id {info['key_id']}")
+    print(
+        f"format:    chit-token/{info['version']} {_shown(info['algorithm'])}, "
+        f"key id {_shown(info['key_id'])}"
+    )
     for i, block in enumerate(info["blocks"]):
-        who = f" agent={block['agent']}" if "agent" in block else ""
+        who = f" agent={_shown(block['agent'])}" if "agent" in block else ""
         print(f"block {i}:   {block['id']}{who}")
-        for kind, value in block["caveats"]:
-            print(f"           {kind} = {json.dumps(value)}")
+        for caveat in block["caveats"]:
+            print(f"           {_shown(caveat)}")
     return EXIT_OK
+
+
+MAX_TOKEN_FILE_BYTES = 16384
 
 
 def _read_token(args: argparse.Namespace) -> str:
     if args.token_file:
-        text = Path(args.token_file).read_text(encoding="utf-8").strip()
+        with open(args.token_file, "rb") as fh:
+            raw = fh.read(MAX_TOKEN_FILE_BYTES + 1)
+        if len(raw) > MAX_TOKEN_FILE_BYTES:
+            raise ConfigurationError("the token file is too large to hold a token")
+        try:
+            text = raw.decode("ascii").strip()
+        except UnicodeDecodeError:
+            raise ConfigurationError("the token file does not hold a chit token") from None
     else:
         text = os.environ.get("CHIT_TOKEN", "").strip()
     if not text:
         raise ConfigurationError("no token: set CHIT_TOKEN or pass --token-file")
     return text
+
+
+def _shown(value: object) -> str:
+    """Render untrusted text for a terminal: escapes, never control sequences."""
+    return json.dumps(value, ensure_ascii=True)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

@@ -76,7 +76,8 @@ async def _agent_session(home: Path, repo: Path, token: str) -> str:
         listed = await client.list_tools()
         names = [t.name for t in listed.tools]
         scope = _result(await client.call_tool("effective_scope", {}))
-        _say(f"    offered {len(names)} tools, {scope['withheld']} withheld: {', '.join(names)}")
+        _say(f"    offered {len(names)} tools: {', '.join(names)}")
+        _say(f"    withheld {scope['withheld']} more (not unlocked, or handlers in later work)")
         _say(f"    lane {scope['lane']}, scope {scope['path_scopes']}, ops {scope['operations']}")
         _say(f"    catalog {scope['catalog_hash']}")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from policy.errors import PolicyDeniedError
 from policy.model import Decision, Policy, Request
-from policy.paths import in_scope
+from policy.paths import deny_matches
 
 __all__ = ["enforce", "evaluate"]
 
@@ -24,14 +24,14 @@ def evaluate(policy: Policy, request: Request) -> Decision:
         The :class:`Decision` (``allowed`` with no rule when nothing refused).
     """
     for path in request.paths:
-        if in_scope(path, policy.paths.forbidden):
+        if deny_matches(path, policy.paths.forbidden):
             return Decision(
                 allowed=False,
                 code="path_forbidden",
                 rule="paths.forbidden",
                 reasons=(f"{path!r} is forbidden by the organisation policy",),
             )
-        if in_scope(path, policy.paths.protected):
+        if deny_matches(path, policy.paths.protected):
             return Decision(
                 allowed=False,
                 code="path_forbidden",

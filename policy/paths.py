@@ -40,6 +40,8 @@ __all__ = [
     "MAX_PATH_BYTES",
     "MAX_SEGMENT_BYTES",
     "PathError",
+    "deny_matches",
+    "fold_path",
     "glob_matches",
     "in_scope",
     "validate_glob",
@@ -71,6 +73,11 @@ _HFS_IGNORABLE = frozenset(
         (0xFEFF, 0xFEFF),
     )
     for code in range(first, last + 1)
+)
+
+# Bidirectional embedding, override and isolate controls (Unicode TR9).
+_BIDI_CONTROLS = frozenset(
+    [chr(c) for c in range(0x202A, 0x202F)] + [chr(c) for c in range(0x2066, 0x206A)]
 )
 
 # Applied to a segment after _fold_for_dotgit(): ".git" or an 8.3 short name
@@ -145,8 +152,11 @@ def _form_problem(text: str, noun: str) -> str | None:
         return f"{noun} has a drive prefix"  # git's has_dos_drive_prefix()
     if "\\" in text:
         return f"{noun} contains a backslash"  # a separator on Windows checkouts
-    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in text):
+    if any(ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F for char in text):
         return f"{noun} contains a control character"  # NUL truncation, log forging
+    if any(char in _BIDI_CONTROLS for char in text):
+        # "Trojan source" (CVE-2021-42574): text that displays in another order.
+        return f"{noun} contains a bidirectional control character"
     for segment in text.split(_SEP):
         problem = _segment_problem(segment, noun)
         if problem is not None:
@@ -416,3 +426,51 @@ def in_scope(path: str, globs: Sequence[str]) -> bool:
     if not _is_valid_path(path):
         return False
     return any(_is_valid_glob(glob) and _match(glob, path) for glob in globs)
+
+
+def fold_path(path: str) -> str:
+    """Map a path to the name a case-insensitive, NTFS or HFS+ checkout would use.
+
+    Per segment: HFS+ ignorable code points dropped, case folded (with the
+    ASCII look-alikes of :func:`_fold_char`), an NTFS stream suffix (``:...``)
+    dropped, trailing dots and spaces dropped. A segment that would become empty,
+    ``.`` or ``..`` keeps its case-folded spelling, so the result stays a valid
+    path whenever ``path`` is one.
+
+    Args:
+        path: A valid repository path.
+
+    Returns:
+        The folded path.
+    """
+    out = []
+    for segment in path.split(_SEP):
+        folded = _fold_for_dotgit(segment)
+        stripped = folded.split(":", 1)[0].rstrip(". ")
+        out.append(stripped if stripped not in ("", ".", "..") else folded)
+    return _SEP.join(out)
+
+
+def _fold_glob(glob: str) -> str:
+    return "".join(_fold_char(char) for char in glob)
+
+
+def deny_matches(path: str, globs: Sequence[str]) -> bool:
+    """Match a path against deny-side globs (forbidden, protected), fail-safe.
+
+    A deny rule must hold on every checkout, including case-insensitive (macOS,
+    Windows) and NTFS ones where ``src/.ENV``, ``src/.env.`` and
+    ``src/.env::$DATA`` all name ``src/.env``. So a path is denied if it matches
+    as written, or if its :func:`fold_path` matches the case-folded glob.
+
+    Args:
+        path: A valid repository path.
+        globs: Deny globs.
+
+    Returns:
+        True iff some glob matches either spelling.
+    """
+    if in_scope(path, globs):
+        return True
+    folded = fold_path(path)
+    return in_scope(folded, [_fold_glob(g) for g in globs])

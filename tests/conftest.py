@@ -33,10 +33,22 @@ class World:
     repo: Path
     main_id: str
 
-    def mint(self, agent: str = "alice", ops: str = "read,write,commit",
-             paths: str = "src/**", ttl: int = 900, **kw: Any) -> str:
-        info = operator.mint_token(self.home, agent=agent, operations=ops.split(","),
-                                   paths=paths.split(","), ttl_seconds=ttl, **kw)
+    def mint(
+        self,
+        agent: str = "alice",
+        ops: str = "read,write,commit",
+        paths: str = "src/**",
+        ttl: int = 900,
+        **kw: Any,
+    ) -> str:
+        info = operator.mint_token(
+            self.home,
+            agent=agent,
+            operations=ops.split(","),
+            paths=paths.split(","),
+            ttl_seconds=ttl,
+            **kw,
+        )
         return str(info["token"])
 
     def refs(self) -> dict[str, str]:

@@ -10,14 +10,41 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gateway", "engine", "policy")
 # gateway -> engine -> policy; nothing points back up.
-ALLOWED = {"gateway": {"gateway", "engine", "policy"}, "engine": {"engine", "policy"},
-           "policy": {"policy"}}
+ALLOWED = {
+    "gateway": {"gateway", "engine", "policy"},
+    "engine": {"engine", "policy"},
+    "policy": {"policy"},
+}
 # Pure modules: bytes, keys and `now` in; a value or an error out.
-PURE = ["engine/token.py", "engine/cbor.py", "engine/_mac.py", "engine/paths.py",
-        "policy/__init__.py", "policy/model.py", "policy/evaluate.py", "policy/paths.py",
-        "policy/errors.py"]
-IO_MODULES = {"os", "pathlib", "io", "socket", "subprocess", "sqlite3", "pygit2", "shutil",
-              "tempfile", "time", "datetime", "urllib", "http", "httpx", "requests", "logging"}
+PURE = [
+    "engine/token.py",
+    "engine/cbor.py",
+    "engine/_mac.py",
+    "engine/paths.py",
+    "policy/__init__.py",
+    "policy/model.py",
+    "policy/evaluate.py",
+    "policy/paths.py",
+    "policy/errors.py",
+]
+IO_MODULES = {
+    "os",
+    "pathlib",
+    "io",
+    "socket",
+    "subprocess",
+    "sqlite3",
+    "pygit2",
+    "shutil",
+    "tempfile",
+    "time",
+    "datetime",
+    "urllib",
+    "http",
+    "httpx",
+    "requests",
+    "logging",
+}
 
 
 def _imports(path: Path) -> set[str]:

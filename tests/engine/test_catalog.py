@@ -19,19 +19,36 @@ from engine.catalog import (
 )
 
 DESIGN_TOOLS = {
-    "effective_scope": set(), "status": {"read"}, "read_file": {"read"},
-    "list_conflicts": {"read"}, "log": {"read"}, "diff": {"read"},
-    "symbol_context": {"read"}, "symbol_relations": {"read"}, "search_symbols": {"read"},
-    "change_impact": {"read"}, "project_context": {"read"}, "provenance_graph": {"read"},
-    "write_file": {"write"}, "delete_file": {"write"}, "move_file": {"write"},
-    "resolve_conflict": {"write"}, "commit": {"commit"},
+    "effective_scope": set(),
+    "status": {"read"},
+    "read_file": {"read"},
+    "list_conflicts": {"read"},
+    "log": {"read"},
+    "diff": {"read"},
+    "symbol_context": {"read"},
+    "symbol_relations": {"read"},
+    "search_symbols": {"read"},
+    "change_impact": {"read"},
+    "project_context": {"read"},
+    "provenance_graph": {"read"},
+    "write_file": {"write"},
+    "delete_file": {"write"},
+    "move_file": {"write"},
+    "resolve_conflict": {"write"},
+    "commit": {"commit"},
     "issue_sub_token": {"sub-token:issue", "delegable"},
 }
 # Tools whose handlers come in later work. Both directions are pinned: a tool
 # gaining a handler must be removed from here, and none may silently lose one.
 WITHHELD = {
-    "list_conflicts", "resolve_conflict", "symbol_context", "symbol_relations",
-    "search_symbols", "change_impact", "project_context", "provenance_graph",
+    "list_conflicts",
+    "resolve_conflict",
+    "symbol_context",
+    "symbol_relations",
+    "search_symbols",
+    "change_impact",
+    "project_context",
+    "provenance_graph",
     "issue_sub_token",
 }
 ALL_OPS = frozenset({"read", "write", "commit", "sub-token:issue"})
@@ -87,8 +104,14 @@ def test_catalog_encoding_is_canonical_and_versioned() -> None:
     other = offer_for(frozenset({"read", "write"}), False)
     assert other.catalog_hash != offer.catalog_hash
     for entry in doc["tools"]:
-        assert set(entry) == {"name", "description", "input_schema", "output_schema",
-                              "annotations", "requires"}
+        assert set(entry) == {
+            "name",
+            "description",
+            "input_schema",
+            "output_schema",
+            "annotations",
+            "requires",
+        }
         assert entry["input_schema"]["type"] == "object"
 
 

@@ -14,8 +14,18 @@ def engine(world: World) -> Engine:
     return Engine(world.home, world.repo)
 
 
-def call(engine: Engine, token: str, tool: str, args: dict[str, object] | None = None,
-         session: str = "s1", listed: str | None = None) -> dict[str, object]:
+def call(
+    engine: Engine,
+    token: str,
+    tool: str,
+    args: dict[str, object] | None = None,
+    session: str = "s1",
+    listed: str | None = "listed",
+) -> dict[str, object]:
+    """Invoke as an edge that listed the token's catalog first (unless told otherwise)."""
+    if listed == "listed":
+        offer = engine.offer(token)
+        listed = offer.get("catalog_hash")  # type: ignore[assignment]
     return engine.invoke(token, tool, args or {}, session=session, offered_catalog_hash=listed)
 
 
@@ -28,7 +38,12 @@ def test_offer_and_call_share_one_check(engine: Engine, world: World) -> None:
     token = world.mint(ops="read")
     offer = engine.offer(token)
     assert offer["ok"] and {t["name"] for t in offer["tools"]} == {
-        "effective_scope", "status", "read_file", "log", "diff"}
+        "effective_scope",
+        "status",
+        "read_file",
+        "log",
+        "diff",
+    }
     answer = call(engine, token, "write_file", {"path": "src/a.py", "content": "x"})
     assert error(answer) == "tool_not_offered"
     assert "write_file" not in answer["error"]["offered"]  # type: ignore[index]
@@ -43,8 +58,9 @@ def test_attenuated_token_narrows_the_offer_and_scope(engine: Engine, world: Wor
     assert call(engine, child, "read_file", {"path": "src/api/v1.py"})["ok"]
     # Asking an attenuation for more than the parent holds grants nothing extra.
     wider = tokens.attenuate(parent, operations=["read", "sub-token:issue"], paths=["**"])
-    assert error(call(engine, wider, "read_file", {"path": "docs/guide.md"})) \
-        == "path_outside_scope"
+    assert (
+        error(call(engine, wider, "read_file", {"path": "docs/guide.md"})) == "path_outside_scope"
+    )
 
 
 def test_session_is_bound_to_its_token(engine: Engine, world: World) -> None:
@@ -67,17 +83,25 @@ def test_catalog_changed_blocks_writes_not_reads(engine: Engine, world: World) -
     token = world.mint()
     listed = engine.offer(token)["catalog_hash"]
     stale = "sha256:" + "0" * 64
-    assert error(call(engine, token, "write_file", {"path": "src/a.py", "content": "x"},
-                      listed=stale)) == "catalog_changed"
+    assert (
+        error(call(engine, token, "write_file", {"path": "src/a.py", "content": "x"}, listed=stale))
+        == "catalog_changed"
+    )
     assert call(engine, token, "read_file", {"path": "src/app.py"}, listed=stale)["ok"]
-    assert call(engine, token, "write_file", {"path": "src/a.py", "content": "x"},
-                listed=listed)["ok"]
+    assert call(engine, token, "write_file", {"path": "src/a.py", "content": "x"}, listed=listed)[
+        "ok"
+    ]
+    # Threat: writing without ever having been shown a catalog.
+    unlisted = call(engine, token, "commit", {"message": "m"}, listed=None)
+    assert error(unlisted) == "catalog_changed"
+    assert "list tools first" in unlisted["error"]["message"]  # type: ignore[index]
 
 
 def test_policy_limits_and_forbidden_paths(world: World) -> None:
     (world.home / "policy.toml").write_text(
         "version = 1\n[limits]\nfile_bytes = 10\nstaged_files = 2\n"
-        "[paths]\nforbidden = [\"src/secret/**\"]\n")
+        '[paths]\nforbidden = ["src/secret/**"]\n'
+    )
     engine = Engine(world.home, world.repo)
     token = world.mint()
     big = call(engine, token, "write_file", {"path": "src/a.py", "content": "x" * 11})
@@ -89,8 +113,10 @@ def test_policy_limits_and_forbidden_paths(world: World) -> None:
     assert error(third) == "limit_exceeded"
     status = call(engine, token, "status")["result"]
     assert [e["path"] for e in status["staged"]] == ["src/a.py", "src/b.py"]  # type: ignore[index]
-    assert error(call(engine, token, "write_file", {"path": "src/secret/k", "content": "x"})) \
+    assert (
+        error(call(engine, token, "write_file", {"path": "src/secret/k", "content": "x"}))
         == "path_forbidden"
+    )
 
 
 def test_invalid_policy_stops_the_engine(world: World) -> None:
@@ -117,7 +143,48 @@ def test_expiry_is_checked_on_every_call(world: World) -> None:
 
 def test_unexpected_failures_do_not_leak(engine: Engine, world: World) -> None:
     token = world.mint()
-    answer = engine.invoke(token, "read_file", {"path": "src/app.py"}, session="x" * 500,
-                           offered_catalog_hash=None)
+    answer = engine.invoke(
+        token, "read_file", {"path": "src/app.py"}, session="x" * 500, offered_catalog_hash=None
+    )
     assert error(answer) == "invalid_argument"
     assert token not in str(answer)
+
+
+def test_sessions_of_one_agent_share_the_lane(engine: Engine, world: World) -> None:
+    """Two connections of one agent: each its own staged change, one lane."""
+    token = world.mint()
+    assert call(engine, token, "write_file", {"path": "src/a.py", "content": "a"}, session="A")[
+        "ok"
+    ]
+    assert call(engine, token, "write_file", {"path": "src/b.py", "content": "b"}, session="B")[
+        "ok"
+    ]
+    b = call(engine, token, "commit", {"message": "b"}, session="B")
+    assert b["ok"], b
+    # A's change touches nothing B changed: it lands on top of B's commit.
+    a = call(engine, token, "commit", {"message": "a"}, session="A")
+    assert a["ok"], a
+    assert a["result"]["parent"] == b["result"]["commit"]  # type: ignore[index]
+    read = call(engine, token, "read_file", {"path": "src/b.py"}, session="A")
+    assert read["result"]["content"] == "b"  # type: ignore[index]
+
+    # Both edit one path: the later commit is a conflict and changes nothing.
+    assert call(engine, token, "write_file", {"path": "src/app.py", "content": "1"}, session="A")[
+        "ok"
+    ]
+    assert call(engine, token, "write_file", {"path": "src/app.py", "content": "2"}, session="B")[
+        "ok"
+    ]
+    assert call(engine, token, "commit", {"message": "B wins"}, session="B")["ok"]
+    assert error(call(engine, token, "commit", {"message": "A"}, session="A")) == "conflict"
+    status = call(engine, token, "status", session="A")["result"]
+    assert [e["path"] for e in status["staged"]] == ["src/app.py"]  # type: ignore[index]
+    # Unstaging (writing back the base content) lets the session follow the lane again.
+    original = "def main():\n    return 1\n"
+    assert call(
+        engine, token, "write_file", {"path": "src/app.py", "content": original}, session="A"
+    )["ok"]
+    assert call(engine, token, "write_file", {"path": "src/c.py", "content": "c"}, session="A")[
+        "ok"
+    ]
+    assert call(engine, token, "commit", {"message": "c"}, session="A")["ok"]

@@ -103,8 +103,14 @@ def test_any_bit_flip_in_bytes_is_refused(data: st.DataObject) -> None:
 
 def test_signature_failure_is_one_opaque_code() -> None:
     """Threat: a verification oracle. Wrong key and altered blocks look the same."""
-    other = t.mint(secrets.token_bytes(32), KID, agent="alice", operations=["read"],
-                   paths=["**"], expires_at=EXP)
+    other = t.mint(
+        secrets.token_bytes(32),
+        KID,
+        agent="alice",
+        operations=["read"],
+        paths=["**"],
+        expires_at=EXP,
+    )
     assert code_of(other) == "token_invalid_signature"
     parsed = t.parse(mint())
     swapped = t._emit(KID, parsed.blocks, bytes(32))
@@ -119,16 +125,31 @@ def test_version_and_algorithm_come_from_configuration() -> None:
     """Threat: algorithm confusion. The token's claim never picks the algorithm."""
     parsed = t.parse(mint())
     for field, value in (("v", 2), ("alg", "none")):
-        env = {"v": 1, "alg": "hmac-sha256", "kid": KID, "blocks": list(parsed.blocks),
-               "tag": parsed._tag, field: value}
+        env = {
+            "v": 1,
+            "alg": "hmac-sha256",
+            "kid": KID,
+            "blocks": list(parsed.blocks),
+            "tag": parsed._tag,
+            field: value,
+        }
         text = "chit_" + base64.urlsafe_b64encode(cbor.encode(env)).rstrip(b"=").decode()
         assert code_of(text) == "token_unsupported_version"
 
 
 @pytest.mark.parametrize(
     "text",
-    ["", "chit_", "chit", "macaroon_abc", "chit_!!!!", "chit_" + "A" * 9000,
-     "chit_AAAA=", "chit_YQ", "chit_oA"],
+    [
+        "",
+        "chit_",
+        "chit",
+        "macaroon_abc",
+        "chit_!!!!",
+        "chit_" + "A" * 9000,
+        "chit_AAAA=",
+        "chit_YQ",
+        "chit_oA",
+    ],
 )
 def test_malformed_text(text: str) -> None:
     with pytest.raises(MalformedDataError) as info:
@@ -145,8 +166,10 @@ def test_non_canonical_base64_refused() -> None:
         last = body[-1]
         alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
         bumped = alphabet[alphabet.index(last) + 1]
-        assert code_of("chit_" + body[:-1] + bumped) in {"token_malformed",
-                                                       "token_invalid_signature"}
+        assert code_of("chit_" + body[:-1] + bumped) in {
+            "token_malformed",
+            "token_invalid_signature",
+        }
 
 
 def test_expiry_required_and_enforced() -> None:
@@ -184,9 +207,20 @@ def test_caveats_fail_closed(caveat: object, code: str) -> None:
 
 
 def test_repeated_caveats_intersect() -> None:
-    token = forge([root([["ops", ["read", "write"]], ["ops", ["write", "commit"]],
-                         ["paths", ["src/**"]], ["paths", ["src/api/**", "docs/**"]],
-                         ["exp", EXP], ["exp", EXP - 100]])])
+    token = forge(
+        [
+            root(
+                [
+                    ["ops", ["read", "write"]],
+                    ["ops", ["write", "commit"]],
+                    ["paths", ["src/**"]],
+                    ["paths", ["src/api/**", "docs/**"]],
+                    ["exp", EXP],
+                    ["exp", EXP - 100],
+                ]
+            )
+        ]
+    )
     v = t.verify_at_time(token, keys, NOW)
     assert v.operations == {"write"}
     assert v.expires_at == EXP - 100
@@ -209,18 +243,22 @@ def test_offline_delegation_block_refused() -> None:
 
 
 def test_root_block_shape_enforced() -> None:
-    assert code_of(forge([{"id": secrets.token_bytes(16), "caveats": [["exp", EXP]]}])) \
+    assert (
+        code_of(forge([{"id": secrets.token_bytes(16), "caveats": [["exp", EXP]]}]))
         == "token_malformed"
+    )
     assert code_of(forge([root([["exp", EXP]], extra=1)])) == "token_malformed"
     assert code_of(forge([{**root([["exp", EXP]]), "agent": "Bad Name"}])) == "token_malformed"
 
 
 def test_delegation_flag_only_from_root_and_can_be_dropped() -> None:
     assert t.verify_at_time(mint(delegable=True), keys, NOW).delegable
-    assert not t.verify_at_time(t.attenuate(mint(delegable=True), drop_delegation=True),
-                                keys, NOW).delegable
-    token = forge([root([["exp", EXP]]), {"id": secrets.token_bytes(16),
-                                          "caveats": [["deleg", True]]}])
+    assert not t.verify_at_time(
+        t.attenuate(mint(delegable=True), drop_delegation=True), keys, NOW
+    ).delegable
+    token = forge(
+        [root([["exp", EXP]]), {"id": secrets.token_bytes(16), "caveats": [["deleg", True]]}]
+    )
     assert not t.verify_at_time(token, keys, NOW).delegable
 
 
@@ -234,21 +272,32 @@ def test_revocation_of_any_block_kills_the_token() -> None:
 
 
 OPS = st.lists(st.sampled_from(sorted(t.OPERATIONS)), unique=True)
-GLOBS = st.lists(st.sampled_from(["**", "src/**", "src/*.py", "src/api/**", "docs/**",
-                                  "src/api/v1.py", "src_old/**", "*"]), max_size=3)
-PROBES = ["src/a.py", "src/api/v1.py", "src/api/x/y.py", "docs/a.md", "src_old/a.py",
-          "README.md", "src/b/c.py"]
+GLOBS = st.lists(
+    st.sampled_from(
+        ["**", "src/**", "src/*.py", "src/api/**", "docs/**", "src/api/v1.py", "src_old/**", "*"]
+    ),
+    max_size=3,
+)
+PROBES = [
+    "src/a.py",
+    "src/api/v1.py",
+    "src/api/x/y.py",
+    "docs/a.md",
+    "src_old/a.py",
+    "README.md",
+    "src/b/c.py",
+]
 
 
 @settings(max_examples=200)
-@given(ops=OPS, paths=GLOBS, ttl=st.integers(min_value=1, max_value=10**6),
-       drop=st.booleans())
+@given(ops=OPS, paths=GLOBS, ttl=st.integers(min_value=1, max_value=10**6), drop=st.booleans())
 def test_attenuation_never_widens(ops: list[str], paths: list[str], ttl: int, drop: bool) -> None:
     """Property: whatever an attenuation asks, the result is within its parent."""
     parent = mint(operations=["read", "write"], paths=["src/**"], delegable=True)
     pv = t.verify_at_time(parent, keys, NOW)
-    child = t.attenuate(parent, operations=ops, paths=paths, expires_at=NOW + ttl,
-                        drop_delegation=drop)
+    child = t.attenuate(
+        parent, operations=ops, paths=paths, expires_at=NOW + ttl, drop_delegation=drop
+    )
     try:
         cv = t.verify_at_time(child, keys, NOW)
     except TokenError as exc:

@@ -25,8 +25,7 @@ def server_params(home: Path, repo: Path, token: str) -> StdioServerParameters:
     )
 
 
-def with_client(home: Path, repo: Path, token: str,
-                body: Callable[[Client], Awaitable[T]]) -> T:
+def with_client(home: Path, repo: Path, token: str, body: Callable[[Client], Awaitable[T]]) -> T:
     async def run() -> T:
         async with Client(server_params(home, repo, token)) as client:
             return await body(client)

@@ -17,8 +17,9 @@ from tests.conftest import World
 
 
 def run(world: World, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*world.cli(), *args], capture_output=True, text=True,
-                          input=stdin, timeout=60, check=False)
+    return subprocess.run(
+        [*world.cli(), *args], capture_output=True, text=True, input=stdin, timeout=60, check=False
+    )
 
 
 def test_init_creates_private_keyring_and_policy(tmp_path: Path) -> None:
@@ -48,8 +49,20 @@ def test_engine_refuses_group_readable_key(world: World) -> None:
 
 
 def test_mint_and_inspect(world: World) -> None:
-    out = run(world, "mint", "--agent", "bot-1", "--ops", "read,write", "--paths", "src/**",
-              "docs/**", "--ttl", "2h", "--json")
+    out = run(
+        world,
+        "mint",
+        "--agent",
+        "bot-1",
+        "--ops",
+        "read,write",
+        "--paths",
+        "src/**",
+        "docs/**",
+        "--ttl",
+        "2h",
+        "--json",
+    )
     assert out.returncode == 0, out.stderr
     minted = json.loads(out.stdout)
     text = minted["token"]
@@ -76,6 +89,10 @@ def test_mint_and_inspect(world: World) -> None:
         ["--agent", "a", "--ops", "read", "--paths", "../x", "--ttl", "5m"],
         ["--agent", "Bad/Name", "--ops", "read", "--paths", "**", "--ttl", "5m"],
         ["--agent", "a", "--ops", "read", "--paths", "src/a**", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "", "--paths", "**", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read,sub-token:issue", "--paths", "**", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read", "--paths", ".git/**", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--ttl", "\u0665m"],
     ],
 )
 def test_mint_refuses_bad_arguments(world: World, args: list[str]) -> None:
@@ -95,10 +112,20 @@ def _land_commit(world: World) -> str:
     engine = Engine(world.home, world.repo)
     token = world.mint()
     listed = engine.offer(token)
-    assert engine.invoke(token, "write_file", {"path": "src/app.py", "content": "y\n"},
-                         session="s1", offered_catalog_hash=listed["catalog_hash"])["ok"]
-    done = engine.invoke(token, "commit", {"message": "change"}, session="s1",
-                         offered_catalog_hash=listed["catalog_hash"])
+    assert engine.invoke(
+        token,
+        "write_file",
+        {"path": "src/app.py", "content": "y\n"},
+        session="s1",
+        offered_catalog_hash=listed["catalog_hash"],
+    )["ok"]
+    done = engine.invoke(
+        token,
+        "commit",
+        {"message": "change"},
+        session="s1",
+        offered_catalog_hash=listed["catalog_hash"],
+    )
     assert done["ok"], done
     return str(done["result"]["commit"])
 
@@ -123,13 +150,16 @@ def test_audit_verify_passes_then_catches_tampering(world: World) -> None:
     bare = _plain_commit(world, "agent/alice", "sneaky change\n")
     # Threat: forged trailers pointing at a catalog that was never stored.
     forged = _plain_commit(
-        world, "agent/alice",
+        world,
+        "agent/alice",
         "forged\n\nChit-Agent: alice\nChit-Session: s\nChit-Token-Id: 00\n"
-        "Chit-Catalog-Hash: sha256:" + "ab" * 32 + "\nChit-Catalog-Encoding: chit-catalog/1\n")
+        "Chit-Catalog-Hash: sha256:" + "ab" * 32 + "\nChit-Catalog-Encoding: chit-catalog/1\n",
+    )
     # Threat: another agent's trailers on this lane.
     good_msg = pygit2.Repository(str(world.repo))[good].message
-    stolen = _plain_commit(world, "agent/alice", good_msg.replace("Chit-Agent: alice",
-                                                                  "Chit-Agent: bob"))
+    stolen = _plain_commit(
+        world, "agent/alice", good_msg.replace("Chit-Agent: alice", "Chit-Agent: bob")
+    )
     bad = run(world, "audit", "verify", "--repo", str(world.repo), "agent/alice", "--json")
     assert bad.returncode == 1
     findings = {(f["commit"], f["check"]) for f in json.loads(bad.stdout)["findings"]}
@@ -168,3 +198,46 @@ def test_keyring_repr_hides_secrets(world: World) -> None:
     ring = Keyring(world.home)
     key = ring.signing_key()
     assert key.secret.hex() not in repr(key) and key.secret.hex() not in repr(ring)
+
+
+def test_inspect_escapes_untrusted_text(world: World) -> None:
+    """Threat: terminal control sequences smuggled in a token's fields."""
+    import base64
+    import secrets
+
+    from engine import cbor
+
+    block = cbor.encode(
+        {
+            "id": secrets.token_bytes(16),
+            "agent": "x\x1b]0;pwned\x07",
+            "caveats": [["note", "\x1b[2J"]],
+        }
+    )
+    env = {"v": 1, "alg": "hmac-sha256", "kid": "k\x1b[31m", "blocks": [block], "tag": bytes(32)}
+    text = "chit_" + base64.urlsafe_b64encode(cbor.encode(env)).rstrip(b"=").decode()
+    out = run(world, "inspect", text)
+    assert out.returncode == 0
+    assert "\x1b" not in out.stdout and "\\u001b" in out.stdout
+
+
+def test_mcp_token_file_errors_are_clean(world: World, tmp_path: Path) -> None:
+    bad = tmp_path / "tok"
+    bad.write_bytes(b"\xff\xfe not a token")
+    out = run(world, "mcp", "--repo", str(world.repo), "--token-file", str(bad))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    big = tmp_path / "big"
+    big.write_bytes(b"chit_" + b"A" * 100_000)
+    out = run(world, "mcp", "--repo", str(world.repo), "--token-file", str(big))
+    assert out.returncode == 2 and "too large" in out.stderr
+
+
+def test_audit_flags_refs_no_lane_can_be(world: World) -> None:
+    """Threat: hiding commits on branches the audit would not enumerate."""
+    repo = pygit2.Repository(str(world.repo))
+    main = repo.references["refs/heads/main"].target
+    repo.references.create("refs/heads/agent/n/m", main)
+    out = run(world, "audit", "verify", "--repo", str(world.repo), "--json")
+    assert out.returncode == 1
+    reasons = [f["reason"] for f in json.loads(out.stdout)["findings"]]
+    assert any("agent/n/m" in r for r in reasons)

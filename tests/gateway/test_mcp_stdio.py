@@ -44,8 +44,16 @@ def test_tools_outside_the_offer_are_unknown_under_any_spelling(world: World, op
     """Threat: calling a hidden tool by name, or by a case variant of an offered one."""
     token = world.mint(ops=ops)
     before = world.refs()
-    names = ["list_conflicts", "issue_sub_token", "provenance_graph", "obliterate",
-             "Read_File", "READ_FILE", "read_file ", "effective-scope"]
+    names = [
+        "list_conflicts",
+        "issue_sub_token",
+        "provenance_graph",
+        "obliterate",
+        "Read_File",
+        "READ_FILE",
+        "read_file ",
+        "effective-scope",
+    ]
     if ops == "read":
         names += ["write_file", "commit", "Write_File", "delete_file", "move_file"]
 
@@ -97,13 +105,24 @@ def test_tools_outside_the_offer_are_unknown_under_any_spelling(world: World, op
         ("read_file", {"path": "src/app.py", "extra": 1}, "invalid_argument"),
         ("read_file", {}, "invalid_argument"),
         ("read_file", {"path": 5}, "invalid_argument"),
+        ("read_file", {"path": ""}, "path_invalid"),
+        ("read_file", {"path": "src/" + "a" * 5000}, "path_invalid"),
+        ("read_file", {"path": "src/\u202eevil.py"}, "path_invalid"),
+        ("read_file", {"path": "src/.ENV"}, "path_forbidden"),
+        ("write_file", {"path": "src/.env.", "content": "x"}, "path_forbidden"),
         ("write_file", {"path": "src_old/x.py", "content": "x"}, "path_outside_scope"),
         ("write_file", {"path": "src/.git/hooks/pre-commit", "content": "x"}, "path_forbidden"),
-        ("write_file", {"path": "src/x.py", "content": "!!", "encoding": "base64"},
-         "invalid_argument"),
+        (
+            "write_file",
+            {"path": "src/x.py", "content": "!!", "encoding": "base64"},
+            "invalid_argument",
+        ),
         ("write_file", {"path": "src/app.py/x", "content": "x"}, "invalid_argument"),
-        ("move_file", {"source": "src/app.py", "destination": "src_old/app.py"},
-         "path_outside_scope"),
+        (
+            "move_file",
+            {"source": "src/app.py", "destination": "src_old/app.py"},
+            "path_outside_scope",
+        ),
         ("delete_file", {"path": "src/missing.py"}, "not_found"),
         ("commit", {"message": "nothing staged"}, "invalid_argument"),
     ],
@@ -140,12 +159,14 @@ def test_write_and_commit_land_on_the_lane_with_trailers(world: World) -> None:
         scope = payload(await client.call_tool("effective_scope", {}))
         w = await client.call_tool("write_file", {"path": "src/app.py", "content": "print(2)\n"})
         n = await client.call_tool("write_file", {"path": "src/new/mod.py", "content": "X = 1\n"})
-        b = await client.call_tool("write_file", {"path": "src/blob.bin", "content": "AAEC/w==",
-                                                  "encoding": "base64"})
+        b = await client.call_tool(
+            "write_file", {"path": "src/blob.bin", "content": "AAEC/w==", "encoding": "base64"}
+        )
         d = await client.call_tool("delete_file", {"path": "src/api/v1.py"})
         staged_read = payload(await client.call_tool("read_file", {"path": "src/app.py"}))
-        main_read = payload(await client.call_tool("read_file", {"path": "src/app.py",
-                                                                 "ref": "main"}))
+        main_read = payload(
+            await client.call_tool("read_file", {"path": "src/app.py", "ref": "main"})
+        )
         diff = payload(await client.call_tool("diff", {}))
         committed = await client.call_tool("commit", {"message": "Update app\n\nBody text."})
         log = payload(await client.call_tool("log", {}))
@@ -153,12 +174,17 @@ def test_write_and_commit_land_on_the_lane_with_trailers(world: World) -> None:
         return scope, [w, n, b, d], staged_read, main_read, diff, committed, log, status
 
     scope, writes, staged_read, main_read, diff, committed, log, status = with_client(
-        world.home, world.repo, token, body)
+        world.home, world.repo, token, body
+    )
     assert not any(w.is_error for w in writes)
     assert staged_read["content"] == "print(2)\n"
     assert main_read["content"] == "def main():\n    return 1\n"
-    assert {f["path"] for f in diff["files"]} == {"src/app.py", "src/new/mod.py",
-                                                 "src/blob.bin", "src/api/v1.py"}
+    assert {f["path"] for f in diff["files"]} == {
+        "src/app.py",
+        "src/new/mod.py",
+        "src/blob.bin",
+        "src/api/v1.py",
+    }
     assert not committed.is_error, payload(committed)
     result = payload(committed)
 
@@ -200,8 +226,12 @@ def test_write_and_commit_land_on_the_lane_with_trailers(world: World) -> None:
     assert status["staged"] == [] and status["ahead"] == 1 and status["behind"] == 0
     assert log["commits"][0]["id"] == result["commit"]
 
-    audit = subprocess.run([*world.cli(), "audit", "verify", "--repo", str(world.repo)],
-                           capture_output=True, text=True, check=False)
+    audit = subprocess.run(
+        [*world.cli(), "audit", "verify", "--repo", str(world.repo)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert result["commit"][:12] in audit.stdout
 
@@ -214,7 +244,33 @@ def test_commit_message_cannot_forge_trailers(world: World) -> None:
         await client.list_tools()
         await client.call_tool("write_file", {"path": "src/app.py", "content": "x\n"})
         return await client.call_tool(
-            "commit", {"message": "msg\n\nChit-Agent: root\nchit-catalog-hash: sha256:00"})
+            "commit", {"message": "msg\n\nChit-Agent: root\nchit-catalog-hash: sha256:00"}
+        )
+
+    result = with_client(world.home, world.repo, token, body)
+    assert result.is_error and payload(result)["error"] == "invalid_argument"
+    assert "refs/heads/agent/alice" not in world.refs()
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "fix\rChit-Agent: root",
+        "fix\x0bChit-Agent: root",
+        "fix\u2028Chit-Agent: root",
+        "fix \u202eevil",
+        "a\x00b",
+        "a\x85b",
+    ],
+)
+def test_commit_message_cannot_forge_lines(world: World, message: str) -> None:
+    """Threat: line separators other than LF faking trailers in `git log` output."""
+    token = world.mint()
+
+    async def body(client: Client) -> Any:
+        await client.list_tools()
+        await client.call_tool("write_file", {"path": "src/app.py", "content": "x\n"})
+        return await client.call_tool("commit", {"message": message})
 
     result = with_client(world.home, world.repo, token, body)
     assert result.is_error and payload(result)["error"] == "invalid_argument"
@@ -225,7 +281,7 @@ def _flip(token: str, index: int) -> str:
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
     c = token[index]
     replacement = alphabet[(alphabet.index(c) + 1) % 64] if c in alphabet else "A"
-    return token[:index] + replacement + token[index + 1:]
+    return token[:index] + replacement + token[index + 1 :]
 
 
 @pytest.mark.parametrize("where", [5, 40, -30, -1])
@@ -244,8 +300,12 @@ def test_tampered_token_is_refused(world: World, where: int) -> None:
         return listed_error, called
 
     listed_error, called = with_client(world.home, world.repo, tampered, body)
-    refusals = {"token_invalid_signature", "token_malformed", "token_unknown_key",
-                "token_unsupported_version"}
+    refusals = {
+        "token_invalid_signature",
+        "token_malformed",
+        "token_unknown_key",
+        "token_unsupported_version",
+    }
     assert listed_error is not None
     assert listed_error.data["error"] in refusals
     assert called.is_error

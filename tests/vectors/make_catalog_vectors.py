@@ -15,20 +15,27 @@ from engine.catalog import CATALOG_ENCODING, offer_for
 
 EXAMPLE = {
     "encoding": "chit-catalog/1",
-    "tools": [{
-        "name": "t", "description": "d", "input_schema": {"type": "object"},
-        "output_schema": {"type": "object"},
-        "annotations": {"destructiveHint": False, "readOnlyHint": True},
-        "requires": ["read"],
-    }],
+    "tools": [
+        {
+            "name": "t",
+            "description": "d",
+            "input_schema": {"type": "object"},
+            "output_schema": {"type": "object"},
+            "annotations": {"destructiveHint": False, "readOnlyHint": True},
+            "requires": ["read"],
+        }
+    ],
 }
 
 CASES = [
     ("effective_scope only (no operations)", [], False),
     ("read", ["read"], False),
     ("read, write, commit", ["commit", "read", "write"], False),
-    ("all operations and the delegation flag", ["commit", "read", "sub-token:issue", "write"],
-     True),
+    (
+        "all operations and the delegation flag",
+        ["commit", "read", "sub-token:issue", "write"],
+        True,
+    ),
 ]
 
 
@@ -36,15 +43,21 @@ def main() -> None:
     offers = []
     for name, ops, delegable in CASES:
         offer = offer_for(frozenset(ops), delegable)
-        offers.append({
-            "name": name, "operations": ops, "delegable": delegable, "tools": offer.names(),
-            "catalog_hash": offer.catalog_hash, "size": len(offer.catalog_bytes),
-            "hex": offer.catalog_bytes.hex(),
-        })
+        offers.append(
+            {
+                "name": name,
+                "operations": ops,
+                "delegable": delegable,
+                "tools": offer.names(),
+                "catalog_hash": offer.catalog_hash,
+                "size": len(offer.catalog_bytes),
+                "hex": offer.catalog_bytes.hex(),
+            }
+        )
     doc = {
         "encoding": CATALOG_ENCODING,
         "note": "Offers of this catalog: the operations held, the tools offered, the exact "
-                "chit-catalog/1 bytes (hex) and their SHA-256.",
+        "chit-catalog/1 bytes (hex) and their SHA-256.",
         "offers": offers,
         "example": {
             "document": EXAMPLE,
@@ -53,7 +66,8 @@ def main() -> None:
         },
     }
     Path(__file__).with_name("catalog_chit_catalog1.json").write_text(
-        json.dumps(doc, indent=1) + "\n")
+        json.dumps(doc, indent=1) + "\n"
+    )
 
 
 if __name__ == "__main__":

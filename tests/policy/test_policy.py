@@ -1,0 +1,94 @@
+"""Policy: loading, and deny rules that hold on every kind of checkout."""
+
+from __future__ import annotations
+
+import pytest
+
+import policy
+from policy.paths import deny_matches, fold_path
+
+DENY = ["**/.env", "**/*.pem", "**/id_rsa", "secrets/**"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "src/.env",
+        "src/.ENV",
+        "src/.Env",
+        "src/.env.",
+        "src/.env ",
+        "src/.env::$DATA",
+        "src/key.PEM",
+        "src/ID_RSA",
+        "src/.e\u200cnv",
+        "SECRETS/a",
+        "Secrets./a",
+        ".env",
+    ],
+)
+def test_deny_rules_catch_other_spellings_of_the_same_file(path: str) -> None:
+    """Threat: reading `.env` as `.ENV` or `.env.` and landing it in `.env` on a
+    case-insensitive or NTFS checkout."""
+    assert deny_matches(path, DENY)
+    decision = policy.evaluate(
+        policy.load(
+            'version = 1\n[paths]\nforbidden = ["**/.env", "**/*.pem", "**/id_rsa", "secrets/**"]\n'
+        ),
+        policy.Request(agent="a", tool="read_file", operation="read", paths=(path,)),
+    )
+    assert not decision.allowed and decision.code == "path_forbidden"
+    assert decision.rule == "paths.forbidden"
+
+
+@pytest.mark.parametrize("path", ["src/.envrc", "src/env", "src/a.py", "secretsx/a", "pem"])
+def test_deny_rules_do_not_overreach(path: str) -> None:
+    assert not deny_matches(path, DENY)
+
+
+def test_fold_path_keeps_paths_valid() -> None:
+    assert fold_path("a/..:x/B") == "a/..:x/b"
+    assert fold_path("Src/Key.PEM.") == "src/key.pem"
+
+
+def test_unknown_keys_and_bad_values_are_errors_with_locations() -> None:
+    with pytest.raises(policy.PolicyError) as info:
+        policy.load(
+            "version = 1\nextra = 1\n[limits]\nfile_bytes = -1\n[paths]\nforbidden = ['../x']\n"
+        )
+    locations = {loc for loc, _ in info.value.problems}
+    assert {"extra", "limits.file_bytes", "paths.forbidden"} <= locations
+    with pytest.raises(policy.PolicyError):
+        policy.load("version = 2\n")
+    with pytest.raises(policy.PolicyError):
+        policy.load("not toml = = 1")
+
+
+def test_default_policy_loads_and_limits_apply() -> None:
+    pol = policy.load(policy.DEFAULT_POLICY_TOML)
+    ok = policy.Request(
+        agent="a",
+        tool="write_file",
+        operation="write",
+        paths=("src/a.py",),
+        content_bytes=10,
+        staged_bytes=10,
+        staged_files=1,
+    )
+    assert policy.evaluate(pol, ok).allowed
+    big = ok.model_copy(update={"content_bytes": pol.limits.file_bytes + 1})
+    decision = policy.evaluate(pol, big)
+    assert decision.code == "limit_exceeded" and decision.rule == "limits.file_bytes"
+    with pytest.raises(policy.PolicyDeniedError) as info:
+        policy.enforce(pol, big)
+    assert info.value.decision == decision
+
+
+def test_documented_example_policies_load() -> None:
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parent.parent.parent / "docs" / "examples"
+    files = sorted(examples.glob("*.toml"))
+    assert files
+    for path in files:
+        policy.load(path.read_text())
