@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 
 from engine.seed import create_repository, files_from_directory
 
-__all__ = ["run_demo"]
+__all__ = ["run_demo", "stdio_server_params"]
 
 AGENT = "docs-bot"
 SCOPE = "src/starlette/middleware/**"
@@ -61,7 +61,17 @@ def _result(res: Any) -> dict[str, Any]:
     return doc
 
 
-def _server(home: Path, repo: Path, token: str) -> StdioServerParameters:
+def stdio_server_params(home: Path, repo: Path, token: str) -> StdioServerParameters:
+    """How an MCP host starts ``chit mcp`` for one token (the token in the environment).
+
+    Args:
+        home: The chit home.
+        repo: The repository.
+        token: The agent's token text.
+
+    Returns:
+        Parameters for the official client's stdio transport.
+    """
     env = dict(os.environ, CHIT_TOKEN=token)
     return StdioServerParameters(
         command=sys.executable,
@@ -71,7 +81,7 @@ def _server(home: Path, repo: Path, token: str) -> StdioServerParameters:
 
 
 async def _agent_session(home: Path, repo: Path, token: str) -> str:
-    async with Client(_server(home, repo, token)) as client:
+    async with Client(stdio_server_params(home, repo, token)) as client:
         _say(f"    connected over stdio, protocol {client.protocol_version}")
         listed = await client.list_tools()
         names = [t.name for t in listed.tools]
@@ -120,7 +130,7 @@ async def _agent_session(home: Path, repo: Path, token: str) -> str:
 
 
 async def _reader_session(home: Path, repo: Path, token: str) -> None:
-    async with Client(_server(home, repo, token)) as client:
+    async with Client(stdio_server_params(home, repo, token)) as client:
         names = [t.name for t in (await client.list_tools()).tools]
         _say(f"    offered {len(names)} tools: {', '.join(names)}")
         try:
