@@ -13,7 +13,7 @@ and not from ``main``:
   name, and re-encode to the same bytes.
 
 Signed provenance records (who, under which delegation chain and policy) extend
-this in docs/audit.md's later sections.
+this in a later version (docs/threat-model.md).
 """
 
 from __future__ import annotations
@@ -24,10 +24,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import pygit2
+
 from engine import cbor, vcs
 from engine.catalog import CATALOG_ENCODING
-from engine.errors import ProfileError
+from engine.errors import ChitError, ProfileError
 from engine.service import CATALOG_STORE_REF
+from engine.token import validate_agent_name
 
 __all__ = ["REQUIRED_TRAILERS", "CommitReport", "Finding", "verify_repository"]
 
@@ -85,18 +88,25 @@ def verify_repository(
     """
     repo = vcs.Repository(repo_path)
     missing: list[Finding] = []
+    existing = repo.lanes()
     if lanes is None:
-        agents = repo.lanes()
-        for ref in repo.foreign_lane_refs():
+        agents = [a for a in existing if _is_agent_name(a)]
+        foreign = [f"refs/heads/agent/{a}" for a in existing if not _is_agent_name(a)]
+        for ref in sorted(foreign + repo.foreign_lane_refs()):
             missing.append(Finding("-", "lane", f"{ref!r} is not a lane chit can make"))
     else:
         agents = [lane.removeprefix("refs/heads/").removeprefix("agent/") for lane in lanes]
     reports: list[CommitReport] = []
     for agent in agents:
-        if agent not in repo.lanes():
-            missing.append(Finding("-", "lane", f"no lane agent/{agent}"))
+        if agent not in existing or not _is_agent_name(agent):
+            missing.append(Finding("-", "lane", f"no lane agent/{agent!r} chit could make"))
             continue
-        for commit in repo.lane_commits(agent):
+        try:
+            commits = repo.lane_commits(agent)
+        except (ChitError, pygit2.GitError, KeyError, ValueError):
+            missing.append(Finding("-", "lane", f"agent/{agent} does not point at a commit"))
+            continue
+        for commit in commits:
             reports.append(_verify_commit(repo, agent, commit))
     ok = not missing and all(r.ok for r in reports)
     return {
@@ -115,6 +125,14 @@ def verify_repository(
         "findings": [f.__dict__ for f in missing]
         + [f.__dict__ for r in reports for f in r.findings],
     }
+
+
+def _is_agent_name(name: str) -> bool:
+    try:
+        validate_agent_name(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _trailer_counts(message: str) -> dict[str, int]:

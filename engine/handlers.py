@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
 import threading
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import policy
 from engine import schemas as s
 from engine import vcs
-from engine.errors import AccessDeniedError, InvalidRequestError
+from engine.errors import AccessDeniedError, InvalidRequestError, RepositoryError
 from engine.token import VerifiedToken
 
 if TYPE_CHECKING:
@@ -54,6 +55,10 @@ class Session:
         token_id: Root block id of the token that opened it.
         agent: The agent that opened it.
         staged: The in-memory staged change.
+        seen: Path to SHA-256 (hex) of the content this session last read or
+            wrote there through its view, ``None`` if it saw the path absent.
+            A write to a path whose content changed since is a ``conflict``:
+            no session overwrites a change it never saw.
         lock: Serialises calls within the session.
     """
 
@@ -61,6 +66,7 @@ class Session:
     token_id: str
     agent: str
     staged: vcs.StagedChange
+    seen: dict[str, str | None] = field(default_factory=dict, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -152,6 +158,7 @@ def read_file(ctx: CallContext, args: s.ReadFileArgs) -> s.FileContent:
     """Read a file from the session view or a revision."""
     if args.ref is None:
         data = ctx.repo.view_read(ctx.token.agent, ctx.session.staged, args.path)
+        ctx.session.seen[args.path] = _digest(data)
     else:
         data = ctx.repo.read_at(args.ref, args.path)
     limit = ctx.policy.limits.file_bytes
@@ -212,36 +219,72 @@ def _trial(staged: vcs.StagedChange) -> vcs.StagedChange:
     )
 
 
+def _digest(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def _current(ctx: CallContext, path: str) -> bytes | None:
+    try:
+        return ctx.repo.view_read(ctx.token.agent, ctx.session.staged, path)
+    except RepositoryError as exc:
+        if exc.code == "not_found":
+            return None
+        raise
+
+
+def _check_seen(ctx: CallContext, *paths: str) -> None:
+    """Refuse to overwrite content that changed since this session read it."""
+    for path in paths:
+        if path in ctx.session.seen and ctx.session.seen[path] != _digest(_current(ctx, path)):
+            raise RepositoryError(
+                "conflict",
+                f"{path!r} changed on your lane since you read it; read it again, then write",
+                path=path,
+            )
+
+
+def _unstaged_or(staged: vcs.StagedChange, path: str, change: str) -> str:
+    return change if path in staged.changes else "unstaged"
+
+
 def write_file(ctx: CallContext, args: s.WriteFileArgs) -> s.Staged:
     """Stage a write. Nothing changes if any check fails."""
     data = _decode_content(args.content, args.encoding)
     staged = ctx.session.staged
+    _check_seen(ctx, args.path)
     existed = ctx.repo.exists(ctx.token.agent, staged, args.path)
     trial = _trial(staged)
     ctx.repo.stage_write(ctx.token.agent, trial, args.path, data)
     ctx.enforce_sizes("write_file", args.path, len(data), trial)
     _adopt(staged, trial)
-    return _staged_result(staged, args.path, "modified" if existed else "added")
+    ctx.session.seen[args.path] = _digest(data)
+    change = _unstaged_or(staged, args.path, "modified" if existed else "added")
+    return _staged_result(staged, args.path, change)
 
 
 def delete_file(ctx: CallContext, args: s.DeleteFileArgs) -> s.Staged:
     """Stage a deletion."""
     staged = ctx.session.staged
+    _check_seen(ctx, args.path)
     trial = _trial(staged)
     ctx.repo.stage_delete(ctx.token.agent, trial, args.path)
     ctx.enforce_sizes("delete_file", args.path, 0, trial)
     _adopt(staged, trial)
-    return _staged_result(staged, args.path, "deleted")
+    ctx.session.seen[args.path] = None
+    return _staged_result(staged, args.path, _unstaged_or(staged, args.path, "deleted"))
 
 
 def move_file(ctx: CallContext, args: s.MoveFileArgs) -> s.Staged:
     """Stage a move."""
     staged = ctx.session.staged
+    _check_seen(ctx, args.source, args.destination)
     trial = _trial(staged)
     ctx.repo.stage_move(ctx.token.agent, trial, args.source, args.destination)
-    size = len(trial.changes.get(args.destination) or b"")
-    ctx.enforce_sizes("move_file", args.destination, size, trial)
+    moved = trial.changes.get(args.destination)
+    ctx.enforce_sizes("move_file", args.destination, len(moved or b""), trial)
     _adopt(staged, trial)
+    ctx.session.seen[args.source] = None
+    ctx.session.seen[args.destination] = _digest(moved)
     return _staged_result(staged, args.destination, "moved")
 
 
@@ -282,14 +325,33 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     )
     ctx.repo.rebase_if_clean(ctx.token.agent, staged)
     parent = str(staged.base)
-    oid = ctx.repo.commit(
-        ctx.token.agent,
-        staged,
-        body,
-        author_name=ctx.token.agent,
-        author_email=f"{ctx.token.agent}@agents.chit.invalid",
-        time=ctx.now,
-    )
+    try:
+        oid = ctx.repo.commit(
+            ctx.token.agent,
+            staged,
+            body,
+            author_name=ctx.token.agent,
+            author_email=f"{ctx.token.agent}@agents.chit.invalid",
+            time=ctx.now,
+        )
+    except RepositoryError as exc:
+        if exc.code != "conflict":
+            raise
+        paths = [
+            p
+            for p in ctx.repo.staged_paths_changed_on_lane(ctx.token.agent, staged)
+            if ctx.visible(p)
+        ]
+        raise RepositoryError(
+            "conflict",
+            "your lane moved since your session's view and staged paths changed there too; "
+            "nothing was committed. To start a path over: read_file with ref=<base> gives "
+            "your base version; writing it back unstages the path; once no staged path "
+            "conflicts, your view follows the lane and read_file shows the lane's version",
+            paths=paths,
+            base=parent,
+            lane=ctx.token.lane,
+        ) from None
     return s.Committed(
         commit=str(oid),
         lane=ctx.token.lane,

@@ -26,7 +26,7 @@ _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def resolve_home(home: str | os.PathLike[str] | None) -> Path:
-    """Return ``home``, else ``$CHIT_HOME``, else ``~/.chit`` (DESIGN §7)."""
+    """Return ``home``, else ``$CHIT_HOME``, else ``~/.chit`` (docs/architecture.md)."""
     if home:
         return Path(home)
     env = os.environ.get("CHIT_HOME")

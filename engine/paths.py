@@ -12,6 +12,7 @@ from policy.paths import (
     MAX_SEGMENT_BYTES,
     PathError,
     glob_matches,
+    glob_may_match_below,
     in_scope,
     validate_glob,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "MAX_PATH_BYTES",
     "MAX_SEGMENT_BYTES",
     "glob_matches",
+    "glob_may_match_below",
     "in_scope",
     "validate_glob",
     "validate_path",

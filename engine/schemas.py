@@ -274,7 +274,9 @@ class Staged(BaseModel):
 
     model_config = _OUT
     path: str
-    change: Literal["added", "modified", "deleted", "moved"]
+    change: Literal["added", "modified", "deleted", "moved", "unstaged"] = Field(
+        description="'unstaged': the path is back to its base content, nothing staged there."
+    )
     staged_files: int
     staged_bytes: int
 

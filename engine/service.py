@@ -1,6 +1,6 @@
 """The engine's narrow interface: ``offer`` and ``invoke``, plain data in and out.
 
-Every call re-presents the token and re-runs the whole ordered check (DESIGN §2);
+Every call re-presents the token and re-runs the whole ordered check (docs/architecture.md);
 no decision is cached across calls:
 
 1. validity  - strict parse, known key id, chained MAC, expiry, not-before, revocation;
@@ -41,7 +41,7 @@ from engine.errors import (
 )
 from engine.handlers import CallContext, Session
 from engine.keys import Keyring
-from engine.paths import validate_path
+from engine.paths import glob_may_match_below, validate_path
 
 __all__ = ["CATALOG_STORE_REF", "Engine", "load_policy"]
 
@@ -219,10 +219,11 @@ class Engine:
                     "path_outside_scope", f"{path!r} is outside this token's scope"
                 )
             paths.append(path)
-        for name in ("path",):
-            value = getattr(args, name, None)
-            if name not in spec.path_args and value is not None:
-                validate_path(value)  # filters (log, diff) are validated, results pruned
+        value = getattr(args, "path", None)
+        if "path" not in spec.path_args and value is not None:
+            # A filter (log, diff): a file or folder with something in scope under it.
+            # Results are pruned to scope; the filter itself must not probe outside.
+            paths.append(self._check_filter(checked.token, validate_path(value)))
         # 5. policy.
         decision = policy.evaluate(
             self._policy,
@@ -254,9 +255,13 @@ class Engine:
                 "tool_not_offered", "tool withheld", offered=checked.offer.names()
             )
         with session.lock:
+            # The session's view follows its lane as far as it can without
+            # changing what the staged change means: fully when nothing is
+            # staged, else onto the lane head when no staged path moved there.
             if session.staged.is_empty():
-                # Nothing staged: the session's view follows its lane again.
                 session.staged.base = None
+            else:
+                self._repo.rebase_if_clean(checked.token.agent, session.staged)
             ctx = CallContext(
                 token=checked.token,
                 session=session,
@@ -269,6 +274,16 @@ class Engine:
             result: BaseModel = spec.handler(ctx, args)
         dumped: dict[str, Any] = result.model_dump(mode="json")
         return dumped
+
+    @staticmethod
+    def _check_filter(token: tokens.VerifiedToken, path: str) -> str:
+        if token.allows_path(path):
+            return path
+        if token.path_scopes and all(
+            any(glob_may_match_below(g, path) for g in globs) for globs in token.path_scopes
+        ):
+            return path
+        raise AccessDeniedError("path_outside_scope", f"{path!r} is outside this token's scope")
 
     @staticmethod
     def _parse_arguments(spec: ToolSpec, arguments: dict[str, Any] | None) -> BaseModel:

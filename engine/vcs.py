@@ -1,6 +1,6 @@
 """Version control over a real git repository, in git object space only.
 
-This module is the engine's only door to git (DESIGN.md §5). It reads and
+This module is the engine's only door to git (docs/architecture.md). It reads and
 writes objects and references through pygit2 (libgit2) and nothing else:
 
 * it never touches a working tree or the index file on disk (trees are built
@@ -1006,7 +1006,7 @@ class Repository:
         yet, ``staged.base`` must be ``main``'s head or one of its ancestors
         (a new lane never appears over a concurrently created one). Otherwise
         the commit is refused with ``conflict``; merging a moved lane is later
-        work (DESIGN.md §5). ``refs/heads/main`` is never written.
+        work (docs/architecture.md). ``refs/heads/main`` is never written.
 
         Args:
             agent: A validated agent name.
@@ -1056,16 +1056,51 @@ class Repository:
         staged.base = new
         return new
 
+    def staged_paths_changed_on_lane(self, agent: str, staged: StagedChange) -> list[str]:
+        """Staged paths that changed on the lane since ``staged.base``, sorted.
+
+        A path counts when its entry, or the entry of a leading folder that is
+        not a folder on both sides, differs between ``staged.base`` and the lane
+        head. Empty when nothing is staged or the lane has not moved.
+
+        Args:
+            agent: A validated agent name.
+            staged: The session's staged change.
+
+        Returns:
+            The staged paths a commit onto the lane head would have to merge.
+        """
+        if staged.base is None or staged.is_empty():
+            return []
+        head = self.head_for(agent)
+        if head.id == staged.base:
+            return []
+        old, new = self._commit(staged.base).tree, head.tree
+        changed = []
+        for path in staged.changes:
+            parts = path.split("/")
+            for i in range(1, len(parts) + 1):
+                a = _tree_entry(old, "/".join(parts[:i]))
+                b = _tree_entry(new, "/".join(parts[:i]))
+                if a is None and b is None:
+                    break
+                if a is None or b is None or (a.id, a.filemode) != (b.id, b.filemode):
+                    if i < len(parts) and a is not None and b is not None:
+                        if a.type_str == "tree" and b.type_str == "tree":
+                            continue  # a folder whose other contents changed
+                    changed.append(path)
+                    break
+        return sorted(changed)
+
     def rebase_if_clean(self, agent: str, staged: StagedChange) -> bool:
         """Move a staged change onto the lane head when that cannot change its meaning.
 
         When another session of the same agent committed after this session based
         its view, the lane head is a descendant of ``staged.base``. If no staged
-        path, and no leading folder of one, differs between ``staged.base`` and
-        the lane head, the change applies to the new head exactly as it did to
-        the old one (the trivial clean case of a three-way merge), so
-        ``staged.base`` moves there. Anything else is left for the merge of later
-        work: the staged change is not touched.
+        path changed there (:meth:`staged_paths_changed_on_lane`), the change
+        applies to the new head exactly as it did to the old one (the trivial
+        clean case of a three-way merge), so ``staged.base`` moves there.
+        Anything else is left for the merge of later work: nothing is touched.
 
         Args:
             agent: A validated agent name.
@@ -1079,18 +1114,8 @@ class Repository:
         head = self.head_for(agent)
         if head.id == staged.base or not self._repo.descendant_of(head.id, staged.base):
             return False
-        old, new = self._commit(staged.base).tree, head.tree
-        for path in staged.changes:
-            parts = path.split("/")
-            for i in range(1, len(parts) + 1):
-                prefix = "/".join(parts[:i])
-                a, b = _tree_entry(old, prefix), _tree_entry(new, prefix)
-                if (a is None) != (b is None):
-                    return False
-                if a is not None and b is not None and (a.id, a.filemode) != (b.id, b.filemode):
-                    if i < len(parts) and a.type_str == "tree" and b.type_str == "tree":
-                        continue  # a folder whose other contents changed
-                    return False
+        if self.staged_paths_changed_on_lane(agent, staged):
+            return False
         staged.base = head.id
         return True
 

@@ -1,6 +1,6 @@
 """The ``chit`` command line, for operators, agent hosts and auditors.
 
-Commands (DESIGN §7): ``init``, ``mint``, ``inspect``, ``mcp``, ``audit verify``
+Commands (docs/architecture.md): ``init``, ``mint``, ``inspect``, ``mcp``, ``audit verify``
 and ``demo``. Every engine error is caught in one place, printed as its code and
 message (never a traceback, never a token or key) and turned into exit status 2;
 a failed audit exits 1.
@@ -74,9 +74,16 @@ def cmd_mint(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"chit mint: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    if args.out:
+        fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(info["token"] + "\n")
+        info = {k: v for k, v in info.items() if k != "token"} | {"token_file": args.out}
+        if not args.json:
+            print(f"token {info['token_id']} written to {args.out} (0600)")
     if args.json:
         _print_json(info)
-    else:
+    elif not args.out:
         print(info["token"])
     return EXIT_OK
 
@@ -155,10 +162,11 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
         for finding in report["findings"]:
             print(f"  {finding['commit'][:12]} {finding['check']}: {finding['reason']}")
         total = len(report["commits"])
-        bad = sum(1 for c in report["commits"] if not c["ok"])
+        good = sum(1 for c in report["commits"] if c["ok"])
         lanes = ", ".join(report["lanes"]) or "no lanes"
         verdict = "verified" if report["ok"] else "FAILED"
-        print(f"{verdict}: {total - bad}/{total} commits on {lanes}")
+        findings = len(report["findings"])
+        print(f"{verdict}: {good}/{total} commits verified on {lanes}; {findings} findings")
     return EXIT_OK if report["ok"] else EXIT_FAILED
 
 
@@ -181,7 +189,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "init", parents=[common], help="create the keyring (0600) and the default policy"
     )
-    p.add_argument("--repo", help="check that this repository has a main branch")
+    p.add_argument("--repo", help="also check that this repository has a main branch")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_init)
 
@@ -191,6 +199,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--paths", required=True, nargs="+", help="path globs, e.g. 'src/**'")
     p.add_argument("--ttl", required=True, help="lifetime: 90s, 15m, 2h, 7d")
     p.add_argument("--delegable", action="store_true", help="grant the delegation flag")
+    p.add_argument("--out", help="write the token to this new file (0600) instead of stdout")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_mint)
 

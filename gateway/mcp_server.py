@@ -77,6 +77,9 @@ class _Edge:
         self._token = token
         self.session_id = uuid.uuid4().hex
         self.listed_hash: str | None = None
+        # One connection gets a few engine workers, not the runtime's 40: queued
+        # calls wait here instead of each holding a thread and its git handle.
+        self._limiter = anyio.CapacityLimiter(4)
 
     def __repr__(self) -> str:
         return f"_Edge(session={self.session_id})"
@@ -84,7 +87,9 @@ class _Edge:
     async def list_tools(
         self, _ctx: Any, _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        answer = await anyio.to_thread.run_sync(self._engine.offer, self._token)
+        answer = await anyio.to_thread.run_sync(
+            self._engine.offer, self._token, limiter=self._limiter
+        )
         if not answer.get("ok"):
             error = answer.get("error") or {"error": "internal_error", "message": "refused"}
             raise MCPError(TOKEN_REFUSED, f"token refused: {error.get('error')}", error)
@@ -108,7 +113,9 @@ class _Edge:
         self, _ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         try:
-            answer = await anyio.to_thread.run_sync(self._call, params.name, params.arguments)
+            answer = await anyio.to_thread.run_sync(
+                self._call, params.name, params.arguments, limiter=self._limiter
+            )
         except Exception:
             logger.exception("edge failed to reach the engine")
             answer = {

@@ -104,7 +104,7 @@ DEFAULT_POLICY_TOML = """\
 version = 1
 
 [limits]
-file_bytes = 1048576            # largest single file an agent may write
+file_bytes = 1048576            # largest file an agent may read or write
 staged_bytes = 8388608          # staged bytes per session
 staged_files = 256              # staged paths per session
 token_lifetime_seconds = 604800 # longest lifetime `chit mint` will issue (7 days)

@@ -34,6 +34,7 @@ operation per glob element, plus at most one segment match per distinct pair of
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "deny_matches",
     "fold_path",
     "glob_matches",
+    "glob_may_match_below",
     "in_scope",
     "validate_glob",
     "validate_path",
@@ -154,6 +156,8 @@ def _form_problem(text: str, noun: str) -> str | None:
         return f"{noun} contains a backslash"  # a separator on Windows checkouts
     if any(ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F for char in text):
         return f"{noun} contains a control character"  # NUL truncation, log forging
+    if "\u2028" in text or "\u2029" in text:
+        return f"{noun} contains a line or paragraph separator"  # log forging
     if any(char in _BIDI_CONTROLS for char in text):
         # "Trojan source" (CVE-2021-42574): text that displays in another order.
         return f"{noun} contains a bidirectional control character"
@@ -431,7 +435,8 @@ def in_scope(path: str, globs: Sequence[str]) -> bool:
 def fold_path(path: str) -> str:
     """Map a path to the name a case-insensitive, NTFS or HFS+ checkout would use.
 
-    Per segment: HFS+ ignorable code points dropped, case folded (with the
+    Per segment: NFKC-normalised and case-folded (Unicode full case folding),
+    HFS+ ignorable code points dropped, case folded again (with the
     ASCII look-alikes of :func:`_fold_char`), an NTFS stream suffix (``:...``)
     dropped, trailing dots and spaces dropped. A segment that would become empty,
     ``.`` or ``..`` keeps its case-folded spelling, so the result stays a valid
@@ -445,14 +450,14 @@ def fold_path(path: str) -> str:
     """
     out = []
     for segment in path.split(_SEP):
-        folded = _fold_for_dotgit(segment)
+        folded = _fold_for_dotgit(unicodedata.normalize("NFKC", segment).casefold())
         stripped = folded.split(":", 1)[0].rstrip(". ")
         out.append(stripped if stripped not in ("", ".", "..") else folded)
     return _SEP.join(out)
 
 
 def _fold_glob(glob: str) -> str:
-    return "".join(_fold_char(char) for char in glob)
+    return "".join(_fold_char(char) for char in unicodedata.normalize("NFKC", glob).casefold())
 
 
 def deny_matches(path: str, globs: Sequence[str]) -> bool:
@@ -460,8 +465,9 @@ def deny_matches(path: str, globs: Sequence[str]) -> bool:
 
     A deny rule must hold on every checkout, including case-insensitive (macOS,
     Windows) and NTFS ones where ``src/.ENV``, ``src/.env.`` and
-    ``src/.env::$DATA`` all name ``src/.env``. So a path is denied if it matches
-    as written, or if its :func:`fold_path` matches the case-folded glob.
+    ``src/.env::$DATA`` all name ``src/.env``. So a path is denied if it, or any
+    folder above it, matches as written, or if its :func:`fold_path` matches the
+    case-folded glob (NFKC, Unicode case folding).
 
     Args:
         path: A valid repository path.
@@ -470,7 +476,41 @@ def deny_matches(path: str, globs: Sequence[str]) -> bool:
     Returns:
         True iff some glob matches either spelling.
     """
-    if in_scope(path, globs):
-        return True
-    folded = fold_path(path)
-    return in_scope(folded, [_fold_glob(g) for g in globs])
+    if not globs:
+        return False
+    folded_globs = [_fold_glob(g) for g in globs]
+    segments = path.split(_SEP)
+    # A denied folder denies everything beneath it, so its existence cannot be
+    # probed by writing "below" it either.
+    for end in range(len(segments), 0, -1):
+        prefix = _SEP.join(segments[:end])
+        if in_scope(prefix, globs) or in_scope(fold_path(prefix), folded_globs):
+            return True
+    return False
+
+
+def glob_may_match_below(glob: str, folder: str) -> bool:
+    """Whether ``glob`` could match some path strictly below ``folder``.
+
+    Used to accept a folder as a filter (``log``, ``diff``) when part of what is
+    under it is in scope. Each of the folder's segments must match the glob's
+    segment at the same position (``**`` accepts everything from there on), and
+    the glob must go deeper than the folder.
+
+    Args:
+        glob: A valid glob.
+        folder: A valid path.
+
+    Returns:
+        True iff some path ``folder/...`` may match ``glob``.
+    """
+    parts = glob.split(_SEP)
+    segments = folder.split(_SEP)
+    for i, segment in enumerate(segments):
+        if i >= len(parts):
+            return False
+        if parts[i] == _DOUBLE_STAR:
+            return True
+        if not glob_matches(parts[i], segment):
+            return False
+    return len(parts) > len(segments)

@@ -1,4 +1,4 @@
-"""Architecture rules (DESIGN §1): one-way imports and pure modules."""
+"""Architecture rules (docs/architecture.md): one-way imports and pure modules."""
 
 from __future__ import annotations
 

@@ -21,3 +21,9 @@ def test_every_error_code_is_documented() -> None:
     text = (DOCS / "errors.md").read_text()
     documented = set(re.findall(r"^\| `([a-z_]+)` \|", text, flags=re.MULTILINE))
     assert documented == set(CODES)
+
+
+def test_policy_doc_shows_the_default_policy_verbatim() -> None:
+    from policy import DEFAULT_POLICY_TOML
+
+    assert DEFAULT_POLICY_TOML in (DOCS / "policy.md").read_text()

@@ -188,3 +188,85 @@ def test_sessions_of_one_agent_share_the_lane(engine: Engine, world: World) -> N
         "ok"
     ]
     assert call(engine, token, "commit", {"message": "c"}, session="A")["ok"]
+
+
+def test_no_session_overwrites_a_change_it_never_saw(engine: Engine, world: World) -> None:
+    """Threat: a lost update. A reads, B changes and commits, A writes from its stale read."""
+    token = world.mint()
+    seen = call(engine, token, "read_file", {"path": "src/app.py"}, session="A")["result"]
+    assert call(engine, token, "write_file", {"path": "src/app.py", "content": "B\n"}, session="B")[
+        "ok"
+    ]
+    assert call(engine, token, "commit", {"message": "B"}, session="B")["ok"]
+    stale = call(engine, token, "write_file", {"path": "src/app.py", "content": "A\n"}, session="A")
+    assert error(stale) == "conflict"
+    # Reading again shows B's version; then A may write.
+    again = call(engine, token, "read_file", {"path": "src/app.py"}, session="A")["result"]
+    assert again["content"] == "B\n" and seen["content"] != again["content"]  # type: ignore[index]
+    assert call(
+        engine, token, "write_file", {"path": "src/app.py", "content": "B+A\n"}, session="A"
+    )["ok"]
+    assert call(engine, token, "commit", {"message": "A"}, session="A")["ok"]
+
+
+def test_conflict_names_paths_and_the_way_out(engine: Engine, world: World) -> None:
+    token = world.mint()
+    assert call(engine, token, "write_file", {"path": "src/x.py", "content": "x"}, session="A")[
+        "ok"
+    ]
+    assert call(engine, token, "write_file", {"path": "src/app.py", "content": "A"}, session="A")[
+        "ok"
+    ]
+    assert call(engine, token, "write_file", {"path": "src/app.py", "content": "B"}, session="B")[
+        "ok"
+    ]
+    assert call(engine, token, "commit", {"message": "B"}, session="B")["ok"]
+    refused = call(engine, token, "commit", {"message": "A"}, session="A")
+    assert error(refused) == "conflict"
+    hints = refused["error"]
+    assert hints["paths"] == ["src/app.py"]  # type: ignore[index]
+    base = hints["base"]  # type: ignore[index]
+    original = call(engine, token, "read_file", {"path": "src/app.py", "ref": base}, session="A")[
+        "result"
+    ]["content"]  # type: ignore[index]
+    undo = call(
+        engine, token, "write_file", {"path": "src/app.py", "content": original}, session="A"
+    )
+    assert undo["result"]["change"] == "unstaged"  # type: ignore[index]
+    # The rest of the staged change now follows the lane; app.py shows B's version.
+    lane = call(engine, token, "read_file", {"path": "src/app.py"}, session="A")["result"]
+    assert lane["content"] == "B"  # type: ignore[index]
+    done = call(engine, token, "commit", {"message": "x only"}, session="A")
+    assert done["ok"], done
+
+
+@pytest.mark.parametrize(
+    ("tool", "path", "expected"),
+    [
+        ("log", "src", None),
+        ("log", "src/api", None),
+        ("diff", "src/app.py", None),
+        ("log", "src_old", "path_outside_scope"),
+        ("log", "docs/guide.md", "path_outside_scope"),
+        ("diff", "src_old/legacy.py", "path_outside_scope"),
+        ("log", "src/.env", "path_forbidden"),
+        ("log", "src/.ENV", "path_forbidden"),
+    ],
+)
+def test_log_and_diff_filters_cannot_probe_outside_scope(
+    engine: Engine, world: World, tool: str, path: str, expected: str | None
+) -> None:
+    """Threat: learning whether out-of-scope or forbidden files exist from counts."""
+    token = world.mint(paths="src/**")
+    answer = call(engine, token, tool, {"path": path, "ref": "main"})
+    if expected is None:
+        assert answer["ok"], answer
+    else:
+        assert error(answer) == expected
+
+
+def test_writes_below_a_forbidden_path_do_not_reveal_it(engine: Engine, world: World) -> None:
+    """Threat: probing `src/.env` by writing `src/.env/x` (file-to-folder error)."""
+    token = world.mint()
+    answer = call(engine, token, "write_file", {"path": "src/.env/x", "content": "x"})
+    assert error(answer) == "path_forbidden"

@@ -241,3 +241,56 @@ def test_audit_flags_refs_no_lane_can_be(world: World) -> None:
     assert out.returncode == 1
     reasons = [f["reason"] for f in json.loads(out.stdout)["findings"]]
     assert any("agent/n/m" in r for r in reasons)
+
+
+def test_audit_survives_odd_refs_and_flags_them(world: World) -> None:
+    """Threat: refs crafted to crash or sidestep the audit."""
+    repo = pygit2.Repository(str(world.repo))
+    main = repo.references["refs/heads/main"].target
+    repo.references.create("refs/heads/agent/Evil.Lane", main)
+    repo.references.create("refs/heads/agent/tree", repo[main].tree.id)
+    repo.references.create("refs/heads/agent/sym", "refs/heads/main")
+    out = run(world, "audit", "verify", "--repo", str(world.repo), "--json")
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr
+    reasons = " ".join(f["reason"] for f in json.loads(out.stdout)["findings"])
+    assert "Evil.Lane" in reasons and "agent/tree" in reasons
+    plain = run(world, "audit", "verify", "--repo", str(world.repo))
+    assert plain.returncode == 1 and "findings" in plain.stdout
+
+
+def test_mint_out_writes_a_private_file(world: World, tmp_path: Path) -> None:
+    """Threat: a token file other local users can read."""
+    out_file = tmp_path / "bot.token"
+    out = run(
+        world,
+        "mint",
+        "--agent",
+        "bot",
+        "--ops",
+        "read",
+        "--paths",
+        "**",
+        "--ttl",
+        "5m",
+        "--out",
+        str(out_file),
+    )
+    assert out.returncode == 0, out.stderr
+    assert stat.S_IMODE(out_file.stat().st_mode) == 0o600
+    assert out_file.read_text().startswith("chit_") and "chit_" not in out.stdout
+    again = run(
+        world,
+        "mint",
+        "--agent",
+        "bot",
+        "--ops",
+        "read",
+        "--paths",
+        "**",
+        "--ttl",
+        "5m",
+        "--out",
+        str(out_file),
+    )
+    assert again.returncode == 2  # never overwrites

@@ -92,3 +92,29 @@ def test_documented_example_policies_load() -> None:
     assert files
     for path in files:
         policy.load(path.read_text())
+
+
+@pytest.mark.parametrize(
+    ("glob", "folder", "expected"),
+    [
+        ("src/**", "src", True),
+        ("src/api/**", "src", True),
+        ("src/*.py", "src", True),
+        ("src/**", "src_old", False),
+        ("src/api/**", "src/web", False),
+        ("**", "x/y", True),
+        ("src/a.py", "src/a.py", False),
+        ("*/x", "docs", True),
+    ],
+)
+def test_glob_may_match_below(glob: str, folder: str, expected: bool) -> None:
+    from policy.paths import glob_may_match_below
+
+    assert glob_may_match_below(glob, folder) is expected
+
+
+@pytest.mark.parametrize(
+    "path", ["src/CAF\u00c9.txt", "src/cafe\u0301.txt", "SRC/.Env./y", "src/.env/x"]
+)
+def test_deny_rules_fold_unicode_and_cover_what_is_below(path: str) -> None:
+    assert deny_matches(path, ["**/caf\u00e9.txt", "**/.env"])
