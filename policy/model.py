@@ -133,6 +133,7 @@ def load(text: str) -> Policy:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
+        # The operator's own file: the parser's position and reason are what they need.
         raise PolicyError([("toml", str(exc))]) from None
     try:
         return Policy.model_validate(data)

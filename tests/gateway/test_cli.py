@@ -262,35 +262,10 @@ def test_audit_survives_odd_refs_and_flags_them(world: World) -> None:
 def test_mint_out_writes_a_private_file(world: World, tmp_path: Path) -> None:
     """Threat: a token file other local users can read."""
     out_file = tmp_path / "bot.token"
-    out = run(
-        world,
-        "mint",
-        "--agent",
-        "bot",
-        "--ops",
-        "read",
-        "--paths",
-        "**",
-        "--ttl",
-        "5m",
-        "--out",
-        str(out_file),
-    )
+    args = ["mint", "--agent", "bot", "--ops", "read", "--paths", "**", "--ttl", "5m"]
+    out = run(world, *args, "--out", str(out_file))
     assert out.returncode == 0, out.stderr
     assert stat.S_IMODE(out_file.stat().st_mode) == 0o600
     assert out_file.read_text().startswith("chit_") and "chit_" not in out.stdout
-    again = run(
-        world,
-        "mint",
-        "--agent",
-        "bot",
-        "--ops",
-        "read",
-        "--paths",
-        "**",
-        "--ttl",
-        "5m",
-        "--out",
-        str(out_file),
-    )
+    again = run(world, *args, "--out", str(out_file))
     assert again.returncode == 2  # never overwrites
