@@ -278,7 +278,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.IssueSubTokenArgs,
         s.SubToken,
         ("sub-token:issue", DELEGATION_FLAG),
-        None,
+        handlers.issue_sub_token,
     ),
 )
 

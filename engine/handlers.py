@@ -14,13 +14,17 @@ import binascii
 import hashlib
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import policy
 from engine import schemas as s
+from engine import token as tokens
 from engine import vcs
 from engine.errors import AccessDeniedError, InvalidRequestError, RepositoryError
+from engine.paths import glob_contained, validate_glob
+from engine.state import Delegation, Store
 from engine.token import VerifiedToken
 
 if TYPE_CHECKING:
@@ -81,6 +85,9 @@ class CallContext:
     now: int
     offer: Offer
     catalog_store: str
+    token_text: str = field(repr=False)
+    keys: Callable[[str], bytes | None] = field(repr=False)
+    store: Store = field(repr=False)
 
     def visible(self, path: str) -> bool:
         """True iff the caller may see ``path``: in scope and not forbidden by policy."""
@@ -361,3 +368,104 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
         catalog_encoding=CATALOG_ENCODING,
         trailers=trailers,
     )
+
+
+def _widens(what: str, asked: Any, held: Any) -> AccessDeniedError:
+    return AccessDeniedError(
+        "delegation_widens",
+        f"the requested {what} is not contained in what this token holds",
+        asked=asked,
+        held=held,
+    )
+
+
+def issue_sub_token(ctx: CallContext, args: s.IssueSubTokenArgs) -> s.SubToken:
+    """Delegate a strictly narrower token to a new agent (engine-made block)."""
+    parent = ctx.token
+    try:
+        tokens.validate_agent_name(args.agent)
+    except ValueError:
+        raise InvalidRequestError(
+            "invalid_argument",
+            "agent names are 1-64 characters of a-z, 0-9, '-', '_', starting alnum",
+            fields=["agent"],
+        ) from None
+    if args.agent in {name for _id, name in parent.chain}:
+        raise InvalidRequestError(
+            "invalid_argument", "the new agent must differ from every agent in the chain"
+        )
+    if ctx.repo.lane_exists(args.agent) or any(
+        d.child_agent == args.agent and d.parent_id != parent.token_id
+        for d in ctx.store.delegations()
+    ):
+        raise InvalidRequestError(
+            "invalid_argument", "that agent name is taken; a new agent needs a new name"
+        )
+    limit = ctx.policy.limits.delegation_depth
+    if parent.depth + 1 > limit:
+        raise AccessDeniedError(
+            "delegation_depth_exceeded",
+            f"a sub-token would be {parent.depth + 1} delegations deep; the limit is {limit}",
+        )
+    ops = set(args.ops)
+    if not ops or not ops <= tokens.OPERATIONS or len(ops) != len(args.ops):
+        raise InvalidRequestError(
+            "invalid_argument",
+            f"ops are distinct names from {sorted(tokens.OPERATIONS)}",
+            fields=["ops"],
+        )
+    if not ops <= parent.operations:
+        raise _widens("operations", sorted(ops), sorted(parent.operations))
+    if args.delegable and "sub-token:issue" not in ops:
+        raise InvalidRequestError(
+            "invalid_argument", "a delegable sub-token also needs sub-token:issue", fields=["ops"]
+        )
+    held = [list(g) for g in parent.path_scopes]
+    if not args.paths:
+        raise InvalidRequestError("invalid_argument", "give at least one path glob")
+    for glob in args.paths:
+        if isinstance(glob, str) and ".." in glob.split("/"):
+            raise _widens("paths", args.paths, held)
+        try:
+            validate_glob(glob)
+        except ValueError:
+            raise InvalidRequestError(
+                "invalid_argument", "a path glob is invalid", fields=["paths"]
+            ) from None
+        if not parent.path_scopes or not all(
+            any(glob_contained(glob, outer) for outer in scope) for scope in parent.path_scopes
+        ):
+            raise _widens("paths", args.paths, held)
+    expires_at = ctx.now + args.ttl_seconds
+    if expires_at > parent.expires_at:
+        raise _widens("expiry", expires_at, parent.expires_at)
+    if args.ttl_seconds > ctx.policy.limits.token_lifetime_seconds:
+        raise AccessDeniedError(
+            "limit_exceeded",
+            "ttl_seconds exceeds the policy's token lifetime",
+            rule="limits.token_lifetime_seconds",
+        )
+    root_key = ctx.keys(parent.key_id)
+    if root_key is None:  # retired between verification and now
+        raise AccessDeniedError("token_unknown_key", "the token's key was retired")
+    text, child_id = tokens.delegate(
+        ctx.token_text,
+        root_key,
+        agent=args.agent,
+        operations=sorted(ops),
+        paths=list(args.paths),
+        expires_at=expires_at,
+        delegable=args.delegable,
+    )
+    ctx.store.record_delegation(
+        Delegation(
+            child_id=child_id,
+            parent_id=parent.token_id,
+            parent_agent=parent.agent,
+            child_agent=args.agent,
+            issued_at=ctx.now,
+            expires_at=expires_at,
+            scope={"ops": sorted(ops), "paths": list(args.paths), "delegable": args.delegable},
+        )
+    )
+    return s.SubToken(token=text, token_id=child_id, agent=args.agent, expires_at=expires_at)

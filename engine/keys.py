@@ -24,7 +24,14 @@ from pathlib import Path
 
 from engine.errors import ConfigurationError
 
-__all__ = ["ROOT_KEY_BYTES", "Keyring", "RootKey", "create_keyring"]
+__all__ = [
+    "ROOT_KEY_BYTES",
+    "Keyring",
+    "RootKey",
+    "create_keyring",
+    "retire_key",
+    "rotate_key",
+]
 
 ROOT_KEY_BYTES = 32
 _ALG = "hmac-sha256"
@@ -61,13 +68,40 @@ class Keyring:
         self._dir = Path(home) / "keys" / "root"
         if not self._dir.is_dir():
             raise ConfigurationError(f"no keyring at {self._dir}; run `chit init` first")
-        keys: dict[str, RootKey] = {}
+        self._signature: tuple[tuple[str, int, int], ...] = ()
+        self._keys: dict[str, RootKey] = {}
+        self.refresh()
+
+    def _files_signature(self) -> tuple[tuple[str, int, int], ...]:
+        found = []
         for path in sorted(self._dir.glob("*.json")):
-            key = _load_key_file(path)
+            info = path.stat()
+            found.append((path.name, info.st_mtime_ns, info.st_size))
+        return tuple(found)
+
+    def refresh(self) -> None:
+        """Reload the key files if any was added, changed or removed.
+
+        Rotation and retirement by ``chit keys`` take effect on the next call
+        of a running engine.
+
+        Raises:
+            ConfigurationError: As for the constructor.
+        """
+        signature = self._files_signature()
+        if signature == self._signature:
+            return
+        keys: dict[str, RootKey] = {}
+        for name, _mtime, _size in signature:
+            key = _load_key_file(self._dir / name)
             keys[key.key_id] = key
-        self._keys = keys
-        if not self.active():
+        if not any(k.status == "active" for k in keys.values()):
             raise ConfigurationError(f"the keyring at {self._dir} holds no active root key")
+        self._keys, self._signature = keys, signature
+
+    def keys(self) -> list[RootKey]:
+        """Every key, newest first."""
+        return sorted(self._keys.values(), key=lambda k: (k.created, k.key_id), reverse=True)
 
     def __repr__(self) -> str:
         return f"Keyring({len(self._keys)} keys)"
@@ -87,6 +121,84 @@ class Keyring:
         if key is None or key.status != "active":
             return None
         return key.secret
+
+
+def _write_key(root_dir: Path, key: RootKey, *, replace: bool = False) -> None:
+    doc = {
+        "kid": key.key_id,
+        "alg": _ALG,
+        "created": key.created,
+        "status": key.status,
+        "secret": base64.urlsafe_b64encode(key.secret).rstrip(b"=").decode("ascii"),
+    }
+    path = root_dir / f"{key.key_id}.json"
+    target = path.with_suffix(".tmp") if replace else path
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    if replace:
+        os.replace(target, path)
+
+
+def _new_key(created: int) -> RootKey:
+    return RootKey(
+        key_id="r" + time.strftime("%Y%m%d", time.gmtime(created)) + "-" + secrets.token_hex(4),
+        created=created,
+        status="active",
+        secret=secrets.token_bytes(ROOT_KEY_BYTES),
+    )
+
+
+def rotate_key(home: str | os.PathLike[str], *, now: int | None = None) -> RootKey:
+    """Add a new root key; it becomes the signing key. Older keys keep verifying.
+
+    Args:
+        home: The chit home (its keyring must exist).
+        now: Creation time, unix seconds (default: the clock).
+
+    Returns:
+        The new key.
+
+    Raises:
+        ConfigurationError: If the keyring cannot be loaded.
+    """
+    ring = Keyring(home)
+    created = int(time.time()) if now is None else now
+    newest = ring.keys()[0].created
+    key = _new_key(max(created, newest + 1))
+    _write_key(Path(home) / "keys" / "root", key)
+    return key
+
+
+def retire_key(home: str | os.PathLike[str], key_id: str) -> RootKey:
+    """Retire a root key: its tokens fail with ``token_unknown_key`` from the next call.
+
+    Args:
+        home: The chit home.
+        key_id: The key to retire.
+
+    Returns:
+        The key as retired.
+
+    Raises:
+        ConfigurationError: If the keyring cannot be loaded.
+        ValueError: If the key is unknown, already retired, or the last active key.
+    """
+    ring = Keyring(home)
+    found = {k.key_id: k for k in ring.keys()}
+    key = found.get(key_id)
+    if key is None:
+        raise ValueError("no such key id in the keyring")
+    if key.status == "retired":
+        raise ValueError("that key is already retired")
+    if [k.key_id for k in ring.active()] == [key_id]:
+        raise ValueError("refusing to retire the last active key; rotate first")
+    retired = RootKey(key.key_id, key.created, "retired", key.secret)
+    _write_key(Path(home) / "keys" / "root", retired, replace=True)
+    return retired
 
 
 def create_keyring(home: str | os.PathLike[str], *, now: int | None = None) -> RootKey:
@@ -111,25 +223,8 @@ def create_keyring(home: str | os.PathLike[str], *, now: int | None = None) -> R
         os.chmod(d, 0o700)
     if any(root_dir.glob("*.json")):
         return Keyring(home).signing_key()
-    created = int(time.time()) if now is None else now
-    key = RootKey(
-        key_id="r" + time.strftime("%Y%m%d", time.gmtime(created)) + "-" + secrets.token_hex(4),
-        created=created,
-        status="active",
-        secret=secrets.token_bytes(ROOT_KEY_BYTES),
-    )
-    doc = {
-        "kid": key.key_id,
-        "alg": _ALG,
-        "created": key.created,
-        "status": key.status,
-        "secret": base64.urlsafe_b64encode(key.secret).rstrip(b"=").decode("ascii"),
-    }
-    path = root_dir / f"{key.key_id}.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh)
-        fh.write("\n")
+    key = _new_key(int(time.time()) if now is None else now)
+    _write_key(root_dir, key)
     return key
 
 

@@ -42,6 +42,7 @@ from engine.errors import (
 from engine.handlers import CallContext, Session
 from engine.keys import Keyring
 from engine.paths import glob_may_match_below, validate_path
+from engine.state import open_store
 
 __all__ = ["CATALOG_STORE_REF", "Engine", "load_policy"]
 
@@ -96,6 +97,7 @@ class Engine:
         self._keyring = Keyring(home)
         self._policy = load_policy(home)
         self._repo = vcs.Repository(repo)
+        self._store = open_store(home)
         self._clock = clock
         self._sessions: dict[str, Session] = {}
         self._sessions_lock = threading.Lock()
@@ -188,8 +190,16 @@ class Engine:
         return int(self._clock())
 
     def _check(self, token: str) -> _Checked:
-        # 1-2. validity and chain (delegation blocks are refused inside verify).
-        verified = tokens.verify_at_time(token, self._keyring.lookup, self._now())
+        # 1-2. validity and chain: MAC, engine-made delegation blocks, depth,
+        # expiry, revocation of any block (so of every ancestor).
+        self._keyring.refresh()
+        verified = tokens.verify_at_time(
+            token,
+            self._keyring.lookup,
+            self._now(),
+            is_revoked=self._store.any_revoked,
+            depth_limit=self._policy.limits.delegation_depth,
+        )
         # 4. the operations and the flag decide the offer.
         return _Checked(verified, offer_for(verified.operations, verified.delegable))
 
@@ -270,6 +280,9 @@ class Engine:
                 now=self._now(),
                 offer=checked.offer,
                 catalog_store=CATALOG_STORE_REF,
+                token_text=token,
+                keys=self._keyring.lookup,
+                store=self._store,
             )
             result: BaseModel = spec.handler(ctx, args)
         dumped: dict[str, Any] = result.model_dump(mode="json")

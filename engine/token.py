@@ -50,6 +50,7 @@ __all__ = [
     "UnverifiedToken",
     "VerifiedToken",
     "attenuate",
+    "delegate",
     "mint",
     "parse",
     "verify_at_time",
@@ -68,6 +69,9 @@ _DOMAIN = b"chit-token/1 hmac-sha256"
 _ENVELOPE_KEYS = frozenset({"v", "alg", "kid", "blocks", "tag"})
 _ROOT_KEYS = frozenset({"id", "agent", "caveats"})
 _ATTENUATION_KEYS = frozenset({"id", "caveats"})
+_DELEGATION_KEYS = frozenset({"id", "agent", "caveats", "proof"})
+_DELEGATION_DOMAIN = b"chit-token/1 delegation"
+DEFAULT_DEPTH_LIMIT = 4
 _CAVEAT_TYPES = frozenset({"ops", "paths", "exp", "nbf", "deleg"})
 _AGENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 MAX_AGENT_CHARS = 64
@@ -170,8 +174,9 @@ class VerifiedToken:
     """A token whose chain verified at a given time. Only :func:`verify_at_time` makes one.
 
     Attributes:
-        token_id: Hex id of the root block; revoking it kills the token and all
-            tokens derived from it.
+        token_id: Hex id of the token's identity block: the root block, or the
+            last delegation block. Revoking it kills the token and every token
+            derived from it.
         block_ids: Hex ids of every block, root first.
         key_id: The root key id that verified it.
         agent: The agent the token names; its lane is ``agent/<agent>``.
@@ -181,6 +186,8 @@ class VerifiedToken:
         expires_at: Effective expiry, unix seconds.
         not_before: Effective not-before, unix seconds, or ``None``.
         delegable: The delegation flag after every block.
+        chain: ``(block id, agent)`` of the root and of every delegation block,
+            root first; the last names the token's agent.
     """
 
     token_id: str
@@ -192,6 +199,12 @@ class VerifiedToken:
     expires_at: int
     not_before: int | None
     delegable: bool
+    chain: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def depth(self) -> int:
+        """Number of delegation hops (0 for a root token)."""
+        return max(len(self.chain) - 1, 0)
 
     @property
     def lane(self) -> str:
@@ -257,22 +270,25 @@ def verify_at_time(
     now: int,
     *,
     is_revoked: Callable[[Iterable[str]], bool] = lambda _ids: False,
+    depth_limit: int = DEFAULT_DEPTH_LIMIT,
     version: int = FORMAT_VERSION,
     algorithm: str = ALGORITHM,
 ) -> VerifiedToken:
     """Verify a token at time ``now`` and return what it grants.
 
-    Order (docs/token-format.md §Verification): parse; version and algorithm
+    Order (docs/token-format.md, "Verification"): parse; version and algorithm
     against the engine's configuration (never the token's claim); key id; the
-    chained tag over the received block bytes (constant-time); block decoding;
-    caveats (unknown types fail closed); delegation blocks; expiry and
-    not-before; revocation of any block id.
+    chained tag over the received block bytes (constant-time); block decoding
+    and shapes; caveats (unknown types fail closed); each delegation block's
+    engine proof and the delegating hop's flag and ``sub-token:issue``; depth;
+    expiry and not-before; revocation of any block id.
 
     Args:
         token: The text form or an already parsed token.
         keys: Key id to root key lookup (retired keys return ``None``).
         now: Current time, unix seconds.
         is_revoked: Returns True if any of the given hex block ids is revoked.
+        depth_limit: Most delegation blocks accepted below the root block.
         version: The format version the engine is configured for.
         algorithm: The MAC algorithm the engine is configured for.
 
@@ -285,7 +301,9 @@ def verify_at_time(
             ``token_invalid_signature`` (one opaque error for every forgery),
             ``token_expiry_required``, ``token_expired``,
             ``token_not_yet_valid``, ``token_revoked``,
-            ``delegation_not_permitted`` (a delegation block the engine did not make).
+            ``delegation_not_permitted`` (a delegation block the engine did not
+            make, or made from a hop without the flag and ``sub-token:issue``),
+            ``delegation_depth_exceeded``.
         CaveatError: ``caveat_unknown`` or ``caveat_malformed``.
     """
     parsed = parse(token) if isinstance(token, str) else token
@@ -297,59 +315,100 @@ def verify_at_time(
     root_key = keys(parsed.key_id)
     if root_key is None:
         raise TokenError("token_unknown_key", "the token's key id is not known to this engine")
-    if not tags_equal(_chain(root_key, parsed.blocks), parsed._tag):
+    tags = _chain_tags(root_key, parsed.blocks)
+    if not tags_equal(tags[-1], parsed._tag):
         raise TokenError("token_invalid_signature", "the token's signature does not verify")
 
     decoded = [_decode_block(raw) for raw in parsed.blocks]
     root = decoded[0]
     if set(root) != _ROOT_KEYS:
         raise _malformed("the root block must hold id, agent and caveats")
-    try:
-        agent = validate_agent_name(root["agent"])
-    except ValueError:
-        raise _malformed("the root block's agent name is invalid") from None
     for block in decoded[1:]:
+        if set(block) not in (_ATTENUATION_KEYS, _DELEGATION_KEYS, _ROOT_KEYS):
+            raise _malformed("a later block holds id and caveats, or id, agent, caveats, proof")
+    identities: list[tuple[int, str]] = []
+    for index, block in enumerate(decoded):
         if "agent" in block:
+            try:
+                identities.append((index, validate_agent_name(block["agent"])))
+            except ValueError:
+                raise _malformed("a block's agent name is invalid") from None
+
+    per_block = [_interpret_caveats(block["caveats"]) for block in decoded]
+    delegation_key = hmac_sha256(root_key, _DELEGATION_DOMAIN)
+    for index, _agent in identities[1:]:
+        block = decoded[index]
+        # Only the engine holds the root key, so only it can make this proof.
+        core = cbor.encode({k: v for k, v in block.items() if k != "proof"})
+        expected = hmac_sha256(delegation_key, tags[index - 1] + core)
+        proof = block.get("proof")
+        if not isinstance(proof, bytes) or not tags_equal(expected, proof):
             raise TokenError(
                 "delegation_not_permitted",
                 "a delegation block can only be issued by the engine (issue_sub_token)",
             )
-        if set(block) != _ATTENUATION_KEYS:
-            raise _malformed("an attenuation block holds id and caveats only")
+        before = _effective(per_block[:index])
+        if not before.delegable or "sub-token:issue" not in before.operations:
+            raise TokenError(
+                "delegation_not_permitted",
+                "a hop delegated without the delegation flag and sub-token:issue",
+            )
+    depth = len(identities) - 1
+    if depth > depth_limit:
+        raise TokenError(
+            "delegation_depth_exceeded",
+            f"the token is {depth} delegations deep; the limit is {depth_limit}",
+        )
 
-    per_block = [_interpret_caveats(block["caveats"]) for block in decoded]
-    operations: frozenset[str] = frozenset()
-    stated_ops = [c.ops for c in per_block if c.ops is not None]
-    if stated_ops:
-        operations = frozenset.intersection(*stated_ops)
-    path_scopes = tuple(globs for c in per_block for globs in c.path_lists)
-    expiries = [c.expires_at for c in per_block if c.expires_at is not None]
-    not_befores = [c.not_before for c in per_block if c.not_before is not None]
-    # The flag must be granted by the root block; any later block may only drop it.
-    delegable = per_block[0].delegable is True and all(
-        c.delegable is not False for c in per_block[1:]
-    )
-    if not expiries:
+    grant = _effective(per_block)
+    if grant.expires_at is None:
         raise TokenError("token_expiry_required", "the token has no expiry caveat")
-    expires_at = min(expiries)
-    not_before = max(not_befores) if not_befores else None
-    if now >= expires_at:
-        raise TokenError("token_expired", "the token has expired", expired_at=expires_at)
-    if not_before is not None and now < not_before:
-        raise TokenError("token_not_yet_valid", "the token is not valid yet", not_before=not_before)
+    if now >= grant.expires_at:
+        raise TokenError("token_expired", "the token has expired", expired_at=grant.expires_at)
+    if grant.not_before is not None and now < grant.not_before:
+        raise TokenError(
+            "token_not_yet_valid", "the token is not valid yet", not_before=grant.not_before
+        )
     block_ids = tuple(block["id"].hex() for block in decoded)
     if is_revoked(block_ids):
         raise TokenError("token_revoked", "the token, or a token it derives from, was revoked")
+    identity_index, agent = identities[-1]
     return VerifiedToken(
-        token_id=block_ids[0],
+        token_id=block_ids[identity_index],
         block_ids=block_ids,
         key_id=parsed.key_id,
         agent=agent,
-        operations=operations,
-        path_scopes=path_scopes,
-        expires_at=expires_at,
-        not_before=not_before,
-        delegable=delegable,
+        operations=grant.operations,
+        path_scopes=grant.path_scopes,
+        expires_at=grant.expires_at,
+        not_before=grant.not_before,
+        delegable=grant.delegable,
+        chain=tuple((block_ids[i], name) for i, name in identities),
+    )
+
+
+@dataclass(frozen=True)
+class _Grant:
+    operations: frozenset[str]
+    path_scopes: tuple[tuple[str, ...], ...]
+    expires_at: int | None
+    not_before: int | None
+    delegable: bool
+
+
+def _effective(per_block: Sequence[Caveats]) -> _Grant:
+    """The intersection of the given blocks' caveats (root block first)."""
+    stated_ops = [c.ops for c in per_block if c.ops is not None]
+    expiries = [c.expires_at for c in per_block if c.expires_at is not None]
+    not_befores = [c.not_before for c in per_block if c.not_before is not None]
+    return _Grant(
+        operations=frozenset.intersection(*stated_ops) if stated_ops else frozenset(),
+        path_scopes=tuple(globs for c in per_block for globs in c.path_lists),
+        expires_at=min(expiries) if expiries else None,
+        not_before=max(not_befores) if not_befores else None,
+        # Granted only by the root block; any later block may only drop it.
+        delegable=per_block[0].delegable is True
+        and all(c.delegable is not False for c in per_block[1:]),
     )
 
 
@@ -438,14 +497,74 @@ def attenuate(
     return _emit(parsed.key_id, (*parsed.blocks, block), hmac_sha256(parsed._tag, block))
 
 
+def delegate(
+    parent: str,
+    root_key: bytes,
+    *,
+    agent: str,
+    operations: Iterable[str],
+    paths: Sequence[str],
+    expires_at: int,
+    delegable: bool = False,
+) -> tuple[str, str]:
+    """Append a delegation block naming a new agent. Engine-only: needs the root key.
+
+    The caller must already have verified ``parent`` (and checked that the
+    request is contained in it); this only builds the block. The block carries
+    ``proof = HMAC-SHA256(HMAC-SHA256(root_key, "chit-token/1 delegation"),
+    t_prev || chit-det/1({id, agent, caveats}))`` where ``t_prev`` is the
+    parent's tag, so no holder can make or alter one.
+
+    Args:
+        parent: The parent token's text form (verified by the caller).
+        root_key: The root key for the parent's key id.
+        agent: The child agent's name.
+        operations: The child's operations.
+        paths: The child's path globs.
+        expires_at: The child's expiry, unix seconds.
+        delegable: Whether the child may delegate further.
+
+    Returns:
+        ``(child token text, child token id)``.
+
+    Raises:
+        MalformedDataError: ``token_malformed`` if ``parent`` does not parse.
+        ValueError: If an argument is outside its domain.
+    """
+    parsed = parse(parent)
+    validate_agent_name(agent)
+    if len(parsed.blocks) >= MAX_BLOCKS:
+        raise ValueError(f"a token holds at most {MAX_BLOCKS} blocks")
+    caveats: list[list[Any]] = [
+        ["ops", _ops_value(operations)],
+        ["paths", _paths_value(paths)],
+        ["exp", _time_value(expires_at)],
+        ["deleg", bool(delegable)],
+    ]
+    block_id = secrets.token_bytes(BLOCK_ID_BYTES)
+    core = {"id": block_id, "agent": agent, "caveats": caveats}
+    delegation_key = hmac_sha256(root_key, _DELEGATION_DOMAIN)
+    proof = hmac_sha256(delegation_key, parsed._tag + cbor.encode(core))
+    raw = cbor.encode({**core, "proof": proof})
+    text = _emit(parsed.key_id, (*parsed.blocks, raw), hmac_sha256(parsed._tag, raw))
+    return text, block_id.hex()
+
+
 # --- internals ---------------------------------------------------------------
 
 
-def _chain(root_key: bytes, blocks: Sequence[bytes]) -> bytes:
+def _chain_tags(root_key: bytes, blocks: Sequence[bytes]) -> list[bytes]:
+    """Return t_0 ... t_{n-1} (see the module docstring)."""
     tag = hmac_sha256(root_key, _DOMAIN)
+    tags = []
     for raw in blocks:
         tag = hmac_sha256(tag, raw)
-    return tag
+        tags.append(tag)
+    return tags
+
+
+def _chain(root_key: bytes, blocks: Sequence[bytes]) -> bytes:
+    return _chain_tags(root_key, blocks)[-1]
 
 
 def _emit(key_id: str, blocks: Sequence[bytes], tag: bytes) -> str:

@@ -560,6 +560,10 @@ class Repository:
                     names.append(agent)
         return sorted(names)
 
+    def lane_exists(self, agent: str) -> bool:
+        """True iff ``refs/heads/agent/<agent>`` exists."""
+        return self._repo.references.get(lane_ref(agent)) is not None
+
     def foreign_lane_refs(self) -> list[str]:
         """Return refs under ``refs/heads/agent/`` that name no valid lane, sorted.
 

@@ -27,6 +27,7 @@ class Limits(BaseModel):
     staged_bytes: int = Field(default=8_388_608, gt=0)
     staged_files: int = Field(default=256, gt=0)
     token_lifetime_seconds: int = Field(default=7 * 24 * 3600, gt=0)
+    delegation_depth: int = Field(default=3, ge=0, le=8)
 
 
 class PathRules(BaseModel):
@@ -107,7 +108,8 @@ version = 1
 file_bytes = 1048576            # largest file an agent may read or write
 staged_bytes = 8388608          # staged bytes per session
 staged_files = 256              # staged paths per session
-token_lifetime_seconds = 604800 # longest lifetime `chit mint` will issue (7 days)
+token_lifetime_seconds = 604800 # longest lifetime of a minted or delegated token (7 days)
+delegation_depth = 3            # most delegation hops below a root token (0 to 8)
 
 [paths]
 # Never readable or writable through chit (beyond the built-in .git rule).

@@ -43,6 +43,7 @@ __all__ = [
     "PathError",
     "deny_matches",
     "fold_path",
+    "glob_contained",
     "glob_matches",
     "glob_may_match_below",
     "in_scope",
@@ -514,3 +515,73 @@ def glob_may_match_below(glob: str, folder: str) -> bool:
         if not glob_matches(parts[i], segment):
             return False
     return len(parts) > len(segments)
+
+
+def _segment_contained(inner: str, outer: str) -> bool:
+    """Whether every segment ``inner`` matches is matched by ``outer`` (sound).
+
+    Patterns over one segment with ``*`` and ``?``. ``outer``'s ``*`` may absorb
+    any run of ``inner``'s characters, wildcards included; ``outer``'s ``?``
+    absorbs one literal or one ``?``; literals must be equal. ``inner``'s ``*``
+    can only be absorbed by ``outer``'s ``*``. If this succeeds, containment holds.
+    """
+    m, n = len(inner), len(outer)
+    # reach[i][j]: inner[:i] can be absorbed by outer[:j].
+    reach = [[False] * (n + 1) for _ in range(m + 1)]
+    reach[0][0] = True
+    for j in range(1, n + 1):
+        reach[0][j] = reach[0][j - 1] and outer[j - 1] == _STAR
+    for i in range(1, m + 1):
+        a = inner[i - 1]
+        for j in range(1, n + 1):
+            b = outer[j - 1]
+            if b == _STAR:
+                reach[i][j] = reach[i][j - 1] or reach[i - 1][j]
+            elif b == _ANY_ONE:
+                reach[i][j] = a != _STAR and reach[i - 1][j - 1]
+            else:
+                reach[i][j] = a == b and reach[i - 1][j - 1]
+    return reach[m][n]
+
+
+def glob_contained(inner: str, outer: str) -> bool:
+    """Whether ``inner`` provably matches no path that ``outer`` does not.
+
+    A sound check used to refuse widening delegations: True only when
+    containment is certain; an uncertain answer is False. ``outer``'s ``**``
+    absorbs any run of ``inner``'s segments (at least one when it is trailing,
+    matching its one-or-more meaning); ``inner``'s ``**`` can only be absorbed
+    by ``outer``'s ``**``; other segments by :func:`_segment_contained`. So
+    ``src/api/**`` is within ``src/**``, while ``src/**/*.py`` is not within
+    ``src/*.py`` and ``src/api/../**`` is not a glob at all.
+
+    Args:
+        inner: A glob (invalid globs are never contained).
+        outer: A glob (invalid globs contain nothing).
+
+    Returns:
+        True iff containment is proven.
+    """
+    if not (_is_valid_glob(inner) and _is_valid_glob(outer)):
+        return False
+    a, b = inner.split(_SEP), outer.split(_SEP)
+    m, n = len(a), len(b)
+    # reach[i][j]: inner segments a[:i] are absorbed by outer segments b[:j].
+    reach = [[False] * (n + 1) for _ in range(m + 1)]
+    reach[0][0] = True
+    for j in range(1, n + 1):
+        trailing = j == n
+        reach[0][j] = reach[0][j - 1] and b[j - 1] == _DOUBLE_STAR and not trailing
+    for i in range(1, m + 1):
+        for j in range(1, n + 1):
+            seg_in, seg_out = a[i - 1], b[j - 1]
+            if seg_out == _DOUBLE_STAR:
+                trailing = j == n
+                # absorb nothing (only if it may match zero segments), or one more.
+                skip = reach[i][j - 1] and not trailing
+                reach[i][j] = skip or reach[i - 1][j] or reach[i - 1][j - 1]
+            elif seg_in == _DOUBLE_STAR:
+                reach[i][j] = False
+            else:
+                reach[i][j] = reach[i - 1][j - 1] and _segment_contained(seg_in, seg_out)
+    return reach[m][n]

@@ -10,6 +10,12 @@ from typing import Any
 
 import pygit2
 import pytest
+from hypothesis import settings
+
+# Tests assert behaviour, never timing: no per-example deadline (a loaded CI
+# machine must not turn a slow example into a failure).
+settings.register_profile("chit", deadline=None)
+settings.load_profile("chit")
 
 from engine import operator
 from engine.seed import create_repository

@@ -49,7 +49,6 @@ WITHHELD = {
     "change_impact",
     "project_context",
     "provenance_graph",
-    "issue_sub_token",
 }
 ALL_OPS = frozenset({"read", "write", "commit", "sub-token:issue"})
 VECTORS = Path(__file__).parent.parent / "vectors" / "catalog_chit_catalog1.json"
@@ -133,3 +132,9 @@ def test_worked_example_vector() -> None:
     assert data.hex() == example["hex"]
     assert hashlib.sha256(data).hexdigest() == example["sha256"]
     assert example["sha256"] == "de6f87e2144ca5d44e097c12753e03af8293d6ae07e4a8bbe4c57f50231c4480"
+
+
+def test_issue_sub_token_needs_the_flag_and_the_operation() -> None:
+    assert "issue_sub_token" not in offer_for(frozenset({"sub-token:issue"}), False).names()
+    assert "issue_sub_token" not in offer_for(frozenset({"read"}), True).names()
+    assert "issue_sub_token" in offer_for(frozenset({"sub-token:issue"}), True).names()
