@@ -10,11 +10,12 @@ from __future__ import annotations
 from cryptography.hazmat.primitives import constant_time, hashes, hmac
 
 TAG_BYTES = 32
+_SHA256 = hashes.SHA256()
 
 
 def hmac_sha256(key: bytes, message: bytes) -> bytes:
     """Return HMAC-SHA256(key, message), 32 bytes."""
-    mac = hmac.HMAC(key, hashes.SHA256())
+    mac = hmac.HMAC(key, _SHA256)
     mac.update(message)
     return mac.finalize()
 

@@ -318,6 +318,7 @@ class Offer:
         return None
 
 
+@lru_cache(maxsize=64)
 def offer_for(operations: frozenset[str], delegable: bool) -> Offer:
     """Compute the offer for a token's operations and delegation flag.
 

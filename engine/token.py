@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -219,6 +220,26 @@ class VerifiedToken:
 
 
 def parse(text: object) -> UnverifiedToken:
+    """Parse the text form strictly, without verifying the chain (see :func:`_parse`).
+
+    Args:
+        text: ``chit_`` followed by unpadded base64url (RFC 4648 §5) of the
+            envelope, at most :data:`MAX_TOKEN_CHARS` characters.
+
+    Returns:
+        The :class:`UnverifiedToken`.
+
+    Raises:
+        MalformedDataError: ``token_malformed`` (see :func:`_parse`).
+    """
+    if not isinstance(text, str):
+        raise _malformed("not a string")
+    return _parse(text)
+
+
+# Parsing is a pure function of the text and its result immutable: memoised.
+@functools.lru_cache(maxsize=1024)
+def _parse(text: str) -> UnverifiedToken:
     """Parse the text form strictly, without verifying the chain.
 
     Args:
@@ -319,48 +340,31 @@ def verify_at_time(
     if not tags_equal(tags[-1], parsed._tag):
         raise TokenError("token_invalid_signature", "the token's signature does not verify")
 
-    decoded = [_decode_block(raw) for raw in parsed.blocks]
-    root = decoded[0]
-    if set(root) != _ROOT_KEYS:
-        raise _malformed("the root block must hold id, agent and caveats")
-    for block in decoded[1:]:
-        if set(block) not in (_ATTENUATION_KEYS, _DELEGATION_KEYS, _ROOT_KEYS):
-            raise _malformed("a later block holds id and caveats, or id, agent, caveats, proof")
-    identities: list[tuple[int, str]] = []
-    for index, block in enumerate(decoded):
-        if "agent" in block:
-            try:
-                identities.append((index, validate_agent_name(block["agent"])))
-            except ValueError:
-                raise _malformed("a block's agent name is invalid") from None
-
-    per_block = [_interpret_caveats(block["caveats"]) for block in decoded]
-    delegation_key = hmac_sha256(root_key, _DELEGATION_DOMAIN)
-    for index, _agent in identities[1:]:
-        block = decoded[index]
+    shape = _analyse(parsed.blocks)
+    if len(shape.identities) > 1:
+        delegation_key = hmac_sha256(root_key, _DELEGATION_DOMAIN)
+    for (index, _agent), hop_allowed in zip(shape.identities[1:], shape.hops_allowed, strict=True):
+        block = shape.blocks[index]
         # Only the engine holds the root key, so only it can make this proof.
-        core = cbor.encode({k: v for k, v in block.items() if k != "proof"})
-        expected = hmac_sha256(delegation_key, tags[index - 1] + core)
-        proof = block.get("proof")
-        if not isinstance(proof, bytes) or not tags_equal(expected, proof):
+        expected = hmac_sha256(delegation_key, tags[index - 1] + block.core)
+        if not isinstance(block.proof, bytes) or not tags_equal(expected, block.proof):
             raise TokenError(
                 "delegation_not_permitted",
                 "a delegation block can only be issued by the engine (issue_sub_token)",
             )
-        before = _effective(per_block[:index])
-        if not before.delegable or "sub-token:issue" not in before.operations:
+        if not hop_allowed:
             raise TokenError(
                 "delegation_not_permitted",
                 "a hop delegated without the delegation flag and sub-token:issue",
             )
-    depth = len(identities) - 1
+    depth = len(shape.identities) - 1
     if depth > depth_limit:
         raise TokenError(
             "delegation_depth_exceeded",
             f"the token is {depth} delegations deep; the limit is {depth_limit}",
         )
 
-    grant = _effective(per_block)
+    grant = shape.grant
     if grant.expires_at is None:
         raise TokenError("token_expiry_required", "the token has no expiry caveat")
     if now >= grant.expires_at:
@@ -369,10 +373,10 @@ def verify_at_time(
         raise TokenError(
             "token_not_yet_valid", "the token is not valid yet", not_before=grant.not_before
         )
-    block_ids = tuple(block["id"].hex() for block in decoded)
+    block_ids = shape.block_ids
     if is_revoked(block_ids):
         raise TokenError("token_revoked", "the token, or a token it derives from, was revoked")
-    identity_index, agent = identities[-1]
+    identity_index, agent = shape.identities[-1]
     return VerifiedToken(
         token_id=block_ids[identity_index],
         block_ids=block_ids,
@@ -383,7 +387,49 @@ def verify_at_time(
         expires_at=grant.expires_at,
         not_before=grant.not_before,
         delegable=grant.delegable,
-        chain=tuple((block_ids[i], name) for i, name in identities),
+        chain=tuple((block_ids[i], name) for i, name in shape.identities),
+    )
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What the blocks say, decoded and interpreted (no key, no time involved)."""
+
+    blocks: tuple[_Block, ...]
+    identities: tuple[tuple[int, str], ...]
+    hops_allowed: tuple[bool, ...]
+    grant: _Grant
+    block_ids: tuple[str, ...]
+
+
+# A pure function of the received block bytes, so memoised; everything that
+# needs the key, the clock or the revocation list happens in verify_at_time.
+@functools.lru_cache(maxsize=1024)
+def _analyse(raw_blocks: tuple[bytes, ...]) -> _Shape:
+    blocks = tuple(_block(raw) for raw in raw_blocks)
+    if blocks[0].keys != _ROOT_KEYS:
+        raise _malformed("the root block must hold id, agent and caveats")
+    for block in blocks[1:]:
+        if block.keys not in (_ATTENUATION_KEYS, _DELEGATION_KEYS, _ROOT_KEYS):
+            raise _malformed("a later block holds id and caveats, or id, agent, caveats, proof")
+    identities: list[tuple[int, str]] = []
+    for index, block in enumerate(blocks):
+        if block.agent is not None:
+            try:
+                identities.append((index, validate_agent_name(block.agent)))
+            except ValueError:
+                raise _malformed("a block's agent name is invalid") from None
+    per_block = tuple(_block_caveats(raw) for raw in raw_blocks)
+    hops = []
+    for index, _agent in identities[1:]:
+        before = _effective(per_block[:index])
+        hops.append(before.delegable and "sub-token:issue" in before.operations)
+    return _Shape(
+        blocks=blocks,
+        identities=tuple(identities),
+        hops_allowed=tuple(hops),
+        grant=_effective(per_block),
+        block_ids=tuple(block.id.hex() for block in blocks),
     )
 
 
@@ -397,6 +443,11 @@ class _Grant:
 
 
 def _effective(per_block: Sequence[Caveats]) -> _Grant:
+    return _effective_of(tuple(per_block))
+
+
+@functools.lru_cache(maxsize=4096)
+def _effective_of(per_block: tuple[Caveats, ...]) -> _Grant:
     """The intersection of the given blocks' caveats (root block first)."""
     stated_ops = [c.ops for c in per_block if c.ops is not None]
     expiries = [c.expires_at for c in per_block if c.expires_at is not None]
@@ -606,6 +657,37 @@ def _decode_block(raw: bytes) -> dict[str, Any]:
     if not isinstance(block["caveats"], list):
         raise _malformed("caveats must be a list")
     return block
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A decoded block, immutable: what verification needs of it."""
+
+    id: bytes
+    keys: frozenset[str]
+    agent: object
+    proof: object
+    core: bytes
+
+
+# Decoding is a pure function of the block's bytes, so it is memoised; the MAC,
+# the proofs, time and revocation are still checked on every verification.
+@functools.lru_cache(maxsize=4096)
+def _block(raw: bytes) -> _Block:
+    block = _decode_block(raw)
+    core = {k: v for k, v in block.items() if k != "proof"}
+    return _Block(
+        id=block["id"],
+        keys=frozenset(block),
+        agent=block.get("agent"),
+        proof=block.get("proof"),
+        core=cbor.encode(core) if "proof" in block else raw,
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _block_caveats(raw: bytes) -> Caveats:
+    return _interpret_caveats(_decode_block(raw)["caveats"])
 
 
 def _caveat_malformed(kind: str, reason: str) -> CaveatError:

@@ -22,6 +22,10 @@ there are no character classes or alternations, and no escape character. ``*`` a
 ``?`` also match a leading ``.`` (a scope is authority, not a shell listing: ``src/*``
 covers ``src/.env``).
 
+Validation and matching are pure functions of their strings, so their results
+are memoised (bounded LRU caches): a token's globs and a call's path are checked
+once, not on every comparison. No access decision is cached; only these facts.
+
 Matching simulates the glob's automaton with bit sets (shift-and), first over the
 segments and then inside each segment, with no backtracking. Its cost is
 polynomial for every input, including patterns such as ``*a*a*a*a*b`` or long runs
@@ -33,6 +37,7 @@ operation per glob element, plus at most one segment match per distinct pair of
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -337,6 +342,7 @@ def _segment_matches(pattern: str, segment: str) -> bool:
     return _run_automaton(pattern, len(segment), _STAR, mask_of)
 
 
+@functools.lru_cache(maxsize=16384)
 def _is_valid_path(path: str) -> bool:
     """Whether :func:`validate_path` accepts ``path`` (used to fail closed)."""
     try:
@@ -346,6 +352,7 @@ def _is_valid_path(path: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_valid_glob(glob: str) -> bool:
     """Whether :func:`validate_glob` accepts ``glob`` (used to fail closed)."""
     try:
@@ -355,6 +362,7 @@ def _is_valid_glob(glob: str) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=65536)
 def _match(glob: str, path: str) -> bool:
     """Match a validated glob against a validated path (see :func:`glob_matches`)."""
     pattern = glob.split(_SEP)
@@ -433,6 +441,7 @@ def in_scope(path: str, globs: Sequence[str]) -> bool:
     return any(_is_valid_glob(glob) and _match(glob, path) for glob in globs)
 
 
+@functools.lru_cache(maxsize=16384)
 def fold_path(path: str) -> str:
     """Map a path to the name a case-insensitive, NTFS or HFS+ checkout would use.
 
@@ -457,6 +466,7 @@ def fold_path(path: str) -> str:
     return _SEP.join(out)
 
 
+@functools.lru_cache(maxsize=4096)
 def _fold_glob(glob: str) -> str:
     return "".join(_fold_char(char) for char in unicodedata.normalize("NFKC", glob).casefold())
 
@@ -479,6 +489,17 @@ def deny_matches(path: str, globs: Sequence[str]) -> bool:
     """
     if not globs:
         return False
+    if isinstance(globs, tuple):
+        return _deny_matches_cached(path, globs)
+    return _deny_matches(path, tuple(globs))
+
+
+@functools.lru_cache(maxsize=16384)
+def _deny_matches_cached(path: str, globs: tuple[str, ...]) -> bool:
+    return _deny_matches(path, globs)
+
+
+def _deny_matches(path: str, globs: tuple[str, ...]) -> bool:
     folded_globs = [_fold_glob(g) for g in globs]
     segments = path.split(_SEP)
     # A denied folder denies everything beneath it, so its existence cannot be
