@@ -16,10 +16,24 @@ import policy
 from engine import token as tokens
 from engine.errors import ChitError, ConfigurationError
 from engine.keys import Keyring, create_keyring
+from engine.keys import retire_key as _retire_key
+from engine.keys import rotate_key as _rotate_key
 from engine.paths import validate_path
 from engine.service import load_policy
+from engine.state import open_store
 
-__all__ = ["init_home", "inspect_token", "mint_token", "parse_duration", "resolve_home"]
+__all__ = [
+    "attenuate_token",
+    "init_home",
+    "inspect_token",
+    "list_keys",
+    "mint_token",
+    "parse_duration",
+    "resolve_home",
+    "retire_key",
+    "revoke",
+    "rotate_key",
+]
 
 _DURATION = re.compile(r"^([0-9]{1,9})([smhd]?)$", re.ASCII)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -122,6 +136,8 @@ def mint_token(
         if any(_is_dotgit_glob(segment) for segment in glob.split("/")):
             raise ValueError("a glob naming .git can never match: chit never exposes .git")
     issued = int(time.time()) if now is None else now
+    if any(d.child_agent == agent for d in open_store(home).delegations()):
+        raise ValueError(f"agent {agent!r} was issued by delegation; a root token needs a new name")
     key = Keyring(home).signing_key()
     text = tokens.mint(
         key.secret,
@@ -176,3 +192,74 @@ def ensure_home(home: Path) -> None:
     """Raise :class:`ConfigurationError` unless ``home`` holds a keyring."""
     if not (home / "keys" / "root").is_dir():
         raise ConfigurationError(f"no chit home at {home}; run `chit init --home {home}`")
+
+
+def attenuate_token(
+    text: str,
+    *,
+    operations: list[str] | None = None,
+    paths: list[str] | None = None,
+    ttl_seconds: int | None = None,
+    drop_delegation: bool = False,
+    now: int | None = None,
+) -> dict[str, Any]:
+    """Narrow a token offline (no key, no engine): see :func:`engine.token.attenuate`.
+
+    Args:
+        text: The token to narrow.
+        operations: Operations to keep.
+        paths: Globs to limit to.
+        ttl_seconds: Expire this many seconds from ``now`` (never later than the parent).
+        drop_delegation: Remove the delegation flag.
+        now: Unix seconds (default: the clock).
+
+    Returns:
+        ``{"token", "id" (the token's unchanged id), "blocks"}``.
+
+    Raises:
+        MalformedDataError: ``token_malformed`` if the token does not parse.
+        ValueError: If nothing is narrowed or an argument is invalid.
+    """
+    issued = int(time.time()) if now is None else now
+    narrowed = tokens.attenuate(
+        text,
+        operations=operations,
+        paths=paths,
+        expires_at=None if ttl_seconds is None else issued + ttl_seconds,
+        drop_delegation=drop_delegation,
+    )
+    info = inspect_token(narrowed)
+    return {"token": narrowed, "id": info["id"], "blocks": len(info["blocks"])}
+
+
+def revoke(home: str | os.PathLike[str], block_id: str, *, reason: str = "") -> dict[str, Any]:
+    """Revoke a token or block id; every token derived from it fails from its next call.
+
+    Raises:
+        ValueError: If the id is not 32 lowercase hex digits.
+    """
+    now = int(time.time())
+    added = open_store(home).revoke(block_id.strip().lower(), now=now, reason=reason)
+    return {"id": block_id.strip().lower(), "revoked_at": now, "new": added}
+
+
+def list_keys(home: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The keyring's keys, newest first: id, creation time, state; never secrets."""
+    ring = Keyring(home)
+    signer = ring.signing_key().key_id
+    return [
+        {"kid": k.key_id, "created": k.created, "status": k.status, "signing": k.key_id == signer}
+        for k in ring.keys()
+    ]
+
+
+def rotate_key(home: str | os.PathLike[str]) -> dict[str, Any]:
+    """Add a new signing key (older keys keep verifying)."""
+    key = _rotate_key(home)
+    return {"kid": key.key_id, "created": key.created, "status": key.status, "signing": True}
+
+
+def retire_key(home: str | os.PathLike[str], key_id: str) -> dict[str, Any]:
+    """Retire a key; its tokens fail with ``token_unknown_key`` from their next call."""
+    key = _retire_key(home, key_id)
+    return {"kid": key.key_id, "created": key.created, "status": key.status, "signing": False}

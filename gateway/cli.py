@@ -1,9 +1,10 @@
 """The ``chit`` command line, for operators, agent hosts and auditors.
 
-Commands (docs/architecture.md): ``init``, ``mint``, ``inspect``, ``mcp``, ``audit verify``
-and ``demo``. Every engine error is caught in one place, printed as its code and
-message (never a traceback, never a token or key) and turned into exit status 2;
-a failed audit exits 1.
+Commands (docs/architecture.md): ``init``, ``mint``, ``attenuate``, ``inspect``,
+``revoke``, ``keys list|rotate|retire``, ``mcp``, ``audit verify`` and ``demo``.
+Every engine error is caught in one place, printed as its code and message
+(never a traceback, never a token or key) and turned into exit status 2; a failed
+audit exits 1.
 """
 
 from __future__ import annotations
@@ -114,6 +115,72 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 MAX_TOKEN_FILE_BYTES = 16384
 
 
+def cmd_attenuate(args: argparse.Namespace) -> int:
+    from engine import operator
+
+    from_stdin = args.token == "-"  # noqa: S105 - the stdin marker, not a secret
+    text = sys.stdin.read(MAX_TOKEN_FILE_BYTES) if from_stdin else args.token
+    try:
+        ttl = operator.parse_duration(args.ttl) if args.ttl else None
+        info = operator.attenuate_token(
+            text.strip(),
+            operations=_split(args.ops) if args.ops is not None else None,
+            paths=_split(args.paths) if args.paths is not None else None,
+            ttl_seconds=ttl,
+            drop_delegation=args.drop_delegation,
+        )
+    except ValueError as exc:
+        print(f"chit attenuate: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.json:
+        _print_json(info)
+    else:
+        print(info["token"])
+    return EXIT_OK
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    from engine import operator
+
+    home = operator.resolve_home(args.home)
+    operator.ensure_home(home)
+    try:
+        info = operator.revoke(home, args.id, reason=args.reason)
+    except ValueError as exc:
+        print(f"chit revoke: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.json:
+        _print_json(info)
+    else:
+        state = "revoked" if info["new"] else "was already revoked"
+        print(f"{info['id']} {state}: it and every token derived from it now fail")
+    return EXIT_OK
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from engine import operator
+
+    home = operator.resolve_home(args.home)
+    operator.ensure_home(home)
+    try:
+        if args.keys_command == "rotate":
+            keys = [operator.rotate_key(home)]
+        elif args.keys_command == "retire":
+            keys = [operator.retire_key(home, args.kid)]
+        else:
+            keys = operator.list_keys(home)
+    except ValueError as exc:
+        print(f"chit keys: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.json:
+        _print_json(keys if args.keys_command == "list" else keys[0])
+        return EXIT_OK
+    for key in keys:
+        role = "signing" if key["signing"] else ("verifying" if key["status"] == "active" else "")
+        print(f"{key['kid']}  {key['status']:8} {role}")
+    return EXIT_OK
+
+
 def _read_token(args: argparse.Namespace) -> str:
     if args.token_file:
         with open(args.token_file, "rb") as fh:
@@ -209,6 +276,39 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("token", help="the token, or - to read it from stdin")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser(
+        "attenuate", parents=[common], help="narrow a token offline (never wider than its parent)"
+    )
+    p.add_argument("token", help="the token, or - to read it from stdin")
+    p.add_argument("--ops", nargs="+", help="operations to keep")
+    p.add_argument("--paths", nargs="+", help="globs to limit to")
+    p.add_argument("--ttl", help="expire this long from now (never later than the parent)")
+    p.add_argument("--drop-delegation", action="store_true", help="remove the delegation flag")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_attenuate)
+
+    p = sub.add_parser("revoke", parents=[common], help="revoke a token or block id")
+    p.add_argument("id", help="token id or block id (32 hex digits), see `chit inspect`")
+    p.add_argument("--reason", default="", help="recorded with the revocation")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_revoke)
+
+    keys = sub.add_parser("keys", parents=[common], help="root keys: list, rotate, retire")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    for name, text in (
+        ("list", "ids and states, never secrets"),
+        ("rotate", "add a new signing key"),
+    ):
+        p = keys_sub.add_parser(name, parents=[common], help=text)
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(func=cmd_keys)
+    p = keys_sub.add_parser(
+        "retire", parents=[common], help="retire a key: its tokens stop working"
+    )
+    p.add_argument("kid")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_keys)
 
     p = sub.add_parser("mcp", parents=[common], help="serve MCP over stdio for one agent")
     p.add_argument("--repo", required=True, help="the git repository")

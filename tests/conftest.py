@@ -12,13 +12,13 @@ import pygit2
 import pytest
 from hypothesis import settings
 
+from engine import operator
+from engine.seed import create_repository
+
 # Tests assert behaviour, never timing: no per-example deadline (a loaded CI
 # machine must not turn a slow example into a failure).
 settings.register_profile("chit", deadline=None)
 settings.load_profile("chit")
-
-from engine import operator
-from engine.seed import create_repository
 
 FILES: dict[str, bytes] = {
     "README.md": b"# fixture\n",
