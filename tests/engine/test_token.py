@@ -6,6 +6,7 @@ import base64
 import json
 import secrets
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -327,15 +328,30 @@ VECTORS = json.loads((Path(__file__).parent.parent / "vectors" / "tokens.json").
 
 
 @pytest.mark.parametrize("case", VECTORS["cases"], ids=lambda c: c["name"])
-def test_vectors(case: dict[str, object]) -> None:
-    table = {kid: bytes.fromhex(h) for kid, h in VECTORS["keys"].items()}
-    now = VECTORS["now"]
+def test_vectors(case: dict[str, Any]) -> None:
+    table = {kid: bytes.fromhex(k["secret"]) for kid, k in VECTORS["keys"].items()
+             if k["status"] == "active"}
+    revoked = set(case.get("revoked", []))
+    kwargs = {"is_revoked": lambda ids: bool(revoked & set(ids)),
+              "depth_limit": case.get("depth_limit", VECTORS["depth_limit"])}
     if "error" in case:
         with pytest.raises(ChitError) as info:
-            t.verify_at_time(case["token"], table.get, now)
+            t.verify_at_time(case["token"], table.get, VECTORS["now"], **kwargs)
         assert info.value.code == case["error"]
         return
-    v = t.verify_at_time(case["token"], table.get, now)
+    v = t.verify_at_time(case["token"], table.get, VECTORS["now"], **kwargs)
     got = dict(t.describe(v))
-    for key, value in case["expect"].items():  # type: ignore[union-attr]
+    for key, value in case["expect"].items():
         assert got[key] == value, key
+    if "chain" in case:
+        assert [list(link) for link in v.chain] == case["chain"]
+
+
+def test_vectors_cover_the_required_ground() -> None:
+    cases = VECTORS["cases"]
+    codes = {c["error"] for c in cases if "error" in c}
+    assert len(cases) >= 40
+    assert {"token_invalid_signature", "token_unknown_key", "token_unsupported_version",
+            "token_expired", "token_not_yet_valid", "token_expiry_required", "token_revoked",
+            "caveat_unknown", "caveat_malformed", "delegation_not_permitted",
+            "delegation_depth_exceeded", "token_malformed"} <= codes

@@ -1,194 +1,270 @@
 """Regenerate tests/vectors/tokens.json (deterministic: fixed keys and block ids).
 
 Run from the repository root: ``python tests/vectors/make_token_vectors.py``.
+
+Delegation blocks are built here from the specification (docs/token-format.md),
+not with the engine's ``delegate``, so the vectors check the engine against the
+written algorithm.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 from pathlib import Path
 from typing import Any
 
 from engine import cbor
-from engine import token as t
-from engine._mac import hmac_sha256
 
-KEY = bytes(range(32))
-KID = "r20261130-vectors"
+OLD_KEY, KEY, RETIRED_KEY = bytes(range(32)), bytes(range(32, 64)), bytes(range(64, 96))
+OLD, KID, RETIRED = "r20261101-00000001", "r20261130-00000002", "r20260901-00000003"
 NOW = 1_800_000_000
 EXP = NOW + 3600
+DEPTH_LIMIT = 3
+
+
+def mac(key: bytes, msg: bytes) -> bytes:
+    return hmac.new(key, msg, hashlib.sha256).digest()
 
 
 def bid(n: int) -> bytes:
     return bytes([n]) * 16
 
 
-def emit(
-    blocks: list[dict[str, Any]],
-    *,
-    key: bytes = KEY,
-    kid: str = KID,
-    env: dict[str, Any] | None = None,
-) -> str:
-    raw = [cbor.encode(b) for b in blocks]
-    envelope = {
-        "v": 1,
-        "alg": "hmac-sha256",
-        "kid": kid,
-        "blocks": raw,
-        "tag": t._chain(key, raw),
-        **(env or {}),
-    }
-    return "chit_" + base64.urlsafe_b64encode(cbor.encode(envelope)).rstrip(b"=").decode()
+def text(envelope: dict[str, Any] | bytes) -> str:
+    raw = envelope if isinstance(envelope, bytes) else cbor.encode(envelope)
+    return "chit_" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def root(*caveats: list[Any], agent: str = "alice") -> dict[str, Any]:
-    return {"id": bid(1), "agent": agent, "caveats": list(caveats)}
+class Chain:
+    """Builds a token block by block, per the specification."""
+
+    def __init__(self, root: dict[str, Any], *, key: bytes = KEY, kid: str = KID) -> None:
+        self.key, self.kid = key, kid
+        self.blocks: list[bytes] = []
+        self.tag = mac(key, b"chit-token/1 hmac-sha256")
+        self.add(root)
+
+    def add(self, block: dict[str, Any]) -> Chain:
+        raw = cbor.encode(block)
+        self.blocks.append(raw)
+        self.tag = mac(self.tag, raw)
+        return self
+
+    def add_raw(self, raw: bytes) -> Chain:
+        self.blocks.append(raw)
+        self.tag = mac(self.tag, raw)
+        return self
+
+    def delegate(self, block: dict[str, Any], *, proof_key: bytes | None = None) -> Chain:
+        key = mac(proof_key or self.key, b"chit-token/1 delegation")
+        proof = mac(key, self.tag + cbor.encode(block))
+        return self.add({**block, "proof": proof})
+
+    def envelope(self, **override: Any) -> dict[str, Any]:
+        env = {"v": 1, "alg": "hmac-sha256", "kid": self.kid, "blocks": list(self.blocks),
+               "tag": self.tag}
+        env.update(override)
+        return env
+
+    def text(self, **override: Any) -> str:
+        return text(self.envelope(**override))
 
 
-BASE = [["ops", ["read", "write"]], ["paths", ["src/**"]], ["exp", EXP]]
+def root(*caveats: list[Any], agent: str = "alice", n: int = 1) -> dict[str, Any]:
+    return {"id": bid(n), "agent": agent, "caveats": list(caveats)}
 
 
-def attenuated(token: str, block: dict[str, Any]) -> str:
-    parsed = t.parse(token)
-    raw = cbor.encode(block)
-    return t._emit(parsed.key_id, (*parsed.blocks, raw), hmac_sha256(parsed._tag, raw))
+def att(n: int, *caveats: list[Any]) -> dict[str, Any]:
+    return {"id": bid(n), "caveats": list(caveats)}
+
+
+def deleg(n: int, agent: str, *caveats: list[Any]) -> dict[str, Any]:
+    return {"id": bid(n), "agent": agent, "caveats": list(caveats)}
+
+
+BASE = (["ops", ["read", "write"]], ["paths", ["src/**"]], ["exp", EXP])
+LEAD = (["ops", ["commit", "read", "sub-token:issue", "write"]], ["paths", ["src/**"]],
+        ["exp", EXP], ["deleg", True])
+CHILD = (["ops", ["read", "write"]], ["paths", ["src/api/**"]], ["exp", EXP - 600],
+         ["deleg", False])
+CHILD_DELEGABLE = (["ops", ["read", "sub-token:issue"]], ["paths", ["src/api/**"]],
+                   ["exp", EXP - 600], ["deleg", True])
+
+
+def grant(agent: str, ops: list[str], scopes: list[list[str]], exp: int, *,
+          nbf: int | None = None, delegable: bool = False, token_id: int = 1) -> dict[str, Any]:
+    return {"agent": agent, "operations": ops, "path_scopes": scopes, "expires_at": exp,
+            "not_before": nbf, "delegable": delegable, "token_id": bid(token_id).hex()}
+
+
+def cases() -> list[dict[str, Any]]:
+    base = Chain(root(*BASE))
+    lead = Chain(root(*LEAD, agent="lead"))
+    child = Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "helper", *CHILD))
+    c: list[dict[str, Any]] = []
+
+    def ok(name: str, token: str, expect: dict[str, Any], **extra: Any) -> None:
+        c.append({"name": name, "token": token, "expect": expect, **extra})
+
+    def bad(name: str, token: str, error: str, **extra: Any) -> None:
+        c.append({"name": name, "token": token, "error": error, **extra})
+
+    # --- valid ----------------------------------------------------------------
+    ok("root token", base.text(), grant("alice", ["read", "write"], [["src/**"]], EXP))
+    ok("attenuation narrows ops, paths and expiry",
+       Chain(root(*BASE)).add(att(2, ["ops", ["commit", "read"]], ["paths", ["src/api/**"]],
+                                  ["exp", EXP - 60])).text(),
+       grant("alice", ["read"], [["src/**"], ["src/api/**"]], EXP - 60))
+    ok("repeated caveats in one block intersect",
+       Chain(root(["ops", ["read", "write"]], ["ops", ["read"]], ["paths", ["src/**"]],
+                  ["exp", EXP], ["exp", EXP - 5])).text(),
+       grant("alice", ["read"], [["src/**"]], EXP - 5))
+    ok("delegation flag granted by the root block", lead.text(),
+       grant("lead", ["commit", "read", "sub-token:issue", "write"], [["src/**"]], EXP,
+             delegable=True))
+    ok("attenuation drops the delegation flag",
+       Chain(root(*LEAD, agent="lead")).add(att(2, ["deleg", False])).text(),
+       grant("lead", ["commit", "read", "sub-token:issue", "write"], [["src/**"]], EXP))
+    ok("a later deleg true adds nothing",
+       Chain(root(*BASE)).add(att(2, ["deleg", True])).text(),
+       grant("alice", ["read", "write"], [["src/**"]], EXP))
+    ok("not-before in the past", Chain(root(*BASE, ["nbf", NOW - 1])).text(),
+       grant("alice", ["read", "write"], [["src/**"]], EXP, nbf=NOW - 1))
+    ok("not-before equal to now", Chain(root(*BASE, ["nbf", NOW])).text(),
+       grant("alice", ["read", "write"], [["src/**"]], EXP, nbf=NOW))
+    ok("no ops caveat grants no operations", Chain(root(["paths", ["**"]], ["exp", EXP])).text(),
+       grant("alice", [], [["**"]], EXP))
+    ok("delegated child: a new agent with the child's scope", child.text(),
+       grant("helper", ["read", "write"], [["src/**"], ["src/api/**"]], EXP - 600,
+             token_id=2), chain=[[bid(1).hex(), "lead"], [bid(2).hex(), "helper"]])
+    ok("delegated child, then attenuated by its holder",
+       Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "helper", *CHILD))
+       .add(att(3, ["ops", ["read"]])).text(),
+       grant("helper", ["read"], [["src/**"], ["src/api/**"]], EXP - 600, token_id=2))
+    two_hops = (Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "helper", *CHILD_DELEGABLE))
+                .delegate(deleg(3, "sub", ["ops", ["read"]], ["paths", ["src/api/v1/**"]],
+                                ["exp", EXP - 900], ["deleg", False])))
+    ok("two delegation hops", two_hops.text(),
+       grant("sub", ["read"], [["src/**"], ["src/api/**"], ["src/api/v1/**"]], EXP - 900,
+             token_id=3))
+    ok("signed by an older key that is still active", Chain(root(*BASE), key=OLD_KEY,
+                                                            kid=OLD).text(),
+       grant("alice", ["read", "write"], [["src/**"]], EXP))
+
+    # --- signatures and tampering ------------------------------------------------
+    bad("wrong root key", Chain(root(*BASE), key=bytes(32)).text(), "token_invalid_signature")
+    bad("tag of another token", base.text(tag=lead.tag), "token_invalid_signature")
+    flipped = bytearray(base.blocks[0])
+    flipped[-1] ^= 0x01
+    bad("one bit of a block flipped", base.text(blocks=[bytes(flipped)]),
+        "token_invalid_signature")
+    att_chain = Chain(root(*BASE)).add(att(2, ["ops", ["read"]]))
+    bad("attenuation block removed, tag kept", att_chain.text(blocks=att_chain.blocks[:1]),
+        "token_invalid_signature")
+    bad("blocks reordered", att_chain.text(blocks=att_chain.blocks[::-1]),
+        "token_invalid_signature")
+    bad("unknown key id", Chain(root(*BASE), kid="r-nobody").text(), "token_unknown_key")
+    bad("retired key", Chain(root(*BASE), key=RETIRED_KEY, kid=RETIRED).text(),
+        "token_unknown_key")
+    bad("claims version 2", base.text(v=2), "token_unsupported_version")
+    bad("claims alg none", base.text(alg="none"), "token_unsupported_version")
+    bad("claims hmac-sha512", base.text(alg="hmac-sha512"), "token_unsupported_version")
+
+    # --- time ------------------------------------------------------------------
+    bad("expired", Chain(root(["exp", NOW - 1])).text(), "token_expired")
+    bad("expires exactly now", Chain(root(["exp", NOW])).text(), "token_expired")
+    bad("an attenuation's earlier expiry wins",
+        Chain(root(*BASE)).add(att(2, ["exp", NOW - 10])).text(), "token_expired")
+    bad("not yet valid", Chain(root(*BASE, ["nbf", NOW + 1])).text(), "token_not_yet_valid")
+    bad("no expiry anywhere", Chain(root(["ops", ["read"]], ["paths", ["**"]])).text(),
+        "token_expiry_required")
+
+    # --- caveats ---------------------------------------------------------------------
+    bad("unknown caveat type", Chain(root(*BASE, ["ip", "10.0.0.1"])).text(), "caveat_unknown")
+    bad("unknown caveat type in an attenuation",
+        Chain(root(*BASE)).add(att(2, ["time-of-day", [9, 17]])).text(), "caveat_unknown")
+    bad("time as a string", Chain(root(["exp", "2027-01-01T00:00:00Z"])).text(),
+        "caveat_malformed")
+    bad("impossible date", Chain(root(["exp", 2**40])).text(), "caveat_malformed")
+    bad("negative time", Chain(root(["exp", -1])).text(), "caveat_malformed")
+    bad("boolean as a time", Chain(root(["exp", True])).text(), "caveat_malformed")
+    bad("unknown operation", Chain(root(["ops", ["read", "admin"]], ["exp", EXP])).text(),
+        "caveat_malformed")
+    bad("repeated operation", Chain(root(["ops", ["read", "read"]], ["exp", EXP])).text(),
+        "caveat_malformed")
+    bad("traversal in a glob", Chain(root(["paths", ["src/../**"]], ["exp", EXP])).text(),
+        "caveat_malformed")
+    bad("caveat is not a pair", Chain(root(["exp"], ["exp", EXP])).text(), "caveat_malformed")
+    bad("delegation flag not a boolean", Chain(root(*BASE, ["deleg", 1])).text(),
+        "caveat_malformed")
+
+    # --- delegation ----------------------------------------------------------------------
+    bad("delegation block added offline, no proof",
+        Chain(root(*LEAD, agent="lead")).add(deleg(2, "mallory", *CHILD)).text(),
+        "delegation_not_permitted")
+    bad("delegation proof made with the wrong key",
+        Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "mallory", *CHILD),
+                                                  proof_key=bytes(32)).text(),
+        "delegation_not_permitted")
+    bad("delegation from a token without the flag",
+        Chain(root(*BASE, agent="lead")).delegate(deleg(2, "helper", *CHILD)).text(),
+        "delegation_not_permitted")
+    bad("delegation from a token without sub-token:issue",
+        Chain(root(["ops", ["read"]], ["paths", ["**"]], ["exp", EXP], ["deleg", True]))
+        .delegate(deleg(2, "helper", *CHILD)).text(), "delegation_not_permitted")
+    bad("delegation after the flag was dropped",
+        Chain(root(*LEAD, agent="lead")).add(att(2, ["deleg", False]))
+        .delegate(deleg(3, "helper", *CHILD)).text(), "delegation_not_permitted")
+    bad("depth beyond the limit", two_hops.text(), "delegation_depth_exceeded", depth_limit=1)
+
+    # --- revocation ------------------------------------------------------------------------
+    bad("root revoked", base.text(), "token_revoked", revoked=[bid(1).hex()])
+    bad("parent revoked kills the child", child.text(), "token_revoked",
+        revoked=[bid(1).hex()])
+    bad("child revoked", child.text(), "token_revoked", revoked=[bid(2).hex()])
+    bad("attenuation block revoked", att_chain.text(), "token_revoked", revoked=[bid(2).hex()])
+
+    # --- malformed -------------------------------------------------------------------------
+    good = base.text()
+    raw = base64.urlsafe_b64decode(good[5:] + "=" * (-len(good[5:]) % 4))
+    bad("missing prefix", good[5:], "token_malformed")
+    bad("padding", good + "=", "token_malformed")
+    bad("standard base64 alphabet", "chit_" + base64.b64encode(raw).decode().rstrip("=") + "+",
+        "token_malformed")
+    bad("tag truncated", base.text(tag=bytes(31)), "token_malformed")
+    bad("extra envelope key", text({**base.envelope(), "x": 1}), "token_malformed")
+    bad("non-canonical integer", text(raw.replace(b"\x61\x76\x01", b"\x61\x76\x18\x01", 1)),
+        "token_malformed")
+    bad("duplicate envelope key", text(raw.replace(b"\x63kid", b"\x63alg", 1)), "token_malformed")
+    bad("indefinite-length array", text(b"\x9f\xff"), "token_malformed")
+    bad("float in a block (refused by the profile before any caveat is read)",
+        # att(2) with caveats [["exp", 1.0]]: the empty caveat array (0x80, last byte)
+        # replaced by a one-pair array whose value is a half-precision float.
+        Chain(root(*BASE)).add_raw(cbor.encode(att(2))[:-1] + b"\x81\x82\x63exp\xf9\x3c\x00")
+        .text(), "token_malformed")
+    bad("root block without an agent", Chain(att(1, *BASE)).text(), "token_malformed")
+    bad("agent name with a slash", Chain(root(*BASE, agent="a/b")).text(), "token_malformed")
+    bad("5-byte header announcing 4 GB", text(b"\x9a\xff\xff\xff\xff"), "token_malformed")
+    return c
 
 
 def main() -> None:
-    base = emit([root(*BASE)])
-    cases: list[dict[str, Any]] = [
-        {
-            "name": "root token",
-            "token": base,
-            "expect": {
-                "agent": "alice",
-                "operations": ["read", "write"],
-                "path_scopes": [["src/**"]],
-                "expires_at": EXP,
-                "not_before": None,
-                "delegable": False,
-            },
-        },
-        {
-            "name": "attenuated: ops and paths intersect",
-            "token": attenuated(
-                base,
-                {
-                    "id": bid(2),
-                    "caveats": [
-                        ["ops", ["read", "commit"]],
-                        ["paths", ["src/api/**"]],
-                        ["exp", EXP - 60],
-                    ],
-                },
-            ),
-            "expect": {
-                "agent": "alice",
-                "operations": ["read"],
-                "path_scopes": [["src/**"], ["src/api/**"]],
-                "expires_at": EXP - 60,
-                "not_before": None,
-                "delegable": False,
-            },
-        },
-        {
-            "name": "delegation flag granted by root",
-            "token": emit([root(*BASE, ["deleg", True])]),
-            "expect": {
-                "agent": "alice",
-                "operations": ["read", "write"],
-                "path_scopes": [["src/**"]],
-                "expires_at": EXP,
-                "not_before": None,
-                "delegable": True,
-            },
-        },
-        {
-            "name": "not-before in the past",
-            "token": emit([root(*BASE, ["nbf", NOW - 1])]),
-            "expect": {
-                "agent": "alice",
-                "operations": ["read", "write"],
-                "path_scopes": [["src/**"]],
-                "expires_at": EXP,
-                "not_before": NOW - 1,
-                "delegable": False,
-            },
-        },
-        {
-            "name": "wrong key",
-            "token": emit([root(*BASE)], key=bytes(32)),
-            "error": "token_invalid_signature",
-        },
-        {
-            "name": "unknown key id",
-            "token": emit([root(*BASE)], kid="r-other"),
-            "error": "token_unknown_key",
-        },
-        {
-            "name": "claims version 2",
-            "token": emit([root(*BASE)], env={"v": 2}),
-            "error": "token_unsupported_version",
-        },
-        {
-            "name": "claims alg none",
-            "token": emit([root(*BASE)], env={"alg": "none"}),
-            "error": "token_unsupported_version",
-        },
-        {"name": "expired", "token": emit([root(["exp", NOW])]), "error": "token_expired"},
-        {
-            "name": "not yet valid",
-            "token": emit([root(*BASE, ["nbf", NOW + 1])]),
-            "error": "token_not_yet_valid",
-        },
-        {
-            "name": "no expiry",
-            "token": emit([root(["ops", ["read"]])]),
-            "error": "token_expiry_required",
-        },
-        {
-            "name": "unknown caveat",
-            "token": emit([root(*BASE, ["ip", "10.0.0.1"])]),
-            "error": "caveat_unknown",
-        },
-        {
-            "name": "time as a string",
-            "token": emit([root(["exp", "2027-01-01T00:00:00Z"])]),
-            "error": "caveat_malformed",
-        },
-        {
-            "name": "offline delegation block",
-            "token": attenuated(
-                emit([root(*BASE, ["deleg", True])]),
-                {"id": bid(3), "agent": "mallory", "caveats": []},
-            ),
-            "error": "delegation_not_permitted",
-        },
-        {"name": "missing prefix", "token": base[5:], "error": "token_malformed"},
-        {"name": "padding", "token": base + "=", "error": "token_malformed"},
-        {
-            "name": "tag truncated",
-            "token": emit([root(*BASE)], env={"tag": bytes(31)}),
-            "error": "token_malformed",
-        },
-        {
-            "name": "float in a block",
-            "token": "chit_"
-            + base64.urlsafe_b64encode(bytes.fromhex("a5") + cbor.encode("alg")[0:0] + b"")
-            .rstrip(b"=")
-            .decode(),
-            "error": "token_malformed",
-        },
-    ]
     doc = {
         "format": "chit-token/1",
-        "keys": {KID: KEY.hex()},
         "now": NOW,
-        "note": "Each case verifies at `now` with `keys`; `expect` is the effective "
-        "grant, `error` the exact code.",
-        "cases": cases,
+        "depth_limit": DEPTH_LIMIT,
+        "keys": {
+            OLD: {"secret": OLD_KEY.hex(), "status": "active"},
+            KID: {"secret": KEY.hex(), "status": "active"},
+            RETIRED: {"secret": RETIRED_KEY.hex(), "status": "retired"},
+        },
+        "note": "Verify each case at `now` with the active `keys` (retired keys are unknown), "
+                "the case's `revoked` ids (default none) and `depth_limit` (default the "
+                "top-level one). `expect` is the effective grant; `error` the exact code.",
+        "cases": cases(),
     }
     out = Path(__file__).with_name("tokens.json")
     out.write_text(json.dumps(doc, indent=1) + "\n")
