@@ -355,3 +355,47 @@ def test_vectors_cover_the_required_ground() -> None:
             "token_expired", "token_not_yet_valid", "token_expiry_required", "token_revoked",
             "caveat_unknown", "caveat_malformed", "delegation_not_permitted",
             "delegation_depth_exceeded", "token_malformed"} <= codes
+
+
+@settings(max_examples=500)
+@given(st.binary(max_size=600))
+def test_fuzz_random_bytes_only_ever_malformed(raw: bytes) -> None:
+    """Fuzz: arbitrary envelope bytes never crash or hang the parser."""
+    text = "chit_" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    try:
+        t.parse(text)
+    except MalformedDataError as exc:
+        assert exc.code == "token_malformed"
+
+
+@settings(max_examples=500)
+@given(st.text(max_size=300))
+def test_fuzz_random_text_only_ever_malformed(text: str) -> None:
+    try:
+        t.parse(text)
+    except MalformedDataError as exc:
+        assert exc.code == "token_malformed"
+
+
+@settings(max_examples=300)
+@given(data=st.data())
+def test_fuzz_mutated_tokens_fail_cleanly(data: st.DataObject) -> None:
+    """Fuzz: insert, delete or overwrite bytes of a real delegated-shape token."""
+    original = mint()
+    raw = bytearray(base64.urlsafe_b64decode(original[5:] + "=="))
+    for _ in range(data.draw(st.integers(1, 4))):
+        op = data.draw(st.sampled_from(["insert", "delete", "set"]))
+        i = data.draw(st.integers(0, max(len(raw) - 1, 0)))
+        if op == "insert":
+            raw.insert(i, data.draw(st.integers(0, 255)))
+        elif op == "delete" and raw:
+            del raw[i]
+        elif raw:
+            raw[i] = data.draw(st.integers(0, 255))
+    text = "chit_" + base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
+    try:
+        t.verify_at_time(text, keys, NOW)
+    except ChitError as exc:
+        assert exc.code.startswith(("token_", "caveat_", "delegation_"))
+    else:
+        assert text == original  # only a mutation that restored the bytes verifies

@@ -269,3 +269,51 @@ def test_mint_out_writes_a_private_file(world: World, tmp_path: Path) -> None:
     assert out_file.read_text().startswith("chit_") and "chit_" not in out.stdout
     again = run(world, *args, "--out", str(out_file))
     assert again.returncode == 2  # never overwrites
+
+
+def test_attenuate_offline_never_widens(world: World) -> None:
+    token = world.mint(ops="read,write", paths="src/**")
+    out = run(world, "attenuate", "-", "--ops", "read,commit", "--paths", "**", "--ttl", "1d",
+              "--json", stdin=token)
+    assert out.returncode == 0, out.stderr
+    narrowed = json.loads(out.stdout)
+    assert narrowed["blocks"] == 2
+    engine = Engine(world.home, world.repo)
+    granted = engine.offer(narrowed["token"])
+    names = {t["name"] for t in granted["tools"]}
+    assert "write_file" not in names and "commit" not in names and "read_file" in names
+    scope = engine.invoke(narrowed["token"], "effective_scope", {}, session="a",
+                          offered_catalog_hash=granted["catalog_hash"])["result"]
+    original = engine.invoke(token, "effective_scope", {}, session="b",
+                             offered_catalog_hash=engine.offer(token)["catalog_hash"])["result"]
+    assert scope["expires_at"] == original["expires_at"]  # --ttl 1d cannot extend it
+    assert scope["path_scopes"] == [["src/**"], ["**"]]
+    nothing = run(world, "attenuate", token)
+    assert nothing.returncode == 2 and "nothing to attenuate" in nothing.stderr
+
+
+def test_revoke_and_keys_commands(world: World) -> None:
+    token = world.mint()
+    token_id = tokens.parse(token).unverified_blocks()[0]["id"]
+    engine = Engine(world.home, world.repo)
+    assert engine.offer(token)["ok"]
+    out = run(world, "revoke", token_id, "--reason", "leaked")
+    assert out.returncode == 0 and "revoked" in out.stdout
+    assert engine.offer(token)["error"]["error"] == "token_revoked"
+    assert run(world, "revoke", "not-an-id").returncode == 2
+
+    listed = json.loads(run(world, "keys", "list", "--json").stdout)
+    assert len(listed) == 1 and listed[0]["signing"] and "secret" not in json.dumps(listed)
+    rotated = json.loads(run(world, "keys", "rotate", "--json").stdout)
+    listed = json.loads(run(world, "keys", "list", "--json").stdout)
+    assert [k["kid"] for k in listed if k["signing"]] == [rotated["kid"]]
+    old = listed[-1]["kid"]
+    survivor = world.mint()  # signed by the new key
+    assert tokens.parse(survivor).key_id == rotated["kid"]
+    retired = run(world, "keys", "retire", old)
+    assert retired.returncode == 0
+    assert engine.offer(survivor)["ok"]
+    last = run(world, "keys", "retire", rotated["kid"])
+    assert last.returncode == 2 and "last active key" in last.stderr
+    for path in (world.home / "keys" / "root").glob("*.json"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
