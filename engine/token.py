@@ -77,6 +77,8 @@ _CAVEAT_TYPES = frozenset({"ops", "paths", "exp", "nbf", "deleg"})
 _AGENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 MAX_AGENT_CHARS = 64
 
+_SEAL = object()  # held only by this module: the proof a VerifiedToken was verified
+
 KeyLookup = Callable[[str], bytes | None]
 """Maps a key id to its root key (32 bytes), or ``None`` if unknown or retired."""
 
@@ -201,6 +203,11 @@ class VerifiedToken:
     not_before: int | None
     delegable: bool
     chain: tuple[tuple[str, str], ...] = ()
+    _seal: object = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._seal is not _SEAL:
+            raise TypeError("only verify_at_time() makes a VerifiedToken")
 
     @property
     def depth(self) -> int:
@@ -388,6 +395,7 @@ def verify_at_time(
         not_before=grant.not_before,
         delegable=grant.delegable,
         chain=tuple((block_ids[i], name) for i, name in shape.identities),
+        _seal=_SEAL,
     )
 
 

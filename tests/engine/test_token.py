@@ -399,3 +399,29 @@ def test_fuzz_mutated_tokens_fail_cleanly(data: st.DataObject) -> None:
         assert exc.code.startswith(("token_", "caveat_", "delegation_"))
     else:
         assert text == original  # only a mutation that restored the bytes verifies
+
+
+def test_only_verification_makes_a_verified_token() -> None:
+    """Threat: code granting authority by constructing the verified type directly."""
+    with pytest.raises(TypeError):
+        t.VerifiedToken(token_id="0" * 32, block_ids=("0" * 32,), key_id=KID, agent="a",
+                        operations=frozenset({"write"}), path_scopes=(("**",),),
+                        expires_at=EXP, not_before=None, delegable=True)
+
+
+def test_clock_wrapper_verifies_now() -> None:
+    import time
+
+    from engine.clock import verify
+
+    token = t.mint(KEY, KID, agent="alice", operations=["read"], paths=["**"],
+                   expires_at=int(time.time()) + 60)
+    assert verify(token, keys).agent == "alice"
+
+
+def test_hostile_headers_in_a_token_are_refused_quickly() -> None:
+    """Threat: memory or CPU exhaustion through announced sizes and nesting."""
+    for raw in (b"\x9a\xff\xff\xff\xff", b"\x81" * 5000 + b"\x00", b"\xbb" + b"\xff" * 8):
+        text = "chit_" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        with pytest.raises(MalformedDataError):
+            t.verify_at_time(text, keys, NOW)

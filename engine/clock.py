@@ -1,0 +1,40 @@
+"""The clock, kept out of the pure token module: ``verify`` is ``verify_at_time(now)``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+
+from engine.token import DEFAULT_DEPTH_LIMIT, KeyLookup, UnverifiedToken, VerifiedToken
+from engine.token import verify_at_time as _verify_at_time
+
+__all__ = ["now", "verify"]
+
+
+def now() -> int:
+    """Current time, whole unix seconds."""
+    return int(time.time())
+
+
+def verify(
+    token: UnverifiedToken | str,
+    keys: KeyLookup,
+    *,
+    is_revoked: Callable[[Iterable[str]], bool] = lambda _ids: False,
+    depth_limit: int = DEFAULT_DEPTH_LIMIT,
+) -> VerifiedToken:
+    """Verify a token at the current time (see :func:`engine.token.verify_at_time`).
+
+    Args:
+        token: Text form or parsed token.
+        keys: Key id to root key lookup.
+        is_revoked: True if any of the given hex block ids is revoked.
+        depth_limit: Most delegation blocks accepted.
+
+    Returns:
+        The verified token.
+
+    Raises:
+        ChitError: As :func:`engine.token.verify_at_time`.
+    """
+    return _verify_at_time(token, keys, now(), is_revoked=is_revoked, depth_limit=depth_limit)
