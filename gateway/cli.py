@@ -233,7 +233,7 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
         lanes = ", ".join(report["lanes"]) or "no lanes"
         verdict = "verified" if report["ok"] else "FAILED"
         findings = len(report["findings"])
-        print(f"{verdict}: {good}/{total} commits verified on {lanes}; {findings} findings")
+        print(f"{verdict}: {good}/{total} commits on {lanes}; {findings} findings")
     return EXIT_OK if report["ok"] else EXIT_FAILED
 
 

@@ -5,9 +5,12 @@
 2. ``chit init`` and ``chit mint`` (subprocesses of the real CLI).
 3. ``chit mcp`` started as a subprocess; the official MCP client connects over
    stdio and narrates: the offer, a read in scope, a read out of scope refused,
-   a write, the diff, a commit on ``agent/<name>``.
-4. ``chit audit verify`` passing on the repository.
-5. A read-only token offered only the read tools, and refused a write.
+   a write, the diff, a commit on ``agent/<name>``, a widening delegation
+   refused and a narrower one issued to a helper agent.
+4. The helper connects with its own token and commits on its own lane.
+5. ``chit audit verify`` passing; ``chit revoke`` of the helper's token, after
+   which its next call fails.
+6. A read-only token offered only the read tools, and refused a write.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ __all__ = ["run_demo", "stdio_server_params"]
 
 AGENT = "docs-bot"
 SCOPE = "src/starlette/middleware/**"
+HELPER = "docs-bot-gzip"
+HELPER_SCOPE = "src/starlette/middleware/gzip.py"
 IN_SCOPE = "src/starlette/middleware/cors.py"
 OUT_OF_SCOPE = "src/starlette/routing.py"
 
@@ -126,7 +131,57 @@ async def _agent_session(home: Path, repo: Path, token: str) -> str:
         _say(f"    {short} on {committed['lane']} (parent {parent})")
         for key, value in committed["trailers"].items():
             _say(f"    {key}: {value}")
-        return str(committed["commit"])
+
+        _step(8, f"delegation: {AGENT} hands a narrower token to a helper agent")
+        wide = _result(
+            await client.call_tool(
+                "issue_sub_token",
+                {
+                    "agent": HELPER,
+                    "ops": ["read", "write"],
+                    "paths": ["src/starlette/**"],
+                    "ttl_seconds": 600,
+                },
+            )
+        )
+        if wide.get("error") != "delegation_widens":
+            raise RuntimeError("a widening delegation was not refused")
+        _say(f"    asking for src/starlette/** -> {wide['error']} (held: {wide['held']})")
+        issued = await client.call_tool(
+            "issue_sub_token",
+            {
+                "agent": HELPER,
+                "ops": ["read", "write", "commit"],
+                "paths": [HELPER_SCOPE],
+                "ttl_seconds": 600,
+            },
+        )
+        child = _result(issued)
+        if issued.is_error:
+            raise RuntimeError(f"delegation refused: {child}")
+        _say(f"    issued {child['token_id']} to {child['agent']}: {HELPER_SCOPE}, 10 minutes")
+        return str(child["token"])
+
+
+async def _helper_session(home: Path, repo: Path, token: str) -> str:
+    async with Client(stdio_server_params(home, repo, token)) as client:
+        await client.list_tools()
+        scope = _result(await client.call_tool("effective_scope", {}))
+        _say(f"    {scope['agent']} on {scope['lane']}, scope {scope['path_scopes']}")
+        current = _result(await client.call_tool("read_file", {"path": HELPER_SCOPE}))["content"]
+        doc = '"""GZip compression middleware for Starlette responses."""\n\n'
+        await client.call_tool("write_file", {"path": HELPER_SCOPE, "content": doc + current})
+        landed = _result(await client.call_tool("commit", {"message": "Document GZip middleware"}))
+        if "commit" not in landed:
+            raise RuntimeError(f"helper commit refused: {landed}")
+        _say(f"    {landed['commit'][:12]} on {landed['lane']}")
+        return str(scope["token_id"])
+
+
+async def _revoked_call(home: Path, repo: Path, token: str) -> str:
+    async with Client(stdio_server_params(home, repo, token)) as client:
+        refused = await client.call_tool("effective_scope", {})
+        return str(_result(refused).get("error"))
 
 
 async def _reader_session(home: Path, repo: Path, token: str) -> None:
@@ -174,23 +229,25 @@ def run_demo(*, keep: bool = False) -> int:
             "--agent",
             AGENT,
             "--ops",
-            "read,write,commit",
+            "read,write,commit,sub-token:issue",
             "--paths",
             SCOPE,
             "--ttl",
             "15m",
+            "--delegable",
             "--json",
         )
         if mint.returncode != 0:
             raise RuntimeError(mint.stderr.strip())
         minted = json.loads(mint.stdout)
-        _say(
-            f"    token {minted['token_id']} for {AGENT}: read,write,commit on {SCOPE}, 15 minutes"
-        )
-        _say(f"    (text form: chit_... {len(minted['token'])} characters, never logged)")
+        _say(f"    token {minted['token_id']} for {AGENT}: read, write, commit and delegation")
+        _say(f"    on {SCOPE}, 15 minutes (text form: chit_..., never logged)")
 
         _step(3, "agent host: start `chit mcp` and connect with the official MCP client")
-        commit_id = anyio.run(_agent_session, home, repo, minted["token"])
+        child_token = anyio.run(_agent_session, home, repo, minted["token"])
+
+        _step(9, "the helper connects with its own token and commits on its own lane")
+        helper_id = anyio.run(_helper_session, home, repo, child_token)
 
         git = pygit2.Repository(str(repo))
         main_now = str(git.references["refs/heads/main"].target)
@@ -198,13 +255,21 @@ def run_demo(*, keep: bool = False) -> int:
         if main_now != main_id:
             raise RuntimeError("main moved")
 
-        _step(8, "auditor: chit audit verify")
+        _step(10, "auditor: chit audit verify (no secret key needed)")
         audit = _chit(home, "audit", "verify", "--repo", str(repo))
         _say(textwrap.indent(audit.stdout.rstrip(), "    "))
-        if audit.returncode != 0 or commit_id[:12] not in audit.stdout:
-            raise RuntimeError("audit did not verify the commit")
+        if audit.returncode != 0 or "verified: 2/2 commits" not in audit.stdout:
+            raise RuntimeError("audit did not verify both commits")
 
-        _step(9, "a read-only token is offered only the read tools")
+        _step(11, "operator: chit revoke the helper's token; its next call fails")
+        revoke = _chit(home, "revoke", helper_id)
+        _say(textwrap.indent(revoke.stdout.rstrip(), "    "))
+        code = anyio.run(_revoked_call, home, repo, child_token)
+        _say(f"    the helper's next call -> {code}")
+        if code != "token_revoked":
+            raise RuntimeError("the revoked token still worked")
+
+        _step(12, "a read-only token is offered only the read tools")
         reader = _chit(
             home,
             "mint",
