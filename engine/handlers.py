@@ -131,6 +131,7 @@ def effective_scope(ctx: CallContext, _args: s.NoArgs) -> s.EffectiveScope:
         agent=t.agent,
         lane=t.lane,
         token_id=t.token_id,
+        chain=[agent for _id, agent in t.chain],
         operations=sorted(t.operations),
         path_scopes=[list(g) for g in t.path_scopes],
         expires_at=t.expires_at,

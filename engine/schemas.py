@@ -179,6 +179,7 @@ class EffectiveScope(BaseModel):
     agent: str
     lane: str
     token_id: str
+    chain: list[str] = Field(description="Agents from the root token down to you.")
     operations: list[str]
     path_scopes: list[list[str]] = Field(
         description="A path is in scope iff every list has a glob matching it."

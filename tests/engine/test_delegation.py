@@ -227,3 +227,9 @@ def _now() -> int:
     import time
 
     return int(time.time())
+
+
+def test_effective_scope_shows_the_chain(engine: Engine, world: World) -> None:
+    child = sub(engine, parent(world))["result"]["token"]
+    scope = call(engine, child, "effective_scope", session="x")["result"]
+    assert scope["chain"] == ["lead", "helper"]
