@@ -45,6 +45,8 @@ token unlocks, and only inside its scope.
 - `write_file`, `delete_file` and `move_file` stage changes in this session only; nothing \
 lands until `commit`, which records one commit on your own lane agent/<name>. main is never \
 written.
+- If `issue_sub_token` is offered, it gives a helper agent a strictly narrower token \
+(its own lane agent/<helper>); asking for more than you hold is refused.
 - A refused call returns isError with JSON {"error": CODE, "message": ...}; codes are stable \
 (for example path_outside_scope, path_forbidden, invalid_argument, not_found, conflict). \
 Calling a tool you were not offered is an unknown-tool error listing the tools you have.
