@@ -30,7 +30,7 @@ from engine import cbor, vcs
 from engine.catalog import CATALOG_ENCODING
 from engine.errors import ChitError, ProfileError
 from engine.service import CATALOG_STORE_REF
-from engine.token import validate_agent_name
+from engine.token import is_agent_name
 
 __all__ = ["REQUIRED_TRAILERS", "CommitReport", "Finding", "verify_repository"]
 
@@ -128,11 +128,7 @@ def verify_repository(
 
 
 def _is_agent_name(name: str) -> bool:
-    try:
-        validate_agent_name(name)
-    except ValueError:
-        return False
-    return True
+    return is_agent_name(name)
 
 
 def _trailer_counts(message: str) -> dict[str, int]:

@@ -14,6 +14,7 @@ import binascii
 import hashlib
 import re
 import threading
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from engine import schemas as s
 from engine import token as tokens
 from engine import vcs
 from engine.errors import AccessDeniedError, InvalidRequestError, RepositoryError
-from engine.paths import glob_contained, validate_glob
+from engine.paths import MAX_GLOB_CHARS, glob_contained, validate_glob
 from engine.state import Delegation, Store
 from engine.token import VerifiedToken
 
@@ -384,24 +385,14 @@ def issue_sub_token(ctx: CallContext, args: s.IssueSubTokenArgs) -> s.SubToken:
     """Delegate a strictly narrower token to a new agent (engine-made block)."""
     parent = ctx.token
     try:
-        tokens.validate_agent_name(args.agent)
+        tokens.validate_agent_name(args.agent, parent=parent.agent)
     except ValueError:
         raise InvalidRequestError(
             "invalid_argument",
-            "agent names are 1-64 characters of a-z, 0-9, '-', '_', starting alnum",
+            f"a helper of {parent.agent} is named {parent.agent}.<label> (label: a-z, 0-9, "
+            f"'-', '_', starting alnum; at most {tokens.MAX_AGENT_CHARS} characters in all)",
             fields=["agent"],
         ) from None
-    if args.agent in {name for _id, name in parent.chain}:
-        raise InvalidRequestError(
-            "invalid_argument", "the new agent must differ from every agent in the chain"
-        )
-    if ctx.repo.lane_exists(args.agent) or any(
-        d.child_agent == args.agent and d.parent_id != parent.token_id
-        for d in ctx.store.delegations()
-    ):
-        raise InvalidRequestError(
-            "invalid_argument", "that agent name is taken; a new agent needs a new name"
-        )
     limit = ctx.policy.limits.delegation_depth
     if parent.depth + 1 > limit:
         raise AccessDeniedError(
@@ -422,8 +413,14 @@ def issue_sub_token(ctx: CallContext, args: s.IssueSubTokenArgs) -> s.SubToken:
             "invalid_argument", "a delegable sub-token also needs sub-token:issue", fields=["ops"]
         )
     held = [list(g) for g in parent.path_scopes]
-    if not args.paths:
-        raise InvalidRequestError("invalid_argument", "give at least one path glob")
+    if not 1 <= len(args.paths) <= tokens.MAX_GLOBS or any(
+        len(g) > MAX_GLOB_CHARS or not unicodedata.is_normalized("NFC", g) for g in args.paths
+    ):
+        raise InvalidRequestError(
+            "invalid_argument",
+            f"give 1 to {tokens.MAX_GLOBS} NFC globs of at most {MAX_GLOB_CHARS} characters",
+            fields=["paths"],
+        )
     for glob in args.paths:
         if isinstance(glob, str) and ".." in glob.split("/"):
             raise _widens("paths", args.paths, held)
@@ -449,15 +446,20 @@ def issue_sub_token(ctx: CallContext, args: s.IssueSubTokenArgs) -> s.SubToken:
     root_key = ctx.keys(parent.key_id)
     if root_key is None:  # retired between verification and now
         raise AccessDeniedError("token_unknown_key", "the token's key was retired")
-    text, child_id = tokens.delegate(
-        ctx.token_text,
-        root_key,
-        agent=args.agent,
-        operations=sorted(ops),
-        paths=list(args.paths),
-        expires_at=expires_at,
-        delegable=args.delegable,
-    )
+    try:
+        text, child_id = tokens.delegate(
+            ctx.token_text,
+            root_key,
+            agent=args.agent,
+            operations=sorted(ops),
+            paths=list(args.paths),
+            expires_at=expires_at,
+            delegable=args.delegable,
+        )
+    except ValueError:
+        raise AccessDeniedError(
+            "limit_exceeded", "the sub-token would be too large (blocks or characters)"
+        ) from None
     ctx.store.record_delegation(
         Delegation(
             child_id=child_id,

@@ -14,11 +14,14 @@ that group or others may read, as OpenSSH does for private keys.
 from __future__ import annotations
 
 import base64
+import contextlib
+import fcntl
 import json
 import os
 import secrets
 import stat
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,15 +71,15 @@ class Keyring:
         self._dir = Path(home) / "keys" / "root"
         if not self._dir.is_dir():
             raise ConfigurationError(f"no keyring at {self._dir}; run `chit init` first")
-        self._signature: tuple[tuple[str, int, int], ...] = ()
+        self._signature: tuple[tuple[str, int, int, int], ...] = ()
         self._keys: dict[str, RootKey] = {}
         self.refresh()
 
-    def _files_signature(self) -> tuple[tuple[str, int, int], ...]:
+    def _files_signature(self) -> tuple[tuple[str, int, int, int], ...]:
         found = []
         for path in sorted(self._dir.glob("*.json")):
             info = path.stat()
-            found.append((path.name, info.st_mtime_ns, info.st_size))
+            found.append((path.name, info.st_mtime_ns, info.st_size, info.st_mode))
         return tuple(found)
 
     def refresh(self) -> None:
@@ -92,7 +95,7 @@ class Keyring:
         if signature == self._signature:
             return
         keys: dict[str, RootKey] = {}
-        for name, _mtime, _size in signature:
+        for name, _mtime, _size, _mode in signature:
             key = _load_key_file(self._dir / name)
             keys[key.key_id] = key
         if not any(k.status == "active" for k in keys.values()):
@@ -132,7 +135,7 @@ def _write_key(root_dir: Path, key: RootKey, *, replace: bool = False) -> None:
         "secret": base64.urlsafe_b64encode(key.secret).rstrip(b"=").decode("ascii"),
     }
     path = root_dir / f"{key.key_id}.json"
-    target = path.with_suffix(".tmp") if replace else path
+    target = path.with_suffix(f".{secrets.token_hex(4)}.tmp") if replace else path
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(doc, fh)
@@ -165,11 +168,12 @@ def rotate_key(home: str | os.PathLike[str], *, now: int | None = None) -> RootK
     Raises:
         ConfigurationError: If the keyring cannot be loaded.
     """
-    ring = Keyring(home)
-    created = int(time.time()) if now is None else now
-    newest = ring.keys()[0].created
-    key = _new_key(max(created, newest + 1))
-    _write_key(Path(home) / "keys" / "root", key)
+    with _locked(home):
+        ring = Keyring(home)
+        created = int(time.time()) if now is None else now
+        newest = ring.keys()[0].created
+        key = _new_key(max(created, newest + 1))
+        _write_key(Path(home) / "keys" / "root", key)
     return key
 
 
@@ -187,18 +191,32 @@ def retire_key(home: str | os.PathLike[str], key_id: str) -> RootKey:
         ConfigurationError: If the keyring cannot be loaded.
         ValueError: If the key is unknown, already retired, or the last active key.
     """
-    ring = Keyring(home)
-    found = {k.key_id: k for k in ring.keys()}
-    key = found.get(key_id)
-    if key is None:
-        raise ValueError("no such key id in the keyring")
-    if key.status == "retired":
-        raise ValueError("that key is already retired")
-    if [k.key_id for k in ring.active()] == [key_id]:
-        raise ValueError("refusing to retire the last active key; rotate first")
-    retired = RootKey(key.key_id, key.created, "retired", key.secret)
-    _write_key(Path(home) / "keys" / "root", retired, replace=True)
+    with _locked(home):  # the "never the last active key" check and the write, atomically
+        ring = Keyring(home)
+        found = {k.key_id: k for k in ring.keys()}
+        key = found.get(key_id)
+        if key is None:
+            raise ValueError("no such key id in the keyring")
+        if key.status == "retired":
+            raise ValueError("that key is already retired")
+        if [k.key_id for k in ring.active()] == [key_id]:
+            raise ValueError("refusing to retire the last active key; rotate first")
+        retired = RootKey(key.key_id, key.created, "retired", key.secret)
+        _write_key(Path(home) / "keys" / "root", retired, replace=True)
     return retired
+
+
+@contextlib.contextmanager
+def _locked(home: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive lock on the keyring for a read-check-write (POSIX flock)."""
+    lock_path = Path(home) / "keys" / ".lock"
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def create_keyring(home: str | os.PathLike[str], *, now: int | None = None) -> RootKey:

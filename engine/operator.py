@@ -136,8 +136,6 @@ def mint_token(
         if any(_is_dotgit_glob(segment) for segment in glob.split("/")):
             raise ValueError("a glob naming .git can never match: chit never exposes .git")
     issued = int(time.time()) if now is None else now
-    if any(d.child_agent == agent for d in open_store(home).delegations()):
-        raise ValueError(f"agent {agent!r} was issued by delegation; a root token needs a new name")
     key = Keyring(home).signing_key()
     text = tokens.mint(
         key.secret,
@@ -170,20 +168,25 @@ def inspect_token(text: str) -> dict[str, Any]:
     """Describe a token without verifying it (never shows the tag).
 
     Returns:
-        ``{"verified": False, "version", "algorithm", "key_id", "id",
-        "blocks": [{"id", "agent"?, "caveats"}]}``.
+        ``{"verified": False, "version", "algorithm", "key_id", "id" (the
+        token's id: its last identity block), "agent", "chain", "blocks":
+        [{"id", "agent"?, "caveats"}]}``.
 
     Raises:
         MalformedDataError: ``token_malformed`` if it does not parse.
     """
     parsed = tokens.parse(text)
     blocks = parsed.unverified_blocks()
+    identities = [b for b in blocks if "agent" in b]
+    identity = identities[-1] if identities else blocks[0]
     return {
         "verified": False,
         "version": parsed.version,
         "algorithm": parsed.algorithm,
         "key_id": parsed.key_id,
-        "id": blocks[0]["id"],
+        "id": identity["id"],
+        "agent": identity.get("agent"),
+        "chain": [{"id": b["id"], "agent": b["agent"]} for b in identities],
         "blocks": blocks,
     }
 

@@ -49,6 +49,10 @@ __all__ = ["CATALOG_STORE_REF", "Engine", "load_policy"]
 logger = logging.getLogger("chit.engine")
 
 CATALOG_STORE_REF = "refs/chit/catalogs"
+_CONFIG_ERROR = {
+    "error": "internal_error",
+    "message": "the engine's configuration is unusable; the operator has been told",
+}
 MAX_SESSIONS = 4096
 
 
@@ -123,6 +127,9 @@ class Engine:
             checked = self._check(token)
         except ChitError as exc:
             return {"ok": False, "error": exc.to_dict()}
+        except ConfigurationError:
+            logger.error("the engine's configuration is unusable; see `chit keys list`")
+            return {"ok": False, "error": _CONFIG_ERROR}
         tools = [
             {
                 "name": t.name,
@@ -173,6 +180,9 @@ class Engine:
             }
         except ChitError as exc:
             return {"ok": False, "error": exc.to_dict()}
+        except ConfigurationError:
+            logger.error("the engine's configuration is unusable; see `chit keys list`")
+            return {"ok": False, "error": _CONFIG_ERROR}
         except Exception:
             # Never forward exception text: it can carry paths or secrets.
             logger.exception("tool %s failed unexpectedly", tool if tool_by_name(tool) else "?")

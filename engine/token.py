@@ -26,6 +26,7 @@ import base64
 import binascii
 import functools
 import secrets
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,10 +73,11 @@ _ROOT_KEYS = frozenset({"id", "agent", "caveats"})
 _ATTENUATION_KEYS = frozenset({"id", "caveats"})
 _DELEGATION_KEYS = frozenset({"id", "agent", "caveats", "proof"})
 _DELEGATION_DOMAIN = b"chit-token/1 delegation"
-DEFAULT_DEPTH_LIMIT = 4
+DEFAULT_DEPTH_LIMIT = 3
 _CAVEAT_TYPES = frozenset({"ops", "paths", "exp", "nbf", "deleg"})
 _AGENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 MAX_AGENT_CHARS = 64
+MAX_GLOBS = 64
 
 _SEAL = object()  # held only by this module: the proof a VerifiedToken was verified
 
@@ -87,29 +89,59 @@ def _malformed(reason: str) -> MalformedDataError:
     return MalformedDataError("token_malformed", f"token is malformed: {reason}")
 
 
-def validate_agent_name(name: object) -> str:
-    """Check an agent name: 1-64 of ``a-z 0-9 - _``, starting with a letter or digit.
+def validate_agent_name(name: object, *, parent: str | None = None) -> str:
+    """Check an agent name.
 
-    The name becomes the lane ``agent/<name>``, so it must be a safe, single git
-    ref component.
+    A root agent's name is a *label*: 1-64 of ``a-z 0-9 - _``, starting with a
+    letter or digit, never ``lock``. A delegated agent's name is its parent's name,
+    a dot, and a new label (``lead.helper``), at most 64 characters in all: so a
+    delegation can never name a root agent, nor another parent's child, and every
+    lane ``agent/<name>`` is a safe git ref.
 
     Args:
         name: The untrusted name.
+        parent: The delegating agent's name, for a delegated agent; ``None`` for a
+            root agent.
 
     Returns:
         The name, unchanged.
 
     Raises:
-        ValueError: If the name is not a string of that shape.
+        ValueError: If the name is not of that shape.
     """
+    if parent is None:
+        if not _is_label(name):
+            raise ValueError(
+                "agent names are 1-64 characters of a-z, 0-9, '-', '_', starting alnum"
+            )
+        return str(name)
+    prefix = parent + "."
     if (
         not isinstance(name, str)
-        or not 1 <= len(name) <= MAX_AGENT_CHARS
-        or not set(name) <= _AGENT_CHARS
-        or not name[0].isalnum()
+        or len(name) > MAX_AGENT_CHARS
+        or not name.startswith(prefix)
+        or not _is_label(name[len(prefix) :])
     ):
-        raise ValueError("agent names are 1-64 characters of a-z, 0-9, '-', '_', starting alnum")
+        raise ValueError(
+            f"a delegated agent is named {parent}.<label> (label: a-z, 0-9, '-', '_'; "
+            f"at most {MAX_AGENT_CHARS} characters in all)"
+        )
     return name
+
+
+def _is_label(name: object) -> bool:
+    return (
+        isinstance(name, str)
+        and 1 <= len(name) <= MAX_AGENT_CHARS
+        and set(name) <= _AGENT_CHARS
+        and name[0].isalnum()
+        and name != "lock"
+    )
+
+
+def is_agent_name(name: str) -> bool:
+    """True iff ``name`` is a root agent name or a dotted chain of labels (a lane name)."""
+    return len(name) <= MAX_AGENT_CHARS and all(_is_label(p) for p in name.split("."))
 
 
 @dataclass(frozen=True)
@@ -422,9 +454,10 @@ def _analyse(raw_blocks: tuple[bytes, ...]) -> _Shape:
             raise _malformed("a later block holds id and caveats, or id, agent, caveats, proof")
     identities: list[tuple[int, str]] = []
     for index, block in enumerate(blocks):
-        if block.agent is not None:
+        if "agent" in block.keys:
+            parent = identities[-1][1] if identities else None
             try:
-                identities.append((index, validate_agent_name(block.agent)))
+                identities.append((index, validate_agent_name(block.agent, parent=parent)))
             except ValueError:
                 raise _malformed("a block's agent name is invalid") from None
     per_block = tuple(_block_caveats(raw) for raw in raw_blocks)
@@ -504,7 +537,7 @@ def mint(
     caveats = _caveat_list(operations, paths, expires_at, not_before, delegable)
     block = {"id": secrets.token_bytes(BLOCK_ID_BYTES), "agent": agent, "caveats": caveats}
     raw = cbor.encode(block)
-    return _emit(key_id, (raw,), _chain(root_key, (raw,)))
+    return _checked_length(_emit(key_id, (raw,), _chain(root_key, (raw,))))
 
 
 def attenuate(
@@ -553,7 +586,9 @@ def attenuate(
     block = cbor.encode({"id": secrets.token_bytes(BLOCK_ID_BYTES), "caveats": caveats})
     if len(parsed.blocks) >= MAX_BLOCKS:
         raise ValueError(f"a token holds at most {MAX_BLOCKS} blocks")
-    return _emit(parsed.key_id, (*parsed.blocks, block), hmac_sha256(parsed._tag, block))
+    return _checked_length(
+        _emit(parsed.key_id, (*parsed.blocks, block), hmac_sha256(parsed._tag, block))
+    )
 
 
 def delegate(
@@ -591,7 +626,8 @@ def delegate(
         ValueError: If an argument is outside its domain.
     """
     parsed = parse(parent)
-    validate_agent_name(agent)
+    identities = [b for b in parsed.unverified_blocks() if "agent" in b]
+    validate_agent_name(agent, parent=identities[-1]["agent"] if identities else None)
     if len(parsed.blocks) >= MAX_BLOCKS:
         raise ValueError(f"a token holds at most {MAX_BLOCKS} blocks")
     caveats: list[list[Any]] = [
@@ -606,7 +642,7 @@ def delegate(
     proof = hmac_sha256(delegation_key, parsed._tag + cbor.encode(core))
     raw = cbor.encode({**core, "proof": proof})
     text = _emit(parsed.key_id, (*parsed.blocks, raw), hmac_sha256(parsed._tag, raw))
-    return text, block_id.hex()
+    return _checked_length(text), block_id.hex()
 
 
 # --- internals ---------------------------------------------------------------
@@ -743,8 +779,8 @@ def _check_ops(value: object) -> frozenset[str]:
 
 
 def _check_paths(value: object) -> tuple[str, ...]:
-    if not isinstance(value, list) or len(value) > 64:
-        raise _caveat_malformed("paths", "must be a list of at most 64 globs")
+    if not isinstance(value, list) or len(value) > MAX_GLOBS:
+        raise _caveat_malformed("paths", f"must be a list of at most {MAX_GLOBS} globs")
     if not all(isinstance(v, str) and len(v) <= MAX_GLOB_CHARS for v in value):
         raise _caveat_malformed("paths", f"globs are text of at most {MAX_GLOB_CHARS} characters")
     try:
@@ -769,7 +805,20 @@ def _ops_value(operations: Iterable[str]) -> list[str]:
 def _paths_value(paths: Sequence[str]) -> list[str]:
     if isinstance(paths, str):
         raise ValueError("paths must be a list of globs, not one string")
+    if not 1 <= len(paths) <= MAX_GLOBS:
+        raise ValueError(f"give 1 to {MAX_GLOBS} path globs")
+    for glob in paths:
+        if not isinstance(glob, str) or len(glob) > MAX_GLOB_CHARS:
+            raise ValueError(f"globs are text of at most {MAX_GLOB_CHARS} characters")
+        if not unicodedata.is_normalized("NFC", glob):
+            raise ValueError("globs must be NFC-normalised text")
     return [validate_glob(p) for p in paths]
+
+
+def _checked_length(text: str) -> str:
+    if len(text) > MAX_TOKEN_CHARS:
+        raise ValueError(f"the token would exceed {MAX_TOKEN_CHARS} characters")
+    return text
 
 
 def _time_value(t: int) -> int:

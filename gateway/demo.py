@@ -37,7 +37,7 @@ __all__ = ["run_demo", "stdio_server_params"]
 
 AGENT = "docs-bot"
 SCOPE = "src/starlette/middleware/**"
-HELPER = "docs-bot-gzip"
+HELPER = "docs-bot.gzip"
 HELPER_SCOPE = "src/starlette/middleware/gzip.py"
 IN_SCOPE = "src/starlette/middleware/cors.py"
 OUT_OF_SCOPE = "src/starlette/routing.py"

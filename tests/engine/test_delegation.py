@@ -41,7 +41,7 @@ def parent(world: World, **kw: Any) -> str:
 
 
 def sub(engine: Engine, token: str, **kw: Any) -> dict[str, Any]:
-    args = {"agent": "helper", "ops": ["read", "write"], "paths": ["src/api/**"],
+    args = {"agent": "lead.helper", "ops": ["read", "write"], "paths": ["src/api/**"],
             "ttl_seconds": 600}
     args.update(kw)
     return call(engine, token, "issue_sub_token", args, session=f"s-{secrets.token_hex(4)}")
@@ -61,7 +61,7 @@ def test_child_is_a_new_agent_on_its_own_lane(engine: Engine, world: World) -> N
     assert issued["ok"], issued
     child = issued["result"]["token"]
     scope = call(engine, child, "effective_scope", session="c")["result"]
-    assert scope["agent"] == "helper" and scope["lane"] == "agent/helper"
+    assert scope["agent"] == "lead.helper" and scope["lane"] == "agent/lead.helper"
     assert scope["token_id"] == issued["result"]["token_id"]
     assert scope["operations"] == ["read", "write"] and not scope["delegable"]
     assert "commit" not in scope["tools"] and "issue_sub_token" not in scope["tools"]
@@ -71,7 +71,7 @@ def test_child_is_a_new_agent_on_its_own_lane(engine: Engine, world: World) -> N
     # The delegation is recorded for the provenance graph.
     record = open_store(world.home).delegations()[-1]
     assert (record.parent_agent, record.child_agent, record.child_id) == (
-        "lead", "helper", issued["result"]["token_id"])
+        "lead", "lead.helper", issued["result"]["token_id"])
     assert record.scope == {"ops": ["read", "write"], "paths": ["src/api/**"],
                             "delegable": False}
 
@@ -86,7 +86,13 @@ def test_child_is_a_new_agent_on_its_own_lane(engine: Engine, world: World) -> N
         ({"paths": ["src"]}, "delegation_widens"),
         ({"ttl_seconds": 10_000}, "delegation_widens"),
         ({"agent": "lead"}, "invalid_argument"),
-        ({"agent": "Bad/Name"}, "invalid_argument"),
+        ({"agent": "helper"}, "invalid_argument"),
+        ({"agent": "alice"}, "invalid_argument"),
+        ({"agent": "lead.Bad/Name"}, "invalid_argument"),
+        ({"agent": "lead.lock"}, "invalid_argument"),
+        ({"agent": "other.helper"}, "invalid_argument"),
+        ({"paths": ["src/" + "a" * 2000]}, "invalid_argument"),
+        ({"paths": ["src/cafe\u0301/**"]}, "invalid_argument"),
         ({"paths": []}, "invalid_argument"),
         ({"delegable": True, "ops": ["read"]}, "invalid_argument"),
     ],
@@ -115,13 +121,14 @@ def test_star_under_star_py_is_a_widening(engine: Engine, world: World) -> None:
 
 
 def test_depth_limit(engine: Engine, world: World) -> None:
-    token = parent(world)
+    token, name = parent(world), "lead"
     for depth in range(1, 4):
-        answer = sub(engine, token, agent=f"d{depth}", ops=["read", "sub-token:issue"],
+        name = f"{name}.d{depth}"
+        answer = sub(engine, token, agent=name, ops=["read", "sub-token:issue"],
                      paths=["src/**"], ttl_seconds=600 - depth, delegable=True)
         assert answer["ok"], answer
         token = answer["result"]["token"]
-    assert code(sub(engine, token, agent="d4", ops=["read"], paths=["src/**"],
+    assert code(sub(engine, token, agent=f"{name}.d4", ops=["read"], paths=["src/**"],
                     ttl_seconds=100)) == "delegation_depth_exceeded"
 
 
@@ -129,7 +136,7 @@ def test_revoking_a_parent_kills_every_descendant(engine: Engine, world: World) 
     lead = parent(world)
     child = sub(engine, lead, ops=["read", "sub-token:issue"], paths=["src/**"],
                 delegable=True)["result"]
-    grandchild = sub(engine, child["token"], agent="g", ops=["read"])["result"]
+    grandchild = sub(engine, child["token"], agent="lead.helper.g", ops=["read"])["result"]
     assert call(engine, grandchild["token"], "status", session="g")["ok"]
     open_store(world.home).revoke(child["token_id"], now=1)
     assert code(call(engine, grandchild["token"], "status", session="g")) == "token_revoked"
@@ -201,7 +208,7 @@ def test_any_chain_of_attenuations_and_delegations_stays_within_its_parent(
         if data.draw(st.booleans()):
             token = t.attenuate(token, operations=ops, paths=paths)
         else:
-            answer = sub(engine, token, agent=f"h{hop}-{secrets.token_hex(3)}", ops=ops,
+            answer = sub(engine, token, agent=f"{before.agent}.h{secrets.token_hex(2)}", ops=ops,
                          paths=paths, ttl_seconds=60, delegable="sub-token:issue" in ops)
             if not answer["ok"]:
                 assert answer["error"]["error"] in {"delegation_widens", "invalid_argument",
@@ -232,4 +239,12 @@ def _now() -> int:
 def test_effective_scope_shows_the_chain(engine: Engine, world: World) -> None:
     child = sub(engine, parent(world))["result"]["token"]
     scope = call(engine, child, "effective_scope", session="x")["result"]
-    assert scope["chain"] == ["lead", "helper"]
+    assert scope["chain"] == ["lead", "lead.helper"]
+
+
+def test_a_delegation_cannot_take_over_another_agents_lane(engine: Engine, world: World) -> None:
+    """Threat: a delegating agent naming its helper after an existing root agent."""
+    world.mint(agent="alice")  # minted, no lane yet
+    answer = sub(engine, parent(world), agent="alice")
+    assert code(answer) == "invalid_argument"
+    assert "lead.<label>" in answer["error"]["message"]

@@ -238,7 +238,7 @@ def test_no_ops_or_paths_stated_grants_nothing() -> None:
 def test_offline_delegation_block_refused() -> None:
     """Threat: a holder naming a new agent offline (only the engine delegates)."""
     parsed = t.parse(mint(delegable=True, operations=["read", "sub-token:issue"]))
-    block = cbor.encode({"id": secrets.token_bytes(16), "agent": "mallory", "caveats": []})
+    block = cbor.encode({"id": secrets.token_bytes(16), "agent": "alice.mallory", "caveats": []})
     forged = t._emit(KID, (*parsed.blocks, block), t.hmac_sha256(parsed._tag, block))
     assert code_of(forged) == "delegation_not_permitted"
 
@@ -277,6 +277,7 @@ GLOBS = st.lists(
     st.sampled_from(
         ["**", "src/**", "src/*.py", "src/api/**", "docs/**", "src/api/v1.py", "src_old/**", "*"]
     ),
+    min_size=1,
     max_size=3,
 )
 PROBES = [

@@ -23,11 +23,11 @@ def test_delegate_then_revoke_the_parent_kills_the_live_child(world: World) -> N
             listed = {t.name for t in (await parent.list_tools()).tools}
             out["parent_tools"] = listed
             issued = await parent.call_tool("issue_sub_token", {
-                "agent": "helper", "ops": ["read", "write", "commit"],
+                "agent": "lead.helper", "ops": ["read", "write", "commit"],
                 "paths": ["src/api/**"], "ttl_seconds": 600})
             out["issued"] = payload(issued)
             widened = await parent.call_tool("issue_sub_token", {
-                "agent": "helper2", "ops": ["read"], "paths": ["src/**/*.py", "docs/**"],
+                "agent": "lead.helper2", "ops": ["read"], "paths": ["src/**/*.py", "docs/**"],
                 "ttl_seconds": 600})
             out["widened"] = payload(widened)
             child_token = out["issued"]["token"]
@@ -52,13 +52,13 @@ def test_delegate_then_revoke_the_parent_kills_the_live_child(world: World) -> N
 
     out = anyio.run(run)
     assert "issue_sub_token" in out["parent_tools"]
-    assert out["issued"]["agent"] == "helper" and out["issued"]["token"].startswith("chit_")
+    assert out["issued"]["agent"] == "lead.helper" and out["issued"]["token"].startswith("chit_")
     assert out["widened"]["error"] == "delegation_widens"
     assert "issue_sub_token" not in out["child_tools"]
-    assert out["child_scope"]["lane"] == "agent/helper"
+    assert out["child_scope"]["lane"] == "agent/lead.helper"
     assert out["child_scope"]["path_scopes"][-1] == ["src/api/**"]
-    assert out["child_commit"]["lane"] == "agent/helper"
-    assert out["child_commit"]["trailers"]["Chit-Agent"] == "helper"
+    assert out["child_commit"]["lane"] == "agent/lead.helper"
+    assert out["child_commit"]["trailers"]["Chit-Agent"] == "lead.helper"
     assert out["child_before"] is False and out["revoke_rc"] == 0
     assert out["child_after"] == (True, out["child_after"][1])
     assert out["child_after"][1]["error"] == "token_revoked"

@@ -103,7 +103,7 @@ def grant(agent: str, ops: list[str], scopes: list[list[str]], exp: int, *,
 def cases() -> list[dict[str, Any]]:
     base = Chain(root(*BASE))
     lead = Chain(root(*LEAD, agent="lead"))
-    child = Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "helper", *CHILD))
+    child = Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "lead.helper", *CHILD))
     c: list[dict[str, Any]] = []
 
     def ok(name: str, token: str, expect: dict[str, Any], **extra: Any) -> None:
@@ -138,18 +138,21 @@ def cases() -> list[dict[str, Any]]:
     ok("no ops caveat grants no operations", Chain(root(["paths", ["**"]], ["exp", EXP])).text(),
        grant("alice", [], [["**"]], EXP))
     ok("delegated child: a new agent with the child's scope", child.text(),
-       grant("helper", ["read", "write"], [["src/**"], ["src/api/**"]], EXP - 600,
-             token_id=2), chain=[[bid(1).hex(), "lead"], [bid(2).hex(), "helper"]])
+       grant("lead.helper", ["read", "write"], [["src/**"], ["src/api/**"]], EXP - 600,
+             token_id=2), chain=[[bid(1).hex(), "lead"], [bid(2).hex(), "lead.helper"]])
     ok("delegated child, then attenuated by its holder",
-       Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "helper", *CHILD))
+       Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "lead.helper", *CHILD))
        .add(att(3, ["ops", ["read"]])).text(),
-       grant("helper", ["read"], [["src/**"], ["src/api/**"]], EXP - 600, token_id=2))
-    two_hops = (Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "helper", *CHILD_DELEGABLE))
-                .delegate(deleg(3, "sub", ["ops", ["read"]], ["paths", ["src/api/v1/**"]],
+       grant("lead.helper", ["read"], [["src/**"], ["src/api/**"]], EXP - 600, token_id=2),
+       chain=[[bid(1).hex(), "lead"], [bid(2).hex(), "lead.helper"]])
+    two_hops = (Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "lead.helper", *CHILD_DELEGABLE))
+                .delegate(deleg(3, "lead.helper.sub", ["ops", ["read"]], ["paths", ["src/api/v1/**"]],
                                 ["exp", EXP - 900], ["deleg", False])))
     ok("two delegation hops", two_hops.text(),
-       grant("sub", ["read"], [["src/**"], ["src/api/**"], ["src/api/v1/**"]], EXP - 900,
-             token_id=3))
+       grant("lead.helper.sub", ["read"], [["src/**"], ["src/api/**"], ["src/api/v1/**"]],
+             EXP - 900, token_id=3),
+       chain=[[bid(1).hex(), "lead"], [bid(2).hex(), "lead.helper"],
+              [bid(3).hex(), "lead.helper.sub"]])
     ok("signed by an older key that is still active", Chain(root(*BASE), key=OLD_KEY,
                                                             kid=OLD).text(),
        grant("alice", ["read", "write"], [["src/**"]], EXP))
@@ -203,22 +206,28 @@ def cases() -> list[dict[str, Any]]:
 
     # --- delegation ----------------------------------------------------------------------
     bad("delegation block added offline, no proof",
-        Chain(root(*LEAD, agent="lead")).add(deleg(2, "mallory", *CHILD)).text(),
+        Chain(root(*LEAD, agent="lead")).add(deleg(2, "lead.mallory", *CHILD)).text(),
         "delegation_not_permitted")
     bad("delegation proof made with the wrong key",
-        Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "mallory", *CHILD),
+        Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "lead.mallory", *CHILD),
                                                   proof_key=bytes(32)).text(),
         "delegation_not_permitted")
     bad("delegation from a token without the flag",
-        Chain(root(*BASE, agent="lead")).delegate(deleg(2, "helper", *CHILD)).text(),
+        Chain(root(*BASE, agent="lead")).delegate(deleg(2, "lead.helper", *CHILD)).text(),
         "delegation_not_permitted")
     bad("delegation from a token without sub-token:issue",
         Chain(root(["ops", ["read"]], ["paths", ["**"]], ["exp", EXP], ["deleg", True]))
-        .delegate(deleg(2, "helper", *CHILD)).text(), "delegation_not_permitted")
+        .delegate(deleg(2, "alice.helper", *CHILD)).text(), "delegation_not_permitted")
     bad("delegation after the flag was dropped",
         Chain(root(*LEAD, agent="lead")).add(att(2, ["deleg", False]))
-        .delegate(deleg(3, "helper", *CHILD)).text(), "delegation_not_permitted")
+        .delegate(deleg(3, "lead.helper", *CHILD)).text(), "delegation_not_permitted")
     bad("depth beyond the limit", two_hops.text(), "delegation_depth_exceeded", depth_limit=1)
+    bad("delegated agent not named under its parent (even with a valid proof)",
+        Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "alice", *CHILD)).text(),
+        "token_malformed")
+    bad("root block with a null agent", Chain({"id": bid(1), "agent": None,
+                                                "caveats": list(BASE)}).text(),
+        "token_malformed")
 
     # --- revocation ------------------------------------------------------------------------
     bad("root revoked", base.text(), "token_revoked", revoked=[bid(1).hex()])
