@@ -201,7 +201,7 @@ def test_any_chain_of_attenuations_and_delegations_stays_within_its_parent(
     engine = Engine(world.home, world.repo)
     ops_all = ["read", "write", "commit", "sub-token:issue"]
     token = parent(world, ops=",".join(ops_all), paths="**")
-    for hop in range(data.draw(st.integers(1, 4))):
+    for _hop in range(data.draw(st.integers(1, 4))):
         before = t.verify_at_time(token, keys.Keyring(world.home).lookup, _now())
         ops = data.draw(st.lists(st.sampled_from(ops_all), min_size=1, unique=True))
         paths = data.draw(st.lists(st.sampled_from(GLOBS), min_size=1, max_size=2))

@@ -145,9 +145,12 @@ def cases() -> list[dict[str, Any]]:
        .add(att(3, ["ops", ["read"]])).text(),
        grant("lead.helper", ["read"], [["src/**"], ["src/api/**"]], EXP - 600, token_id=2),
        chain=[[bid(1).hex(), "lead"], [bid(2).hex(), "lead.helper"]])
-    two_hops = (Chain(root(*LEAD, agent="lead")).delegate(deleg(2, "lead.helper", *CHILD_DELEGABLE))
-                .delegate(deleg(3, "lead.helper.sub", ["ops", ["read"]], ["paths", ["src/api/v1/**"]],
-                                ["exp", EXP - 900], ["deleg", False])))
+    two_hops = (
+        Chain(root(*LEAD, agent="lead"))
+        .delegate(deleg(2, "lead.helper", *CHILD_DELEGABLE))
+        .delegate(deleg(3, "lead.helper.sub", ["ops", ["read"]], ["paths", ["src/api/v1/**"]],
+                        ["exp", EXP - 900], ["deleg", False]))
+    )
     ok("two delegation hops", two_hops.text(),
        grant("lead.helper.sub", ["read"], [["src/**"], ["src/api/**"], ["src/api/v1/**"]],
              EXP - 900, token_id=3),
