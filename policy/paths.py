@@ -538,6 +538,7 @@ def glob_may_match_below(glob: str, folder: str) -> bool:
     return len(parts) > len(segments)
 
 
+@functools.lru_cache(maxsize=16384)
 def _segment_contained(inner: str, outer: str) -> bool:
     """Whether every segment ``inner`` matches is matched by ``outer`` (sound).
 
@@ -565,6 +566,7 @@ def _segment_contained(inner: str, outer: str) -> bool:
     return reach[m][n]
 
 
+@functools.lru_cache(maxsize=4096)
 def glob_contained(inner: str, outer: str) -> bool:
     """Whether ``inner`` provably matches no path that ``outer`` does not.
 
