@@ -154,7 +154,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.NoArgs,
         s.Conflicts,
         R,
-        None,
+        handlers.list_conflicts,
     ),
     _tool(
         "log",
@@ -260,7 +260,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.ResolveConflictArgs,
         s.Resolved,
         W,
-        None,
+        handlers.resolve_conflict,
         path_args=("path",),
     ),
     _tool(

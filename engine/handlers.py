@@ -224,7 +224,10 @@ def _staged_result(staged: vcs.StagedChange, path: str, change: Any) -> s.Staged
 
 def _trial(staged: vcs.StagedChange) -> vcs.StagedChange:
     return vcs.StagedChange(
-        base=staged.base, changes=dict(staged.changes), modes=dict(staged.modes)
+        base=staged.base,
+        changes=dict(staged.changes),
+        modes=dict(staged.modes),
+        conflicts=dict(staged.conflicts),
     )
 
 
@@ -301,6 +304,8 @@ def _adopt(staged: vcs.StagedChange, trial: vcs.StagedChange) -> None:
     staged.base = trial.base
     staged.changes = trial.changes
     staged.modes = trial.modes
+    # Writing, deleting or moving a conflicting path settles its conflict.
+    staged.conflicts = {p: c for p, c in trial.conflicts.items() if p in trial.changes}
 
 
 def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
@@ -320,6 +325,19 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     staged = ctx.session.staged
     if staged.is_empty():
         raise InvalidRequestError("invalid_argument", "nothing is staged")
+    if not staged.conflicts:
+        # The lane moved since this session's view: merge the staged change onto it.
+        ctx.repo.merge_onto_lane(ctx.token.agent, staged)
+    if staged.conflicts:
+        raise RepositoryError(
+            "conflict",
+            "your lane moved and these paths changed on both sides; see list_conflicts, "
+            "settle each with resolve_conflict (ours, theirs or content), then commit again",
+            paths=sorted(p for p in staged.conflicts if ctx.visible(p)),
+            lane=ctx.token.lane,
+        )
+    if staged.is_empty():
+        raise InvalidRequestError("invalid_argument", "nothing is left to commit after merging")
     files = len(staged.changes)
     trailers = {
         "Chit-Agent": ctx.token.agent,
@@ -369,6 +387,82 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
         catalog_hash=ctx.offer.catalog_hash,
         catalog_encoding=CATALOG_ENCODING,
         trailers=trailers,
+    )
+
+
+def _conflict_view(path: str, sides: tuple[bytes | None, ...]) -> s.Conflict:
+    texts: list[str | None] = []
+    binary = False
+    for data in sides:
+        if data is None:
+            texts.append(None)
+            continue
+        try:
+            texts.append(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            texts.append(None)
+            binary = True
+    return s.Conflict(path=path, base=texts[0], ours=texts[1], theirs=texts[2], binary=binary)
+
+
+def list_conflicts(ctx: CallContext, _args: s.NoArgs) -> s.Conflicts:
+    """The session's unresolved conflicts, and where the lane would conflict with main."""
+    staged = ctx.session.staged
+    session = [
+        _conflict_view(path, sides)
+        for path, sides in sorted(staged.conflicts.items())
+        if ctx.visible(path)
+    ]
+    with_main = [
+        _conflict_view(c["path"], (c["base"], c["ours"], c["theirs"]))
+        for c in ctx.repo.conflicts_with_main(ctx.token.agent)
+        if ctx.visible(c["path"])
+    ]
+    return s.Conflicts(session=session, with_main=with_main)
+
+
+def resolve_conflict(ctx: CallContext, args: s.ResolveConflictArgs) -> s.Resolved:
+    """Settle one conflicting path with ours, theirs or explicit content."""
+    staged = ctx.session.staged
+    if args.path not in staged.conflicts:
+        raise RepositoryError("not_found", "that path has no unresolved conflict in this session")
+    _base, ours, theirs = staged.conflicts[args.path]
+    if args.resolution == "content":
+        if args.content is None:
+            raise InvalidRequestError(
+                "invalid_argument", "resolution 'content' needs content", fields=["content"]
+            )
+        chosen: bytes | None = args.content.encode("utf-8")
+    elif args.content is not None:
+        raise InvalidRequestError(
+            "invalid_argument", "content is only for resolution 'content'", fields=["content"]
+        )
+    else:
+        chosen = ours if args.resolution == "ours" else theirs
+    trial = _trial(staged)
+    trial.conflicts.pop(args.path)
+    if chosen is None:
+        # Absent on the chosen side: delete it if the (merged) base still has it.
+        if ctx.repo.exists(ctx.token.agent, _without(trial, args.path), args.path):
+            trial.changes[args.path] = None
+        else:
+            trial.changes.pop(args.path, None)
+    else:
+        unstaged = _without(trial, args.path)
+        ctx.repo.stage_write(ctx.token.agent, unstaged, args.path, chosen)
+        trial.changes, trial.modes = unstaged.changes, unstaged.modes
+    ctx.enforce_sizes("resolve_conflict", args.path, len(chosen or b""), trial)
+    _adopt(staged, trial)
+    staged.conflicts = trial.conflicts
+    ctx.session.seen[args.path] = _digest(chosen)
+    return s.Resolved(path=args.path, resolution=args.resolution, remaining=len(staged.conflicts))
+
+
+def _without(staged: vcs.StagedChange, path: str) -> vcs.StagedChange:
+    changes = {p: d for p, d in staged.changes.items() if p != path}
+    modes = {p: m for p, m in staged.modes.items() if p != path}
+    return vcs.StagedChange(
+        base=staged.base, changes=changes, modes=modes, conflicts=dict(staged.conflicts)
     )
 
 

@@ -296,13 +296,18 @@ class Committed(BaseModel):
 
 
 class Conflict(BaseModel):
-    """One conflicting path."""
+    """One conflicting path: its content at the merge base, on your side, on theirs.
+
+    Content is UTF-8 text, or ``None`` when the side has no file there; binary
+    sides are ``None`` with ``binary`` true (read them with read_file and a ref).
+    """
 
     model_config = _OUT
     path: str
     base: str | None
     ours: str | None
     theirs: str | None
+    binary: bool = False
 
 
 class Conflicts(BaseModel):

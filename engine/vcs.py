@@ -147,6 +147,19 @@ def _tree_entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
         return None
 
 
+def _blob_data(entry: pygit2.Object | None) -> bytes | None:
+    if entry is None or entry.type_str != "blob":
+        return None
+    data: bytes = entry.peel(pygit2.Blob).data
+    return data
+
+
+def _same_entry(a: pygit2.Object | None, b: pygit2.Object | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return bool(a.id == b.id and a.filemode == b.filemode)
+
+
 def _equals(expected: pygit2.Oid | None) -> Callable[[pygit2.Oid | None], bool]:
     """Return a compare-and-swap predicate accepting exactly ``expected``."""
     return lambda current: current == expected
@@ -176,11 +189,17 @@ class StagedChange:
             insertion order.
         modes: Git file mode of staged writes that are not a plain
             ``0o100644`` file (``0o100755`` or ``0o120000``).
+        conflicts: Paths a merge onto the lane could not settle, each with
+            ``(base, ours, theirs)`` content (``None``: absent). ``commit`` is
+            refused until each is resolved.
     """
 
     base: pygit2.Oid | None = None
     changes: dict[str, bytes | None] = field(default_factory=dict)
     modes: dict[str, int] = field(default_factory=dict)
+    conflicts: dict[str, tuple[bytes | None, bytes | None, bytes | None]] = field(
+        default_factory=dict
+    )
 
     def byte_size(self) -> int:
         """Return the sum of staged content sizes in bytes (deletions count 0)."""
@@ -1095,6 +1114,117 @@ class Repository:
                     changed.append(path)
                     break
         return sorted(changed)
+
+    def merge_onto_lane(self, agent: str, staged: StagedChange) -> bool:
+        """Three-way merge the staged change onto the lane head, if the lane moved.
+
+        For each staged path, with base = ``staged.base``, theirs = the lane head
+        and ours = the staged content: unchanged on the lane, ours stands; equal
+        on both sides, nothing is left to stage; both changed a text file, the
+        line-level merge of libgit2 (``git_merge_file``) decides; anything else
+        (binary, delete against modify, add against add, a file against a
+        folder) is a conflict. Clean results replace the staged content,
+        conflicting paths keep ours staged and are recorded in
+        ``staged.conflicts``; ``staged.base`` moves to the lane head. No reference
+        is touched.
+
+        Args:
+            agent: A validated agent name.
+            staged: The session's staged change (updated in place).
+
+        Returns:
+            True iff ``staged.base`` moved (a merge happened).
+        """
+        if staged.base is None or staged.is_empty():
+            return False
+        repo = self._repo
+        head = self.head_for(agent)
+        if head.id == staged.base or not repo.descendant_of(head.id, staged.base):
+            return False
+        old, new = self._commit(staged.base).tree, head.tree
+        changes: dict[str, bytes | None] = {}
+        modes: dict[str, int] = {}
+        conflicts = dict(staged.conflicts)
+        for path, ours in staged.changes.items():
+            mode = staged.modes.get(path, MODE_FILE)
+            base_entry, theirs_entry = _tree_entry(old, path), _tree_entry(new, path)
+            base_data, theirs_data = _blob_data(base_entry), _blob_data(theirs_entry)
+            theirs_mode = theirs_entry.filemode if theirs_entry is not None else None
+            blocked = self._folder_clash(new, path)
+            if not blocked and _same_entry(base_entry, theirs_entry):
+                changes[path] = ours
+            elif not blocked and ours == theirs_data and (ours is None or mode == theirs_mode):
+                continue  # the lane already has exactly this
+            else:
+                merged = None if blocked else self._merge_text(path, base_data, ours, theirs_data)
+                if merged is None:
+                    conflicts[path] = (base_data, ours, theirs_data)
+                    changes[path] = ours
+                elif merged != theirs_data:
+                    changes[path] = merged
+            if path in changes and mode != MODE_FILE:
+                modes[path] = mode
+        staged.base, staged.changes, staged.modes = head.id, changes, modes
+        staged.conflicts = conflicts
+        return True
+
+    def _folder_clash(self, tree: pygit2.Tree, path: str) -> bool:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            entry = _tree_entry(tree, "/".join(parts[:i]))
+            if entry is not None and entry.type_str != "tree":
+                return True
+        entry = _tree_entry(tree, path)
+        return entry is not None and entry.type_str == "tree"
+
+    def _merge_text(
+        self, path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None
+    ) -> bytes | None:
+        if base is None or ours is None or theirs is None:
+            return None
+        try:
+            for data in (base, ours, theirs):
+                data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        repo = self._repo
+        entries = [
+            pygit2.IndexEntry(path, repo.create_blob(data), FileMode.BLOB)
+            for data in (base, ours, theirs)
+        ]
+        result = repo.merge_file_from_index(entries[0], entries[1], entries[2])
+        if not result.automergeable or result.contents is None:
+            return None
+        return result.contents.encode("utf-8")
+
+    def conflicts_with_main(self, agent: str) -> list[dict[str, Any]]:
+        """Paths where merging the lane into ``main`` would conflict. Changes nothing.
+
+        Args:
+            agent: A validated agent name.
+
+        Returns:
+            ``[{"path", "base", "ours", "theirs"}]`` with content as bytes or
+            ``None``, ours being the lane's side; empty if the lane does not exist.
+        """
+        repo = self._repo
+        reference = repo.references.get(lane_ref(agent))
+        if reference is None:
+            return []
+        lane = reference.peel(pygit2.Commit)
+        main = self._main_head(repo)
+        index = repo.merge_commits(lane, main)
+        if index.conflicts is None:
+            return []
+        out = []
+        for ancestor, ours, theirs in index.conflicts:
+            path = next(e.path for e in (ours, theirs, ancestor) if e is not None)
+            data = [
+                None if e is None else repo[e.id].peel(pygit2.Blob).data
+                for e in (ancestor, ours, theirs)
+            ]
+            out.append({"path": path, "base": data[0], "ours": data[1], "theirs": data[2]})
+        return sorted(out, key=lambda c: str(c["path"]))
 
     def rebase_if_clean(self, agent: str, staged: StagedChange) -> bool:
         """Move a staged change onto the lane head when that cannot change its meaning.

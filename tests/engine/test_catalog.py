@@ -41,8 +41,6 @@ DESIGN_TOOLS = {
 # Tools whose handlers come in later work. Both directions are pinned: a tool
 # gaining a handler must be removed from here, and none may silently lose one.
 WITHHELD = {
-    "list_conflicts",
-    "resolve_conflict",
     "symbol_context",
     "symbol_relations",
     "search_symbols",
@@ -74,8 +72,9 @@ def test_effective_scope_always_offered() -> None:
 @pytest.mark.parametrize(
     ("ops", "expected"),
     [
-        ({"read"}, {"effective_scope", "status", "read_file", "log", "diff"}),
-        ({"write"}, {"effective_scope", "write_file", "delete_file", "move_file"}),
+        ({"read"}, {"effective_scope", "status", "read_file", "log", "diff", "list_conflicts"}),
+        ({"write"}, {"effective_scope", "write_file", "delete_file", "move_file",
+                     "resolve_conflict"}),
         ({"commit"}, {"effective_scope", "commit"}),
     ],
 )

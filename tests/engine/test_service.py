@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from engine import token as tokens
@@ -39,6 +41,7 @@ def test_offer_and_call_share_one_check(engine: Engine, world: World) -> None:
     offer = engine.offer(token)
     assert offer["ok"] and {t["name"] for t in offer["tools"]} == {
         "effective_scope",
+        "list_conflicts",
         "status",
         "read_file",
         "log",
@@ -176,18 +179,21 @@ def test_sessions_of_one_agent_share_the_lane(engine: Engine, world: World) -> N
         "ok"
     ]
     assert call(engine, token, "commit", {"message": "B wins"}, session="B")["ok"]
-    assert error(call(engine, token, "commit", {"message": "A"}, session="A")) == "conflict"
-    status = call(engine, token, "status", session="A")["result"]
-    assert [e["path"] for e in status["staged"]] == ["src/app.py"]  # type: ignore[index]
-    # Unstaging (writing back the base content) lets the session follow the lane again.
-    original = "def main():\n    return 1\n"
-    assert call(
-        engine, token, "write_file", {"path": "src/app.py", "content": original}, session="A"
-    )["ok"]
-    assert call(engine, token, "write_file", {"path": "src/c.py", "content": "c"}, session="A")[
-        "ok"
+    refused = call(engine, token, "commit", {"message": "A"}, session="A")
+    assert error(refused) == "conflict" and refused["error"]["paths"] == ["src/app.py"]  # type: ignore[index]
+    listed = call(engine, token, "list_conflicts", session="A")["result"]
+    assert listed["session"] == [  # type: ignore[index]
+        {"path": "src/app.py", "base": "def main():\n    return 1\n", "ours": "1",
+         "theirs": "2", "binary": False}
     ]
-    assert call(engine, token, "commit", {"message": "c"}, session="A")["ok"]
+    resolved = call(engine, token, "resolve_conflict",
+                    {"path": "src/app.py", "resolution": "content", "content": "1+2"},
+                    session="A")
+    assert resolved["result"]["remaining"] == 0  # type: ignore[index]
+    assert call(engine, token, "commit", {"message": "A after merge"}, session="A")["ok"]
+    lane = call(engine, token, "read_file", {"path": "src/app.py", "ref": "agent/alice"},
+                session="A")["result"]
+    assert lane["content"] == "1+2"  # type: ignore[index]
 
 
 def test_no_session_overwrites_a_change_it_never_saw(engine: Engine, world: World) -> None:
@@ -209,35 +215,95 @@ def test_no_session_overwrites_a_change_it_never_saw(engine: Engine, world: Worl
     assert call(engine, token, "commit", {"message": "A"}, session="A")["ok"]
 
 
-def test_conflict_names_paths_and_the_way_out(engine: Engine, world: World) -> None:
+@pytest.mark.parametrize("resolution", ["ours", "theirs", "content"])
+def test_conflicts_resolve_each_way_and_clean_paths_merge(
+    engine: Engine, world: World, resolution: str
+) -> None:
+    """Divergence: two sessions of one agent edit one file; each way of resolving."""
     token = world.mint()
-    assert call(engine, token, "write_file", {"path": "src/x.py", "content": "x"}, session="A")[
-        "ok"
-    ]
-    assert call(engine, token, "write_file", {"path": "src/app.py", "content": "A"}, session="A")[
-        "ok"
-    ]
-    assert call(engine, token, "write_file", {"path": "src/app.py", "content": "B"}, session="B")[
-        "ok"
-    ]
+    readme = "line 1\nline 2\nline 3\nline 4\nline 5\n"
+    for session in ("A", "B"):  # both sessions start from one shared base
+        call(engine, token, "read_file", {"path": "src/app.py"}, session=session)
+    assert call(engine, token, "write_file", {"path": "src/merge.txt", "content": readme},
+                session="B")["ok"]
+    assert call(engine, token, "commit", {"message": "base"}, session="B")["ok"]
+    # Disjoint edits of one text file merge cleanly; one line edited twice conflicts.
+    assert call(engine, token, "write_file", {"path": "src/merge.txt",
+                "content": readme.replace("line 1", "line one")}, session="A")["ok"]
+    assert call(engine, token, "write_file", {"path": "src/app.py", "content": "A\n"},
+                session="A")["ok"]
+    assert call(engine, token, "write_file", {"path": "src/merge.txt",
+                "content": readme.replace("line 5", "line five")}, session="B")["ok"]
+    assert call(engine, token, "write_file", {"path": "src/app.py", "content": "B\n"},
+                session="B")["ok"]
     assert call(engine, token, "commit", {"message": "B"}, session="B")["ok"]
     refused = call(engine, token, "commit", {"message": "A"}, session="A")
     assert error(refused) == "conflict"
-    hints = refused["error"]
-    assert hints["paths"] == ["src/app.py"]  # type: ignore[index]
-    base = hints["base"]  # type: ignore[index]
-    original = call(engine, token, "read_file", {"path": "src/app.py", "ref": base}, session="A")[
-        "result"
-    ]["content"]  # type: ignore[index]
-    undo = call(
-        engine, token, "write_file", {"path": "src/app.py", "content": original}, session="A"
-    )
-    assert undo["result"]["change"] == "unstaged"  # type: ignore[index]
-    # The rest of the staged change now follows the lane; app.py shows B's version.
-    lane = call(engine, token, "read_file", {"path": "src/app.py"}, session="A")["result"]
-    assert lane["content"] == "B"  # type: ignore[index]
-    done = call(engine, token, "commit", {"message": "x only"}, session="A")
-    assert done["ok"], done
+    assert refused["error"]["paths"] == ["src/app.py"]
+    args: dict[str, Any] = {"path": "src/app.py", "resolution": resolution}
+    if resolution == "content":
+        args["content"] = "A and B\n"
+    assert call(engine, token, "resolve_conflict", args, session="A")["ok"]
+    done = call(engine, token, "commit", {"message": "A"}, session="A")
+    expected = {"ours": "A\n", "theirs": "B\n", "content": "A and B\n"}[resolution]
+    if resolution == "theirs" and not done["ok"]:
+        # Only app.py differed and theirs is the lane's: the merge part still lands.
+        assert error(done) == "invalid_argument"
+    lane = lambda p: call(engine, token, "read_file", {"path": p, "ref": "agent/alice"},  # noqa: E731
+                          session="Z")["result"]["content"]
+    assert lane("src/app.py") == expected
+    assert lane("src/merge.txt") == readme.replace("line 1", "line one").replace(
+        "line 5", "line five")
+
+
+def test_deletes_binary_and_resolution_errors(engine: Engine, world: World) -> None:
+    token = world.mint()
+    for session in ("A", "B"):
+        call(engine, token, "read_file", {"path": "src/data.bin"}, session=session)
+    assert call(engine, token, "delete_file", {"path": "src/data.bin"}, session="A")["ok"]
+    assert call(engine, token, "write_file", {"path": "src/data.bin", "content": "AAE=",
+                                              "encoding": "base64"}, session="B")["ok"]
+    assert call(engine, token, "commit", {"message": "B"}, session="B")["ok"]
+    assert error(call(engine, token, "commit", {"message": "A"}, session="A")) == "conflict"
+    listed = call(engine, token, "list_conflicts", session="A")["result"]["session"]
+    assert listed[0]["path"] == "src/data.bin" and listed[0]["ours"] is None
+    assert listed[0]["binary"] is True
+    assert error(call(engine, token, "resolve_conflict",
+                      {"path": "src/app.py", "resolution": "ours"}, session="A")) == "not_found"
+    assert error(call(engine, token, "resolve_conflict",
+                      {"path": "src/data.bin", "resolution": "content"}, session="A")) \
+        == "invalid_argument"
+    assert call(engine, token, "resolve_conflict",
+                {"path": "src/data.bin", "resolution": "ours"}, session="A")["ok"]
+    assert call(engine, token, "commit", {"message": "A deletes"}, session="A")["ok"]
+    gone = call(engine, token, "read_file", {"path": "src/data.bin", "ref": "agent/alice"},
+                session="Z")
+    assert error(gone) == "not_found"
+
+
+def test_list_conflicts_reports_the_lane_against_main(world: World) -> None:
+    import pygit2
+
+    engine = Engine(world.home, world.repo)
+    token = world.mint()
+    assert call(engine, token, "write_file", {"path": "src/app.py", "content": "lane\n"})["ok"]
+    assert call(engine, token, "commit", {"message": "lane"})["ok"]
+    repo = pygit2.Repository(str(world.repo))
+    main = repo.references["refs/heads/main"]
+    index = pygit2.Index()
+    index.read_tree(repo[main.target].tree)
+    index.add(pygit2.IndexEntry("src/app.py", repo.create_blob(b"main\n"),
+                                pygit2.enums.FileMode.BLOB))
+    sig = pygit2.Signature("x", "x@example.com", 1_800_000_000, 0)
+    repo.create_commit("refs/heads/main", sig, sig, "main moves", index.write_tree(repo),
+                       [main.target])
+    before = {r: str(repo.references[r].target) for r in repo.references}
+    listed = call(engine, token, "list_conflicts", session="s2")["result"]
+    assert listed["with_main"][0]["path"] == "src/app.py"
+    assert listed["with_main"][0]["ours"] == "lane\n"
+    assert listed["with_main"][0]["theirs"] == "main\n"
+    after = {r: str(repo.references[r].target) for r in repo.references}
+    assert before == after
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from engine import cbor
 from tests.conftest import World
 from tests.gateway.mcp_client import payload, with_client
 
-READ_TOOLS = {"effective_scope", "status", "read_file", "log", "diff"}
+READ_TOOLS = {"effective_scope", "status", "read_file", "log", "diff", "list_conflicts"}
 WRITE_TOOLS = {"write_file", "delete_file", "move_file", "commit"}
 
 
@@ -45,7 +45,7 @@ def test_tools_outside_the_offer_are_unknown_under_any_spelling(world: World, op
     token = world.mint(ops=ops)
     before = world.refs()
     names = [
-        "list_conflicts",
+        "Resolve_Conflict",
         "issue_sub_token",
         "provenance_graph",
         "obliterate",
