@@ -1,4 +1,4 @@
-"""issue_sub_token over the real stdio transport, and revocation of live sessions."""
+"""Over the real stdio transport: delegation, revocation of live sessions, divergence."""
 
 from __future__ import annotations
 
@@ -66,3 +66,50 @@ def test_delegate_then_revoke_the_parent_kills_the_live_child(world: World) -> N
     audit = subprocess.run([*world.cli(), "audit", "verify", "--repo", str(world.repo)],
                            capture_output=True, text=True, check=False)
     assert audit.returncode == 0, audit.stdout
+
+
+def test_two_live_sessions_of_one_token_diverge_and_resolve(world: World) -> None:
+    """Divergence over real MCP: same token, two connections, one file edited twice."""
+    token = world.mint(paths="**")
+
+    async def run() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with (
+            Client(stdio_server_params(world.home, world.repo, token)) as a,
+            Client(stdio_server_params(world.home, world.repo, token)) as b,
+        ):
+            await a.list_tools()
+            await b.list_tools()
+            out["sessions"] = (payload(await a.call_tool("status", {}))["session"],
+                               payload(await b.call_tool("status", {}))["session"])
+            await a.call_tool("read_file", {"path": "src/app.py"})
+            await b.call_tool("read_file", {"path": "src/app.py"})
+            await a.call_tool("write_file", {"path": "src/app.py", "content": "A\n"})
+            ignore = await a.call_tool("write_file", {"path": ".gitignore", "content": "*.pyc\n"})
+            assert not ignore.is_error, payload(ignore)
+            await b.call_tool("write_file", {"path": "src/app.py", "content": "B\n"})
+            await b.call_tool("write_file", {"path": ".github/workflows/ci.yml",
+                                             "content": "on: push\n"})
+            out["b"] = payload(await b.call_tool("commit", {"message": "B"}))
+            refused = await a.call_tool("commit", {"message": "A"})
+            out["refused"] = (refused.is_error, payload(refused))
+            out["listed"] = payload(await a.call_tool("list_conflicts", {}))
+            out["resolved"] = payload(await a.call_tool("resolve_conflict", {
+                "path": "src/app.py", "resolution": "content", "content": "A+B\n"}))
+            out["a"] = payload(await a.call_tool("commit", {"message": "A"}))
+        return out
+
+    out = anyio.run(run)
+    assert out["sessions"][0] != out["sessions"][1]
+    assert out["refused"][0] and out["refused"][1]["error"] == "conflict"
+    assert out["listed"]["session"][0]["ours"] == "A\n"
+    assert out["listed"]["session"][0]["theirs"] == "B\n"
+    assert out["resolved"]["remaining"] == 0
+    import pygit2
+
+    repo = pygit2.Repository(str(world.repo))
+    head = repo[repo.references["refs/heads/agent/alice"].target]
+    assert str(head.id) == out["a"]["commit"] and str(head.parents[0].id) == out["b"]["commit"]
+    assert repo[head.tree["src/app.py"].id].data == b"A+B\n"
+    assert repo[head.tree[".gitignore"].id].data == b"*.pyc\n"
+    assert repo[head.tree[".github/workflows/ci.yml"].id].data == b"on: push\n"
