@@ -362,23 +362,14 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
             time=ctx.now,
         )
     except RepositoryError as exc:
-        if exc.code != "conflict":
-            raise
-        paths = [
-            p
-            for p in ctx.repo.staged_paths_changed_on_lane(ctx.token.agent, staged)
-            if ctx.visible(p)
-        ]
-        raise RepositoryError(
-            "conflict",
-            "your lane moved since your session's view and staged paths changed there too; "
-            "nothing was committed. To start a path over: read_file with ref=<base> gives "
-            "your base version; writing it back unstages the path; once no staged path "
-            "conflicts, your view follows the lane and read_file shows the lane's version",
-            paths=paths,
-            base=parent,
-            lane=ctx.token.lane,
-        ) from None
+        if exc.code == "conflict" and ctx.repo.head_for(ctx.token.agent).id != staged.base:
+            raise RepositoryError(
+                "conflict",
+                "your lane moved while this commit was being made; nothing was committed. "
+                "Commit again: the staged change will be merged onto the lane",
+                lane=ctx.token.lane,
+            ) from None
+        raise
     return s.Committed(
         commit=str(oid),
         lane=ctx.token.lane,

@@ -464,7 +464,9 @@ class Repository:
                 txn.set_target(ref, new, message=reflog)
         except pygit2.GitError as exc:
             raise RepositoryError(
-                "conflict", "the branch is being updated concurrently; retry"
+                "conflict",
+                "the branch is locked by another update; retry. If it stays locked, a "
+                "writer died holding it: an operator removes the ref's .lock file",
             ) from exc
 
     def _commit(self, oid: pygit2.Oid) -> pygit2.Commit:
