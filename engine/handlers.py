@@ -325,19 +325,8 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     staged = ctx.session.staged
     if staged.is_empty():
         raise InvalidRequestError("invalid_argument", "nothing is staged")
-    if not staged.conflicts:
-        # The lane moved since this session's view: merge the staged change onto it.
-        ctx.repo.merge_onto_lane(ctx.token.agent, staged)
     if staged.conflicts:
-        raise RepositoryError(
-            "conflict",
-            "your lane moved and these paths changed on both sides; see list_conflicts, "
-            "settle each with resolve_conflict (ours, theirs or content), then commit again",
-            paths=sorted(p for p in staged.conflicts if ctx.visible(p)),
-            lane=ctx.token.lane,
-        )
-    if staged.is_empty():
-        raise InvalidRequestError("invalid_argument", "nothing is left to commit after merging")
+        raise _unresolved(ctx, staged)
     files = len(staged.changes)
     trailers = {
         "Chit-Agent": ctx.token.agent,
@@ -350,8 +339,6 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     ctx.repo.put_blob_in_store(
         ctx.catalog_store, ctx.offer.catalog_hash.removeprefix("sha256:"), ctx.offer.catalog_bytes
     )
-    ctx.repo.rebase_if_clean(ctx.token.agent, staged)
-    parent = str(staged.base)
     try:
         oid = ctx.repo.commit(
             ctx.token.agent,
@@ -360,8 +347,11 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
             author_name=ctx.token.agent,
             author_email=f"{ctx.token.agent}@agents.chit.invalid",
             time=ctx.now,
+            merge=True,
         )
     except RepositoryError as exc:
+        if exc.code == "conflict" and staged.conflicts:
+            raise _unresolved(ctx, staged) from None
         if exc.code == "conflict" and ctx.repo.head_for(ctx.token.agent).id != staged.base:
             raise RepositoryError(
                 "conflict",
@@ -370,14 +360,25 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
                 lane=ctx.token.lane,
             ) from None
         raise
+    landed = ctx.repo.resolve(str(oid))
     return s.Committed(
         commit=str(oid),
         lane=ctx.token.lane,
-        parent=parent,
+        parent=str(landed.parent_ids[0]),
         files=files,
         catalog_hash=ctx.offer.catalog_hash,
         catalog_encoding=CATALOG_ENCODING,
         trailers=trailers,
+    )
+
+
+def _unresolved(ctx: CallContext, staged: vcs.StagedChange) -> RepositoryError:
+    return RepositoryError(
+        "conflict",
+        "your lane moved and these paths changed on both sides; see list_conflicts, "
+        "settle each with resolve_conflict (ours, theirs or content), then commit again",
+        paths=sorted(p for p in staged.conflicts if ctx.visible(p)),
+        lane=ctx.token.lane,
     )
 
 

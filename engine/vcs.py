@@ -1021,6 +1021,7 @@ class Repository:
         author_name: str,
         author_email: str,
         time: int,
+        merge: bool = False,
     ) -> pygit2.Oid:
         """Land the staged change as one commit on the agent's lane.
 
@@ -1041,6 +1042,10 @@ class Repository:
             author_name: Author and committer name.
             author_email: Author and committer email.
             time: Author and committer time, Unix seconds (offset 0).
+            merge: First three-way merge the staged change onto the lane head if
+                the lane moved (:meth:`merge_onto_lane`), under the lane lock.
+                Conflicts are recorded in ``staged.conflicts`` and refused with
+                ``conflict``; any other failure leaves ``staged`` untouched.
 
         Returns:
             The new commit's id.
@@ -1062,8 +1067,29 @@ class Repository:
                 raise ValueError("author identity cannot be recorded")
         with self._ref_lock(ref):
             repo = self._repo
-            base = self._commit(staged.base)
-            tree = self._build_tree(repo, base.tree, staged)
+            work = staged
+            if merge:
+                # Merge under the lane lock, so no session of this process can move
+                # the lane between the merge and the ref update (no wasted work).
+                work = StagedChange(
+                    base=staged.base,
+                    changes=dict(staged.changes),
+                    modes=dict(staged.modes),
+                    conflicts=dict(staged.conflicts),
+                )
+                self.merge_onto_lane(agent, work)
+                if work.conflicts:
+                    staged.base, staged.changes = work.base, work.changes
+                    staged.modes, staged.conflicts = work.modes, work.conflicts
+                    raise RepositoryError("conflict", "staged paths changed on the lane too")
+                if work.is_empty():
+                    raise InvalidRequestError(
+                        "invalid_argument", "nothing is left to commit after merging"
+                    )
+            if work.base is None:
+                raise InvalidRequestError("invalid_argument", "nothing staged")
+            base = self._commit(work.base)
+            tree = self._build_tree(repo, base.tree, work)
             if tree == base.tree.id:
                 raise InvalidRequestError("invalid_argument", "nothing staged")
             signature = pygit2.Signature(author_name, author_email, int(time), 0)
@@ -1078,6 +1104,7 @@ class Repository:
             self._cas_update(repo, ref, new, expected, "chit: commit")
         staged.changes = {}
         staged.modes = {}
+        staged.conflicts = {}
         staged.base = new
         return new
 
