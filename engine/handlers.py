@@ -228,6 +228,7 @@ def _trial(staged: vcs.StagedChange) -> vcs.StagedChange:
         changes=dict(staged.changes),
         modes=dict(staged.modes),
         conflicts=dict(staged.conflicts),
+        conflict_modes=dict(staged.conflict_modes),
     )
 
 
@@ -245,8 +246,18 @@ def _current(ctx: CallContext, path: str) -> bytes | None:
 
 
 def _check_seen(ctx: CallContext, *paths: str) -> None:
-    """Refuse to overwrite content that changed since this session read it."""
+    """Refuse stale or conflicted writes.
+
+    A path whose content changed since this session read it, or one with an
+    unresolved conflict (resolve_conflict settles those), is a ``conflict``.
+    """
     for path in paths:
+        if path in ctx.session.staged.conflicts:
+            raise RepositoryError(
+                "conflict",
+                f"{path!r} has an unresolved conflict; settle it with resolve_conflict",
+                path=path,
+            )
         if path in ctx.session.seen and ctx.session.seen[path] != _digest(_current(ctx, path)):
             raise RepositoryError(
                 "conflict",
@@ -304,8 +315,8 @@ def _adopt(staged: vcs.StagedChange, trial: vcs.StagedChange) -> None:
     staged.base = trial.base
     staged.changes = trial.changes
     staged.modes = trial.modes
-    # Writing, deleting or moving a conflicting path settles its conflict.
-    staged.conflicts = {p: c for p, c in trial.conflicts.items() if p in trial.changes}
+    staged.conflicts = trial.conflicts
+    staged.conflict_modes = trial.conflict_modes
 
 
 def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
@@ -390,10 +401,14 @@ def _conflict_view(path: str, sides: tuple[bytes | None, ...]) -> s.Conflict:
             texts.append(None)
             continue
         try:
-            texts.append(data.decode("utf-8"))
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
+            text = None
+        if text is None or "\x00" in text:
             texts.append(None)
             binary = True
+        else:
+            texts.append(text)
     return s.Conflict(path=path, base=texts[0], ours=texts[1], theirs=texts[2], binary=binary)
 
 
@@ -431,8 +446,11 @@ def resolve_conflict(ctx: CallContext, args: s.ResolveConflictArgs) -> s.Resolve
         )
     else:
         chosen = ours if args.resolution == "ours" else theirs
+    ours_mode, theirs_mode = staged.conflict_modes.get(args.path, (None, None))
+    chosen_mode = {"ours": ours_mode, "theirs": theirs_mode}.get(args.resolution)
     trial = _trial(staged)
     trial.conflicts.pop(args.path)
+    trial.conflict_modes.pop(args.path, None)
     if chosen is None:
         # Absent on the chosen side: delete it if the (merged) base still has it.
         if ctx.repo.exists(ctx.token.agent, _without(trial, args.path), args.path):
@@ -443,6 +461,10 @@ def resolve_conflict(ctx: CallContext, args: s.ResolveConflictArgs) -> s.Resolve
         unstaged = _without(trial, args.path)
         ctx.repo.stage_write(ctx.token.agent, unstaged, args.path, chosen)
         trial.changes, trial.modes = unstaged.changes, unstaged.modes
+        if chosen_mode is not None and chosen_mode != vcs.MODE_FILE:
+            # Keep the chosen side's type (executable, symlink), not a plain file.
+            trial.changes[args.path] = chosen
+            trial.modes[args.path] = chosen_mode
     ctx.enforce_sizes("resolve_conflict", args.path, len(chosen or b""), trial)
     _adopt(staged, trial)
     staged.conflicts = trial.conflicts
@@ -454,7 +476,11 @@ def _without(staged: vcs.StagedChange, path: str) -> vcs.StagedChange:
     changes = {p: d for p, d in staged.changes.items() if p != path}
     modes = {p: m for p, m in staged.modes.items() if p != path}
     return vcs.StagedChange(
-        base=staged.base, changes=changes, modes=modes, conflicts=dict(staged.conflicts)
+        base=staged.base,
+        changes=changes,
+        modes=modes,
+        conflicts=dict(staged.conflicts),
+        conflict_modes=dict(staged.conflict_modes),
     )
 
 

@@ -192,6 +192,8 @@ class StagedChange:
         conflicts: Paths a merge onto the lane could not settle, each with
             ``(base, ours, theirs)`` content (``None``: absent). ``commit`` is
             refused until each is resolved.
+        conflict_modes: For each conflict, the git file modes of ours and theirs
+            (``None``: absent), so a resolution keeps the chosen side's type.
     """
 
     base: pygit2.Oid | None = None
@@ -200,6 +202,7 @@ class StagedChange:
     conflicts: dict[str, tuple[bytes | None, bytes | None, bytes | None]] = field(
         default_factory=dict
     )
+    conflict_modes: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)
 
     def byte_size(self) -> int:
         """Return the sum of staged content sizes in bytes (deletions count 0)."""
@@ -1076,11 +1079,13 @@ class Repository:
                     changes=dict(staged.changes),
                     modes=dict(staged.modes),
                     conflicts=dict(staged.conflicts),
+                    conflict_modes=dict(staged.conflict_modes),
                 )
                 self.merge_onto_lane(agent, work)
                 if work.conflicts:
                     staged.base, staged.changes = work.base, work.changes
                     staged.modes, staged.conflicts = work.modes, work.conflicts
+                    staged.conflict_modes = work.conflict_modes
                     raise RepositoryError("conflict", "staged paths changed on the lane too")
                 if work.is_empty():
                     raise InvalidRequestError(
@@ -1105,6 +1110,7 @@ class Repository:
         staged.changes = {}
         staged.modes = {}
         staged.conflicts = {}
+        staged.conflict_modes = {}
         staged.base = new
         return new
 
@@ -1174,11 +1180,13 @@ class Repository:
         changes: dict[str, bytes | None] = {}
         modes: dict[str, int] = {}
         conflicts = dict(staged.conflicts)
+        conflict_modes = dict(staged.conflict_modes)
         for path, ours in staged.changes.items():
             mode = staged.modes.get(path, MODE_FILE)
             base_entry, theirs_entry = _tree_entry(old, path), _tree_entry(new, path)
             base_data, theirs_data = _blob_data(base_entry), _blob_data(theirs_entry)
-            theirs_mode = theirs_entry.filemode if theirs_entry is not None else None
+            base_mode: int | None = None if base_entry is None else int(base_entry.filemode)
+            theirs_mode: int | None = None if theirs_entry is None else int(theirs_entry.filemode)
             blocked = self._folder_clash(new, path)
             if not blocked and _same_entry(base_entry, theirs_entry):
                 changes[path] = ours
@@ -1186,15 +1194,29 @@ class Repository:
                 continue  # the lane already has exactly this
             else:
                 merged = None if blocked else self._merge_text(path, base_data, ours, theirs_data)
-                if merged is None:
+                # The file's type (plain, executable, symlink) merges too: a change
+                # on one side stands; changes on both sides, or any symlink, conflict.
+                merged_mode: int | None
+                if mode == base_mode:
+                    merged_mode = theirs_mode
+                elif theirs_mode == base_mode or theirs_mode == mode:
+                    merged_mode = mode
+                else:
+                    merged_mode = None
+                if MODE_SYMLINK in (mode, base_mode, theirs_mode):
+                    merged = None
+                if merged is None or merged_mode is None:
                     conflicts[path] = (base_data, ours, theirs_data)
+                    conflict_modes[path] = (mode if ours is not None else None, theirs_mode)
                     changes[path] = ours
-                elif merged != theirs_data:
-                    changes[path] = merged
+                else:
+                    mode = merged_mode
+                    if merged != theirs_data or merged_mode != theirs_mode:
+                        changes[path] = merged
             if path in changes and mode != MODE_FILE:
                 modes[path] = mode
         staged.base, staged.changes, staged.modes = head.id, changes, modes
-        staged.conflicts = conflicts
+        staged.conflicts, staged.conflict_modes = conflicts, conflict_modes
         return True
 
     def _folder_clash(self, tree: pygit2.Tree, path: str) -> bool:

@@ -336,3 +336,59 @@ def test_writes_below_a_forbidden_path_do_not_reveal_it(engine: Engine, world: W
     token = world.mint()
     answer = call(engine, token, "write_file", {"path": "src/.env/x", "content": "x"})
     assert error(answer) == "path_forbidden"
+
+
+def _commit_on_lane(world: World, agent: str, entries: dict[str, tuple[bytes, int]]) -> None:
+    """Move a lane as another session would, with given file modes (test setup only)."""
+    import pygit2
+
+    repo = pygit2.Repository(str(world.repo))
+    ref = f"refs/heads/agent/{agent}"
+    head = repo.references[ref].target if ref in repo.references else \
+        repo.references["refs/heads/main"].target
+    index = pygit2.Index()
+    index.read_tree(repo[head].tree)
+    for path, (data, mode) in entries.items():
+        index.add(pygit2.IndexEntry(path, repo.create_blob(data), pygit2.enums.FileMode(mode)))
+    sig = pygit2.Signature("other", "other@example.com", 1_800_000_000, 0)
+    repo.create_commit(ref, sig, sig, "other session\n", index.write_tree(repo), [head])
+
+
+def test_a_clean_merge_keeps_the_lanes_file_type(engine: Engine, world: World) -> None:
+    """Threat: a merge silently undoing another session's executable bit."""
+    import pygit2
+
+    token = world.mint()
+    call(engine, token, "read_file", {"path": "src/app.py"}, session="A")
+    _commit_on_lane(world, "alice", {"src/app.py": (b"def main():\n    return 1\n", 0o100755)})
+    # A's edit is on a stale view of app.py, so first read it again...
+    call(engine, token, "read_file", {"path": "src/app.py"}, session="A")
+    assert call(engine, token, "write_file", {"path": "src/app.py",
+                "content": "def main():\n    return 2\n"}, session="A")["ok"]
+    assert call(engine, token, "commit", {"message": "A"}, session="A")["ok"]
+    repo = pygit2.Repository(str(world.repo))
+    tree = repo[repo.references["refs/heads/agent/alice"].target].tree
+    assert tree["src/app.py"].filemode == 0o100755
+    assert repo[tree["src/app.py"].id].data == b"def main():\n    return 2\n"
+
+
+def test_symlink_sides_conflict_and_resolution_keeps_the_type(engine: Engine,
+                                                              world: World) -> None:
+    """Threat: resolving a conflict turning a symlink into a plain file."""
+    import pygit2
+
+    token = world.mint()
+    assert call(engine, token, "write_file", {"path": "src/y", "content": "plain\n"},
+                session="A")["ok"]
+    _commit_on_lane(world, "alice", {"src/y": (b"app.py", 0o120000)})
+    assert error(call(engine, token, "commit", {"message": "A"}, session="A")) == "conflict"
+    # A conflicted path is settled only by resolve_conflict, never by a stray write.
+    assert error(call(engine, token, "write_file", {"path": "src/y", "content": "x"},
+                      session="A")) == "conflict"
+    assert call(engine, token, "resolve_conflict", {"path": "src/y", "resolution": "theirs"},
+                session="A")["ok"]
+    answer = call(engine, token, "commit", {"message": "A"}, session="A")
+    repo = pygit2.Repository(str(world.repo))
+    tree = repo[repo.references["refs/heads/agent/alice"].target].tree
+    assert tree["src/y"].filemode == 0o120000 and repo[tree["src/y"].id].data == b"app.py"
+    assert not answer["ok"]  # theirs is what the lane has: nothing is left to commit
