@@ -259,26 +259,6 @@ class VerifiedToken:
 
 
 def parse(text: object) -> UnverifiedToken:
-    """Parse the text form strictly, without verifying the chain (see :func:`_parse`).
-
-    Args:
-        text: ``chit_`` followed by unpadded base64url (RFC 4648 §5) of the
-            envelope, at most :data:`MAX_TOKEN_CHARS` characters.
-
-    Returns:
-        The :class:`UnverifiedToken`.
-
-    Raises:
-        MalformedDataError: ``token_malformed`` (see :func:`_parse`).
-    """
-    if not isinstance(text, str):
-        raise _malformed("not a string")
-    return _parse(text)
-
-
-# Parsing is a pure function of the text and its result immutable: memoised.
-@functools.lru_cache(maxsize=1024)
-def _parse(text: str) -> UnverifiedToken:
     """Parse the text form strictly, without verifying the chain.
 
     Args:
@@ -295,6 +275,13 @@ def _parse(text: str) -> UnverifiedToken:
     """
     if not isinstance(text, str):
         raise _malformed("not a string")
+    return _parse(text)
+
+
+# Parsing is a pure function of the text and its result immutable: memoised.
+@functools.lru_cache(maxsize=1024)
+def _parse(text: str) -> UnverifiedToken:
+    """:func:`parse` for a ``str`` (memoised; exceptions are never cached)."""
     text = text.strip()
     if len(text) > MAX_TOKEN_CHARS:
         raise _malformed("too long")
