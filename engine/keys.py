@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 ROOT_KEY_BYTES = 32
+_FULL_CHECK_SECONDS = 1.0
 _ALG = "hmac-sha256"
 
 
@@ -73,6 +74,8 @@ class Keyring:
             raise ConfigurationError(f"no keyring at {self._dir}; run `chit init` first")
         self._signature: tuple[tuple[str, int, int, int], ...] = ()
         self._keys: dict[str, RootKey] = {}
+        self._dir_mtime = -1
+        self._checked_at = 0.0
         self.refresh()
 
     def _files_signature(self) -> tuple[tuple[str, int, int, int], ...]:
@@ -88,9 +91,19 @@ class Keyring:
         Rotation and retirement by ``chit keys`` take effect on the next call
         of a running engine.
 
+        Rotation and retirement replace files in the key directory, which changes
+        its modification time: that single ``stat`` is checked on every call. A
+        full re-read of every file's metadata (to notice, say, a ``chmod`` that
+        makes a key file readable by others) happens at least once a second.
+
         Raises:
             ConfigurationError: As for the constructor.
         """
+        now = time.monotonic()
+        dir_mtime = self._dir.stat().st_mtime_ns
+        if dir_mtime == self._dir_mtime and now - self._checked_at < _FULL_CHECK_SECONDS:
+            return
+        self._dir_mtime, self._checked_at = dir_mtime, now
         signature = self._files_signature()
         if signature == self._signature:
             return
