@@ -394,22 +394,21 @@ def _unresolved(ctx: CallContext, staged: vcs.StagedChange) -> RepositoryError:
 
 
 def _conflict_view(path: str, sides: tuple[bytes | None, ...]) -> s.Conflict:
-    texts: list[str | None] = []
-    binary = False
-    for data in sides:
-        if data is None:
-            texts.append(None)
-            continue
+    def text(data: bytes) -> str | None:
         try:
-            text = data.decode("utf-8")
+            decoded = data.decode("utf-8")
         except UnicodeDecodeError:
-            text = None
-        if text is None or "\x00" in text:
-            texts.append(None)
-            binary = True
-        else:
-            texts.append(text)
-    return s.Conflict(path=path, base=texts[0], ours=texts[1], theirs=texts[2], binary=binary)
+            return None
+        return None if "\x00" in decoded else decoded
+
+    present = [d for d in sides if d is not None]
+    if all(text(d) is not None for d in present):
+        views = [None if d is None else text(d) for d in sides]
+        return s.Conflict(path=path, base=views[0], ours=views[1], theirs=views[2])
+    b64 = [None if d is None else base64.b64encode(d).decode("ascii") for d in sides]
+    return s.Conflict(
+        path=path, base=b64[0], ours=b64[1], theirs=b64[2], binary=True, encoding="base64"
+    )
 
 
 def list_conflicts(ctx: CallContext, _args: s.NoArgs) -> s.Conflicts:
@@ -439,7 +438,7 @@ def resolve_conflict(ctx: CallContext, args: s.ResolveConflictArgs) -> s.Resolve
             raise InvalidRequestError(
                 "invalid_argument", "resolution 'content' needs content", fields=["content"]
             )
-        chosen: bytes | None = args.content.encode("utf-8")
+        chosen: bytes | None = _decode_content(args.content, args.encoding)
     elif args.content is not None:
         raise InvalidRequestError(
             "invalid_argument", "content is only for resolution 'content'", fields=["content"]

@@ -149,6 +149,7 @@ class ResolveConflictArgs(BaseModel):
     path: str = Path
     resolution: Literal["ours", "theirs", "content"]
     content: str | None = Field(default=None, max_length=MAX_CONTENT_CHARS)
+    encoding: Literal["utf-8", "base64"] = "utf-8"
 
 
 class CommitArgs(BaseModel):
@@ -298,8 +299,8 @@ class Committed(BaseModel):
 class Conflict(BaseModel):
     """One conflicting path: its content at the merge base, on your side, on theirs.
 
-    Content is UTF-8 text, or ``None`` when the side has no file there; binary
-    sides are ``None`` with ``binary`` true (read them with read_file and a ref).
+    ``None`` means the side has no file there. With ``binary`` true every side is
+    base64 (``encoding`` says so); resolve such a path with ``encoding: base64``.
     """
 
     model_config = _OUT
@@ -308,6 +309,7 @@ class Conflict(BaseModel):
     ours: str | None
     theirs: str | None
     binary: bool = False
+    encoding: Literal["utf-8", "base64"] = "utf-8"
 
 
 class Conflicts(BaseModel):

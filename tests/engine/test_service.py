@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
@@ -184,7 +185,7 @@ def test_sessions_of_one_agent_share_the_lane(engine: Engine, world: World) -> N
     listed = call(engine, token, "list_conflicts", session="A")["result"]
     assert listed["session"] == [  # type: ignore[index]
         {"path": "src/app.py", "base": "def main():\n    return 1\n", "ours": "1",
-         "theirs": "2", "binary": False}
+         "theirs": "2", "binary": False, "encoding": "utf-8"}
     ]
     resolved = call(engine, token, "resolve_conflict",
                     {"path": "src/app.py", "resolution": "content", "content": "1+2"},
@@ -267,7 +268,9 @@ def test_deletes_binary_and_resolution_errors(engine: Engine, world: World) -> N
     assert error(call(engine, token, "commit", {"message": "A"}, session="A")) == "conflict"
     listed = call(engine, token, "list_conflicts", session="A")["result"]["session"]
     assert listed[0]["path"] == "src/data.bin" and listed[0]["ours"] is None
-    assert listed[0]["binary"] is True
+    assert listed[0]["binary"] is True and listed[0]["encoding"] == "base64"
+    assert base64.b64decode(listed[0]["theirs"]) == b"\x00\x01"
+    assert base64.b64decode(listed[0]["base"]) == bytes(range(256))
     assert error(call(engine, token, "resolve_conflict",
                       {"path": "src/app.py", "resolution": "ours"}, session="A")) == "not_found"
     assert error(call(engine, token, "resolve_conflict",
@@ -392,3 +395,21 @@ def test_symlink_sides_conflict_and_resolution_keeps_the_type(engine: Engine,
     tree = repo[repo.references["refs/heads/agent/alice"].target].tree
     assert tree["src/y"].filemode == 0o120000 and repo[tree["src/y"].id].data == b"app.py"
     assert not answer["ok"]  # theirs is what the lane has: nothing is left to commit
+
+
+def test_binary_conflicts_resolve_with_base64_content(engine: Engine, world: World) -> None:
+    import pygit2
+
+    token = world.mint()
+    call(engine, token, "read_file", {"path": "src/data.bin"}, session="A")
+    assert call(engine, token, "write_file", {"path": "src/data.bin", "content": "/w==",
+                                              "encoding": "base64"}, session="A")["ok"]
+    _commit_on_lane(world, "alice", {"src/data.bin": (b"\x00\x02", 0o100644)})
+    assert error(call(engine, token, "commit", {"message": "A"}, session="A")) == "conflict"
+    merged = base64.b64encode(b"\xff\x00\x02").decode()
+    assert call(engine, token, "resolve_conflict", {"path": "src/data.bin", "resolution":
+                "content", "content": merged, "encoding": "base64"}, session="A")["ok"]
+    assert call(engine, token, "commit", {"message": "A"}, session="A")["ok"]
+    repo = pygit2.Repository(str(world.repo))
+    tree = repo[repo.references["refs/heads/agent/alice"].target].tree
+    assert repo[tree["src/data.bin"].id].data == b"\xff\x00\x02"
