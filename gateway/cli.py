@@ -62,19 +62,15 @@ def cmd_mint(args: argparse.Namespace) -> int:
 
     home = operator.resolve_home(args.home)
     operator.ensure_home(home)
-    try:
-        ttl = operator.parse_duration(args.ttl)
-        info = operator.mint_token(
-            home,
-            agent=args.agent,
-            operations=_split(args.ops),
-            paths=_split(args.paths),
-            ttl_seconds=ttl,
-            delegable=args.delegable,
-        )
-    except ValueError as exc:
-        print(f"chit mint: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    ttl = operator.parse_duration(args.ttl)
+    info = operator.mint_token(
+        home,
+        agent=args.agent,
+        operations=_split(args.ops),
+        paths=_split(args.paths),
+        ttl_seconds=ttl,
+        delegable=args.delegable,
+    )
     if args.out:
         fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="ascii") as fh:
@@ -120,18 +116,14 @@ def cmd_attenuate(args: argparse.Namespace) -> int:
 
     from_stdin = args.token == "-"  # noqa: S105 - the stdin marker, not a secret
     text = sys.stdin.read(MAX_TOKEN_FILE_BYTES) if from_stdin else args.token
-    try:
-        ttl = operator.parse_duration(args.ttl) if args.ttl else None
-        info = operator.attenuate_token(
-            text.strip(),
-            operations=_split(args.ops) if args.ops is not None else None,
-            paths=_split(args.paths) if args.paths is not None else None,
-            ttl_seconds=ttl,
-            drop_delegation=args.drop_delegation,
-        )
-    except ValueError as exc:
-        print(f"chit attenuate: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    ttl = operator.parse_duration(args.ttl) if args.ttl else None
+    info = operator.attenuate_token(
+        text.strip(),
+        operations=_split(args.ops) if args.ops is not None else None,
+        paths=_split(args.paths) if args.paths is not None else None,
+        ttl_seconds=ttl,
+        drop_delegation=args.drop_delegation,
+    )
     if args.json:
         _print_json(info)
     else:
@@ -144,11 +136,7 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 
     home = operator.resolve_home(args.home)
     operator.ensure_home(home)
-    try:
-        info = operator.revoke(home, args.id, reason=args.reason)
-    except ValueError as exc:
-        print(f"chit revoke: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    info = operator.revoke(home, args.id, reason=args.reason)
     if args.json:
         _print_json(info)
     else:
@@ -162,16 +150,12 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
     home = operator.resolve_home(args.home)
     operator.ensure_home(home)
-    try:
-        if args.keys_command == "rotate":
-            keys = [operator.rotate_key(home)]
-        elif args.keys_command == "retire":
-            keys = [operator.retire_key(home, args.kid)]
-        else:
-            keys = operator.list_keys(home)
-    except ValueError as exc:
-        print(f"chit keys: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+    if args.keys_command == "rotate":
+        keys = [operator.rotate_key(home)]
+    elif args.keys_command == "retire":
+        keys = [operator.retire_key(home, args.kid)]
+    else:
+        keys = operator.list_keys(home)
     if args.json:
         _print_json(keys if args.keys_command == "list" else keys[0])
         return EXIT_OK
@@ -354,6 +338,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except ConfigurationError as exc:
         print(f"chit: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except ValueError as exc:
+        # Operator input the engine refused (durations, globs, names, ids): the
+        # messages are written for the operator and never carry secrets.
+        print(f"chit {args.command}: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except OSError as exc:
         print(f"chit: {exc.strerror or 'I/O error'}: {exc.filename or ''}", file=sys.stderr)
