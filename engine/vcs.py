@@ -9,8 +9,9 @@ writes objects and references through pygit2 (libgit2) and nothing else:
 * it never writes ``refs/heads/main``: an agent's commits land on its lane
   ``refs/heads/agent/<name>``, and content-addressed blobs on ``refs/chit/*``;
 * every reference update is a compare-and-swap done while holding the
-  reference's lock (a libgit2 reference transaction) and, in this process, a
-  per-reference :class:`threading.Lock`;
+  reference's lock (a libgit2 reference transaction), a per-reference
+  :class:`threading.Lock` in this process and a per-reference ``flock`` shared
+  by every process that writes the repository through chit;
 * it never opens a host path built from agent input and never hands an agent
   string to git as an option or as revision syntax: revisions go through
   :meth:`Repository.resolve`, which accepts only branch names and hex ids.
@@ -29,6 +30,8 @@ path running through one is refused with ``symlink_in_path``.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import re
 import threading
@@ -377,8 +380,12 @@ class Repository:
 
     Thread-safe: each thread gets its own libgit2 handle (libgit2 objects are
     not meant to be shared between threads) and reference updates are
-    serialised per reference. Several processes may share one repository: the
-    compare-and-swap runs while holding git's own reference lock file.
+    serialised per reference, across threads and across processes: a writer
+    holds this process's per-reference lock, then an exclusive ``flock`` on
+    ``<git dir>/chit/locks/<sha256 of the ref name>.flock`` (released by the
+    kernel when a writer dies), and the compare-and-swap itself runs while
+    holding git's own reference lock file, so a writer outside chit (``git``
+    itself) is still detected.
 
     Args:
         path: The repository's git directory or working directory (operator
@@ -416,10 +423,39 @@ class Repository:
 
     @contextmanager
     def _ref_lock(self, ref: str) -> Iterator[None]:
+        """Hold ``ref``'s writer lock: this process's, then every chit process's.
+
+        The cross-process lock is a blocking ``flock(LOCK_EX)`` on a lock file
+        named by the SHA-256 of the reference name under ``<git dir>/chit/locks``
+        (created 0600 on first use). It waits with the interpreter lock released,
+        and the kernel drops it when its holder exits, so a killed engine never
+        leaves a lane locked.
+
+        Raises:
+            RepositoryError: ``internal_error`` if the lock file cannot be opened.
+        """
         with self._locks_guard:
             lock = self._locks.setdefault(ref, threading.Lock())
         with lock:
-            yield
+            fd = self._open_lock_file(ref)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # closing the descriptor releases the flock
+
+    def _open_lock_file(self, ref: str) -> int:
+        folder = os.path.join(self._gitdir, "chit", "locks")
+        path = os.path.join(folder, hashlib.sha256(ref.encode()).hexdigest() + ".flock")
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            try:
+                return os.open(path, flags, 0o600)
+            except FileNotFoundError:
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+                return os.open(path, flags, 0o600)
+        except OSError as exc:
+            raise RepositoryError("internal_error", "cannot open the lane's lock file") from exc
 
     @staticmethod
     def _ref_target(repo: pygit2.Repository, ref: str) -> pygit2.Oid | None:
@@ -1030,12 +1066,13 @@ class Repository:
 
         The new commit's tree is ``staged.base``'s tree plus the staged change
         and its parent is ``staged.base``. The lane is updated by compare and
-        swap under git's reference lock and this process's per-lane lock: it
-        must still point at ``staged.base`` or, when the lane does not exist
-        yet, ``staged.base`` must be ``main``'s head or one of its ancestors
-        (a new lane never appears over a concurrently created one). Otherwise
-        the commit is refused with ``conflict``; merging a moved lane is later
-        work (docs/architecture.md). ``refs/heads/main`` is never written.
+        swap under git's reference lock, holding the lane's writer lock (this
+        process's and every chit process's, see :meth:`_ref_lock`): it must
+        still point at ``staged.base`` or, when the lane does not exist yet,
+        ``staged.base`` must be ``main``'s head or one of its ancestors (a new
+        lane never appears over a concurrently created one). Otherwise the
+        commit is refused with ``conflict``, unless ``merge`` first moved the
+        change onto the lane head. ``refs/heads/main`` is never written.
 
         Args:
             agent: A validated agent name.

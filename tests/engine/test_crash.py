@@ -500,3 +500,121 @@ def test_failed_commits_through_the_engine_release_every_lock(world: World) -> N
     assert again["result"]["parent"] == str(head)
     assert str(pygit2.Repository(str(gitdir)).references[MAIN].target) == world.main_id
     _fsck(gitdir)
+
+
+# -- 4. engines in separate processes share a lane --------------------------------
+
+_CHILD_ENGINE = r"""
+import sys
+from pathlib import Path
+from engine.service import Engine
+
+repo, agent, home, token, tag, rounds = sys.argv[1:7]
+engine = Engine(Path(home), Path(repo))
+listed = engine.offer(token)["catalog_hash"]
+print("ready", flush=True)
+sys.stdin.readline()  # start together
+for n in range(int(rounds)):
+    args = [("write_file", {"path": f"src/{tag}/f{n}.py", "content": f"{tag} {n}\n"}),
+            ("write_file", {"path": f"src/{tag}/last.py", "content": f"{tag} last {n}\n"}),
+            ("commit", {"message": f"{tag} {n}"})]
+    for tool, arguments in args:
+        out = engine.invoke(token, tool, arguments, session=tag, offered_catalog_hash=listed)
+        if not out["ok"]:
+            print(f"refused {tool} {out['error']['error']}", flush=True)
+            sys.exit(3)
+    print(out["result"]["commit"], flush=True)
+"""
+
+_CHILD_HOLDS_FLOCK = r"""
+import sys, time
+from engine.vcs import Repository, lane_ref
+
+vcs = Repository(sys.argv[1])
+with vcs._ref_lock(lane_ref(sys.argv[2])):
+    print("holding", flush=True)
+    time.sleep(60)  # killed here, holding the cross-process lane lock
+"""
+
+
+def test_engines_in_separate_processes_serialise_one_lane(
+    world: World, child_env: dict[str, str], children: list[subprocess.Popen[str]]
+) -> None:
+    """Threat: two engine processes (two ``chit mcp`` stdio servers for one agent)
+    race on the agent's lane, so one's commit is lost, lands half-merged, or is
+    refused with ``conflict`` although the sessions touched different files."""
+    gitdir = _gitdir(world)
+    token = world.mint(paths="src/**")
+    rounds, tags = 12, ["p0", "p1", "p2"]
+    procs = []
+    for tag in tags:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD_ENGINE, str(world.repo), "alice", str(world.home),
+             token, tag, str(rounds)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, env=child_env, cwd=str(ROOT),
+        )
+        children.append(proc)
+        procs.append(proc)
+    for proc in procs:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    commits: dict[str, list[str]] = {}
+    for tag, proc in zip(tags, procs, strict=True):
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, (tag, out, err)
+        commits[tag] = out.split()
+        assert len(commits[tag]) == rounds, (tag, out)
+
+    repo = pygit2.Repository(str(gitdir))
+    lane = [c.id for c in repo.walk(repo.references[lane_ref("alice")].target)]
+    main = pygit2.Oid(hex=world.main_id)
+    lane = lane[: lane.index(main)]
+    assert len(lane) == rounds * len(tags)  # nothing lost, nothing extra
+    assert sorted(str(c) for c in lane) == sorted(c for cs in commits.values() for c in cs)
+    head = repo[lane[0]].peel(pygit2.Commit).tree
+    for tag in tags:
+        for n, oid in enumerate(commits[tag]):
+            commit = repo[oid].peel(pygit2.Commit)
+            assert len(commit.parent_ids) == 1
+            assert commit.message.startswith(f"{tag} {n}\n")
+            # Each commit holds exactly its own change on top of its parent.
+            diff = repo.diff(commit.parents[0], commit)
+            changed = sorted(p.delta.new_file.path for p in diff)
+            expected = sorted({f"src/{tag}/f{n}.py", f"src/{tag}/last.py"})
+            assert changed == expected, (tag, n, changed)
+            assert _data(commit.tree, f"src/{tag}/f{n}.py") == f"{tag} {n}\n".encode()
+        assert _data(head, f"src/{tag}/last.py") == f"{tag} last {rounds - 1}\n".encode()
+    _fsck(gitdir)
+
+
+def test_a_killed_holder_of_the_cross_process_lane_lock_never_wedges_the_lane(
+    world: World, child_env: dict[str, str], children: list[subprocess.Popen[str]]
+) -> None:
+    """Threat: a writer process killed while holding the lane's cross-process
+    lock leaves the lane locked for ever (unlike git's ``.lock`` file, the kernel
+    must release it), or a commit slips past a live holder."""
+    gitdir = _gitdir(world)
+    proc, first = _spawn(_CHILD_HOLDS_FLOCK, world, "alice", child_env, children)
+    assert first == "holding"
+    vcs = Repository(world.repo)
+    staged = StagedChange()
+    vcs.stage_write("alice", staged, "src/after.py", b"after\n")
+    box: dict[str, Any] = {}
+    waiter = threading.Thread(target=lambda: box.update(new=_commit(vcs, "alice", staged)),
+                              daemon=True)
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive(), "a commit went ahead while another process held the lane"
+    assert _lane(gitdir, "alice") is None
+    _kill(proc)
+    waiter.join(10)
+    assert not waiter.is_alive(), "the lane stayed locked after its holder died"
+    assert _lane(gitdir, "alice") == box["new"]
+    locks = list((gitdir / "chit" / "locks").iterdir())
+    assert [oct(p.stat().st_mode & 0o777) for p in locks] == ["0o600"]
+    _fsck(gitdir)
