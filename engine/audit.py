@@ -1,19 +1,30 @@
-"""Audit: check that every commit on agent lanes carries verifiable provenance.
+"""Audit: verify the signed provenance of every commit on agent lanes.
 
-Needs no secret key, only the repository. For each commit reachable from a lane
-and not from ``main``:
+Needs no secret key: the repository and the engine's public keys (``chit keys
+export-public``, format ``chit-engine-keys/1``). For each commit reachable from a
+lane and not from ``main`` the checks below run; each failure is a
+:class:`Finding` naming the commit, the check and the reason (docs/audit.md
+explains the threat each check answers):
 
-- ``trailers``: the chit trailers are present, once each, and well formed;
-- ``lane``: ``Chit-Agent`` names the lane's agent;
-- ``encoding``: ``Chit-Catalog-Encoding`` is an encoding this auditor knows;
-- ``catalog_stored``: the catalog bytes are stored under ``refs/chit/catalogs``;
-- ``catalog_hash``: those bytes hash (SHA-256) to ``Chit-Catalog-Hash``;
-- ``catalog_decodes``: they decode under ``chit-det/1`` into a
-  ``chit-catalog/1`` document that names its encoding and lists tools sorted by
-  name, and re-encode to the same bytes.
-
-Signed provenance records (who, under which delegation chain and policy) extend
-this in a later version (docs/threat-model.md).
+- ``trailers``: the chit trailers are present, once each, well formed, and the
+  message ends with ``Chit-Provenance: sha256:<hex>``;
+- ``record_missing``: ``refs/chit/provenance/<agent>`` holds a record for the commit;
+- ``record_hash``: the stored envelope hashes (SHA-256) to the trailer;
+- ``record_decodes``: envelope and record are ``chit-det/1`` in the
+  ``chit-provenance/1`` shape;
+- ``signature``: Ed25519 signature by a known engine key;
+- ``record_commit``: the recorded tree, parents, author, committer and message
+  digest are the commit's own;
+- ``record_trailers``: agent, session, token id and catalog in the record equal
+  the trailers;
+- ``lane``: the lane is the last agent of the chain, and the trailer agrees;
+- ``chain``: every delegation hop narrows the one before;
+- ``change``: the recorded paths and blob ids are exactly what the commit changed;
+- ``encoding``, ``catalog_stored``, ``catalog_hash``, ``catalog_decodes``: the
+  catalog bytes are stored under ``refs/chit/catalogs``, hash to the recorded
+  hash and decode as a ``chit-catalog/1`` document;
+- ``catalog_scope``: every tool in the catalog is one the recorded operations
+  (and delegation flag) unlock: the agent was shown nothing wider.
 """
 
 from __future__ import annotations
@@ -21,13 +32,15 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pygit2
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from engine import cbor, vcs
-from engine.catalog import CATALOG_ENCODING
+from engine import cbor, provenance, vcs
+from engine.catalog import CATALOG_ENCODING, DELEGATION_FLAG
 from engine.errors import ChitError, ProfileError
 from engine.service import CATALOG_STORE_REF
 from engine.token import is_agent_name
@@ -40,6 +53,7 @@ REQUIRED_TRAILERS = (
     "Chit-Token-Id",
     "Chit-Catalog-Hash",
     "Chit-Catalog-Encoding",
+    "Chit-Provenance",
 )
 _HASH = re.compile(r"^sha256:([0-9a-f]{64})$")
 
@@ -69,49 +83,64 @@ class CommitReport:
 
 
 def verify_repository(
-    repo_path: str | os.PathLike[str], lanes: list[str] | None = None
+    repo_path: str | os.PathLike[str],
+    lanes: list[str] | None = None,
+    *,
+    public_keys: Mapping[str, Ed25519PublicKey],
 ) -> dict[str, Any]:
-    """Verify the commits on the given lanes (default: every ``agent/*`` lane).
+    """Verify the commits on the given lanes or ranges (default: every lane).
 
     Args:
         repo_path: Path of the git repository.
-        lanes: Lane names (``agent/NAME``, ``refs/heads/agent/NAME`` or just
-            ``NAME``); ``None`` for every lane, and then any other ref under
-            ``refs/heads/agent/`` is a finding too.
+        lanes: Each a lane (``agent/NAME``, ``refs/heads/agent/NAME`` or just
+            ``NAME``) or a range ``REV..LANE`` (the lane's commits not reachable
+            from ``REV``, a branch name or hex commit id); ``None`` for every
+            lane, and then any other ref under ``refs/heads/agent/`` is a
+            finding too.
+        public_keys: Trusted engine key id to Ed25519 public key.
 
     Returns:
-        ``{"ok": bool, "commits": [{"commit", "lane", "catalog_hash", "ok",
-        "findings": [{"commit", "check", "reason"}]}], "lanes": [...]}``.
+        ``{"ok": bool, "lanes": [...], "commits": [{"commit", "lane",
+        "catalog_hash", "ok", "findings": [...]}], "findings": [{"commit",
+        "check", "reason"}]}``.
 
     Raises:
         ConfigurationError: If ``repo_path`` is not a repository with ``main``.
     """
     repo = vcs.Repository(repo_path)
+    auditor = _Auditor(repo, public_keys)
     missing: list[Finding] = []
     existing = repo.lanes()
+    wanted: list[tuple[str, str | None]] = []
     if lanes is None:
-        agents = [a for a in existing if _is_agent_name(a)]
-        foreign = [f"refs/heads/agent/{a}" for a in existing if not _is_agent_name(a)]
+        wanted = [(a, None) for a in existing if is_agent_name(a)]
+        foreign = [f"refs/heads/agent/{a}" for a in existing if not is_agent_name(a)]
         for ref in sorted(foreign + repo.foreign_lane_refs()):
             missing.append(Finding("-", "lane", f"{ref!r} is not a lane chit can make"))
     else:
-        agents = [lane.removeprefix("refs/heads/").removeprefix("agent/") for lane in lanes]
+        for spec in lanes:
+            since, _, lane = spec.rpartition("..") if ".." in spec else (None, "", spec)
+            agent = lane.removeprefix("refs/heads/").removeprefix("agent/")
+            wanted.append((agent, since))
     reports: list[CommitReport] = []
-    for agent in agents:
-        if agent not in existing or not _is_agent_name(agent):
+    for agent, since in wanted:
+        if agent not in existing or not is_agent_name(agent):
             missing.append(Finding("-", "lane", f"no lane agent/{agent!r} chit could make"))
             continue
         try:
-            commits = repo.lane_commits(agent)
-        except (ChitError, pygit2.GitError, KeyError, ValueError):
+            commits = repo.lane_commits(agent, since)
+        except ChitError:
+            missing.append(Finding("-", "lane", f"range start {since!r} is not a commit"))
+            continue
+        except (pygit2.GitError, KeyError, ValueError):
             missing.append(Finding("-", "lane", f"agent/{agent} does not point at a commit"))
             continue
         for commit in commits:
-            reports.append(_verify_commit(repo, agent, commit))
+            reports.append(auditor.verify_commit(agent, commit))
     ok = not missing and all(r.ok for r in reports)
     return {
         "ok": ok,
-        "lanes": [f"agent/{a}" for a in agents],
+        "lanes": [f"agent/{a}" for a, _ in wanted],
         "commits": [
             {
                 "commit": r.commit,
@@ -127,10 +156,6 @@ def verify_repository(
     }
 
 
-def _is_agent_name(name: str) -> bool:
-    return is_agent_name(name)
-
-
 def _trailer_counts(message: str) -> dict[str, int]:
     paragraphs = [p for p in message.strip().split("\n\n") if p.strip()]
     counts: dict[str, int] = {}
@@ -143,46 +168,151 @@ def _trailer_counts(message: str) -> dict[str, int]:
     return counts
 
 
-def _verify_commit(repo: vcs.Repository, agent: str, commit: Any) -> CommitReport:
-    cid = str(commit.id)
-    report = CommitReport(commit=cid, lane=f"agent/{agent}", catalog_hash=None)
+def _signature(sig: pygit2.Signature) -> dict[str, Any]:
+    return {"name": sig.name, "email": sig.email, "time": int(sig.time), "offset": int(sig.offset)}
 
-    def fail(check: str, reason: str) -> CommitReport:
-        report.findings.append(Finding(cid, check, reason))
+
+class _Auditor:
+    """Checks one commit at a time; remembers catalogs already checked."""
+
+    def __init__(self, repo: vcs.Repository, public_keys: Mapping[str, Ed25519PublicKey]) -> None:
+        self.repo = repo
+        self.public_keys = public_keys
+        self._catalogs: dict[str, tuple[str, str] | list[dict[str, Any]]] = {}
+
+    def verify_commit(self, agent: str, commit: pygit2.Commit) -> CommitReport:
+        cid = str(commit.id)
+        report = CommitReport(commit=cid, lane=f"agent/{agent}", catalog_hash=None)
+
+        def fail(check: str, reason: str) -> CommitReport:
+            report.findings.append(Finding(cid, check, reason))
+            return report
+
+        message = commit.message
+        trailers = vcs.commit_trailers(commit)
+        counts = _trailer_counts(message)
+        absent = [k for k in REQUIRED_TRAILERS if k not in trailers]
+        if absent:
+            return fail("trailers", "missing trailers: " + ", ".join(absent))
+        repeated = [k for k in REQUIRED_TRAILERS if counts.get(k, 0) > 1]
+        if repeated:
+            return fail("trailers", "repeated trailers: " + ", ".join(repeated))
+        try:
+            signed_part, record_hash = provenance.split_message(message)
+        except provenance.ProvenanceError as exc:
+            return fail(exc.check, exc.reason)
+        if trailers["Chit-Agent"] != agent:
+            fail("lane", f"Chit-Agent {trailers['Chit-Agent']!r} does not own lane agent/{agent}")
+
+        envelope = self.repo.provenance_record(agent, cid)
+        if envelope is None:
+            return fail("record_missing", f"no record under {vcs.Repository.provenance_ref(agent)}")
+        if provenance.envelope_hash(envelope) != record_hash:
+            fail("record_hash", "the stored record does not hash to Chit-Provenance")
+        try:
+            record = provenance.open_envelope(envelope, self.public_keys)
+        except provenance.ProvenanceError as exc:
+            return fail(exc.check, exc.reason)
+
+        recorded = record["commit"]
+        actual = {
+            "tree": str(commit.tree_id),
+            "parents": [str(p) for p in commit.parent_ids],
+            "author": _signature(commit.author),
+            "committer": _signature(commit.committer),
+            "message": provenance.message_digest(signed_part),
+        }
+        differs = [k for k in ("tree", "parents", "author", "committer", "message")
+                   if recorded[k] != actual[k]]
+        if differs:
+            fail("record_commit", "the record describes another commit: " + ", ".join(differs))
+        pairs = (
+            ("Chit-Agent", record["agent"]),
+            ("Chit-Session", record["session"]),
+            ("Chit-Token-Id", record["token_id"]),
+            ("Chit-Catalog-Hash", record["catalog"]["hash"]),
+            ("Chit-Catalog-Encoding", record["catalog"]["encoding"]),
+        )
+        wrong = [k for k, v in pairs if trailers[k] != v]
+        if wrong:
+            fail("record_trailers", "trailers disagree with the record: " + ", ".join(wrong))
+        if record["lane"] != f"agent/{agent}":
+            fail("lane", f"the record is for {record['lane']!r}, found on agent/{agent}")
+        try:
+            provenance.check_chain(record)
+        except provenance.ProvenanceError as exc:
+            fail(exc.check, exc.reason)
+        self._check_change(commit, record, fail)
+
+        report.catalog_hash = record["catalog"]["hash"]
+        if record["catalog"]["encoding"] != CATALOG_ENCODING:
+            return fail("encoding", f"unknown catalog encoding {record['catalog']['encoding']!r}")
+        tools = self._catalog(record["catalog"]["hash"])
+        if isinstance(tools, tuple):
+            return fail(*tools)
+        held = set(record["chain"][-1]["ops"])
+        if record["chain"][-1]["delegable"]:
+            held.add(DELEGATION_FLAG)
+        wider = sorted(
+            str(t.get("name")) for t in tools if not set(t.get("requires") or ()) <= held
+        )
+        if wider:
+            fail("catalog_scope", "catalog offers tools the recorded operations do not unlock: "
+                 + ", ".join(wider))
         return report
 
-    trailers = vcs.commit_trailers(commit)
-    counts = _trailer_counts(commit.message)
-    missing = [k for k in REQUIRED_TRAILERS if k not in trailers]
-    if missing:
-        return fail("trailers", "missing trailers: " + ", ".join(missing))
-    repeated = [k for k in REQUIRED_TRAILERS if counts.get(k, 0) > 1]
-    if repeated:
-        return fail("trailers", "repeated trailers: " + ", ".join(repeated))
-    if trailers["Chit-Agent"] != agent:
-        fail("lane", f"Chit-Agent {trailers['Chit-Agent']!r} does not own lane agent/{agent}")
-    if trailers["Chit-Catalog-Encoding"] != CATALOG_ENCODING:
-        return fail("encoding", f"unknown catalog encoding {trailers['Chit-Catalog-Encoding']!r}")
-    match = _HASH.match(trailers["Chit-Catalog-Hash"])
-    if not match:
-        return fail("trailers", "Chit-Catalog-Hash is not sha256:<64 hex>")
-    report.catalog_hash = trailers["Chit-Catalog-Hash"]
-    data = repo.get_blob_from_store(CATALOG_STORE_REF, match.group(1))
-    if data is None:
-        return fail("catalog_stored", "the catalog bytes are not in refs/chit/catalogs")
-    if hashlib.sha256(data).hexdigest() != match.group(1):
-        return fail("catalog_hash", "the stored catalog bytes do not hash to Chit-Catalog-Hash")
-    try:
-        doc = cbor.decode(data, max_size=len(data) or 1, max_depth=cbor.MAX_DEPTH_DEFAULT)
-    except ProfileError as exc:
-        return fail("catalog_decodes", f"catalog is not chit-det/1: {exc.reason}")
-    if not isinstance(doc, dict) or doc.get("encoding") != CATALOG_ENCODING:
-        return fail("catalog_decodes", "catalog does not name chit-catalog/1")
-    tools = doc.get("tools")
-    entries = [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
-    if not isinstance(tools, list) or len(entries) != len(tools):
-        return fail("catalog_decodes", "catalog tools are not a list of maps")
-    names = [t.get("name") for t in entries]
-    if names != sorted(n for n in names if isinstance(n, str)) or len(set(names)) != len(names):
-        return fail("catalog_decodes", "catalog tools are not sorted by unique name")
-    return report
+    def _check_change(self, commit: pygit2.Commit, record: Mapping[str, Any], fail: Any) -> None:
+        if len(commit.parents) != 1:
+            fail("change", "a chit commit has exactly one parent")
+            return
+        diff = commit.parents[0].tree.diff_to_tree(commit.tree)
+        actual: dict[str, dict[str, Any]] = {}
+        zero = "0" * 40
+        for delta in diff.deltas:
+            for side, f in (("old", delta.old_file), ("new", delta.new_file)):
+                if str(f.id) != zero:
+                    entry = actual.setdefault(f.path, {"path": f.path})
+                    entry[side] = str(f.id)
+                    entry[f"{side}_mode"] = int(f.mode)
+        recorded = {e["path"]: dict(e) for e in record["change"]}
+        # Paths staged but left as they were (written back unchanged) are not changes.
+        recorded = {p: e for p, e in recorded.items()
+                    if (e.get("old"), e.get("old_mode")) != (e.get("new"), e.get("new_mode"))}
+        if recorded != actual:
+            extra = sorted(set(actual) ^ set(recorded)) or sorted(
+                p for p in actual if actual[p] != recorded.get(p)
+            )
+            fail("change", "recorded change differs from the commit at: " + ", ".join(extra[:5]))
+
+    def _catalog(self, catalog_hash: str) -> tuple[str, str] | list[dict[str, Any]]:
+        if catalog_hash not in self._catalogs:
+            self._catalogs[catalog_hash] = self._load_catalog(catalog_hash)
+        return self._catalogs[catalog_hash]
+
+    def _load_catalog(self, catalog_hash: str) -> tuple[str, str] | list[dict[str, Any]]:
+        match = _HASH.match(catalog_hash)
+        if not match:
+            return ("record_decodes", "catalog hash is not sha256:<64 hex>")
+        data = self.repo.get_blob_from_store(CATALOG_STORE_REF, match.group(1))
+        if data is None:
+            return ("catalog_stored", "the catalog bytes are not in refs/chit/catalogs")
+        if hashlib.sha256(data).hexdigest() != match.group(1):
+            return ("catalog_hash", "the stored catalog bytes do not hash to the recorded hash")
+        try:
+            doc = cbor.decode(data, max_size=len(data) or 1, max_depth=cbor.MAX_DEPTH_DEFAULT)
+        except ProfileError as exc:
+            return ("catalog_decodes", f"catalog is not chit-det/1: {exc.reason}")
+        if not isinstance(doc, dict) or doc.get("encoding") != CATALOG_ENCODING:
+            return ("catalog_decodes", "catalog does not name chit-catalog/1")
+        tools = doc.get("tools")
+        entries = [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+        if not isinstance(tools, list) or len(entries) != len(tools):
+            return ("catalog_decodes", "catalog tools are not a list of maps")
+        names = [t.get("name") for t in entries]
+        if names != sorted(n for n in names if isinstance(n, str)) or len(set(names)) != len(names):
+            return ("catalog_decodes", "catalog tools are not sorted by unique name")
+        for t in entries:
+            req = t.get("requires")
+            if not isinstance(req, list) or not all(isinstance(r, str) for r in req):
+                return ("catalog_decodes", f"tool {t.get('name')!r} has no requires list")
+        return entries

@@ -20,10 +20,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import policy
+from engine import provenance, vcs
 from engine import schemas as s
 from engine import token as tokens
-from engine import vcs
-from engine.errors import AccessDeniedError, InvalidRequestError, RepositoryError
+from engine.errors import (
+    AccessDeniedError,
+    ConfigurationError,
+    InvalidRequestError,
+    RepositoryError,
+)
+from engine.keys import SigningKey
 from engine.paths import MAX_GLOB_CHARS, glob_contained, validate_glob
 from engine.state import Delegation, Store
 from engine.token import VerifiedToken
@@ -89,6 +95,8 @@ class CallContext:
     token_text: str = field(repr=False)
     keys: Callable[[str], bytes | None] = field(repr=False)
     store: Store = field(repr=False)
+    policy_hash: str = ""
+    signing_key: Callable[[], SigningKey] | None = field(default=None, repr=False)
 
     def visible(self, path: str) -> bool:
         """True iff the caller may see ``path``: in scope and not forbidden by policy."""
@@ -359,6 +367,7 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
             author_email=f"{ctx.token.agent}@agents.chit.invalid",
             time=ctx.now,
             merge=True,
+            seal=_sealer(ctx),
         )
     except RepositoryError as exc:
         if exc.code == "conflict" and staged.conflicts:
@@ -381,6 +390,40 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
         catalog_encoding=CATALOG_ENCODING,
         trailers=trailers,
     )
+
+
+def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
+    """The closure that signs this commit's provenance record (docs/provenance-format.md)."""
+    if ctx.signing_key is None:
+        raise ConfigurationError("no signing key configured")
+    key = ctx.signing_key()
+    raw = tokens.parse(ctx.token_text)
+    chain_ids = {block_id for block_id, _agent in ctx.token.chain[1:]}
+    issued = {d.child_id: d.issued_at for d in ctx.store.delegations() if d.child_id in chain_ids}
+    hops = provenance.delegation_chain(ctx.token, raw, issued)
+
+    def seal(facts: dict[str, Any]) -> bytes:
+        from engine.catalog import CATALOG_ENCODING
+
+        commit = {k: facts[k] for k in ("tree", "parents", "author", "committer")}
+        commit["message"] = provenance.message_digest(facts["message"])
+        record = {
+            "v": provenance.RECORD_VERSION,
+            "kid": key.key_id,
+            "lane": ctx.token.lane,
+            "agent": ctx.token.agent,
+            "session": ctx.session.session_id,
+            "token_id": ctx.token.token_id,
+            "time": ctx.now,
+            "commit": commit,
+            "chain": [hop.encoded() for hop in hops],
+            "catalog": {"hash": ctx.offer.catalog_hash, "encoding": CATALOG_ENCODING},
+            "policy": ctx.policy_hash,
+            "change": facts["change"],
+        }
+        return provenance.seal(record, key)
+
+    return seal
 
 
 def _unresolved(ctx: CallContext, staged: vcs.StagedChange) -> RepositoryError:

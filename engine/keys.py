@@ -1,14 +1,20 @@
-"""The engine's keyring: root keys for tokens, kept in files only the owner can read.
+"""The engine's keyring: root keys for tokens and Ed25519 keys that sign provenance.
 
 Layout (``keys/README.md``)::
 
     <home>/keys/            0700
     <home>/keys/root/       0700
     <home>/keys/root/<kid>.json   0600  {"kid", "alg", "created", "status", "secret"}
+    <home>/keys/signing/    0700
+    <home>/keys/signing/<kid>.json  0600  {"kid", "alg", "created", "status", "public", "seed"}
 
-``secret`` is 32 random bytes, unpadded base64url. The newest active key signs;
-older active keys only verify; retired keys do neither. Loading refuses key files
-that group or others may read, as OpenSSH does for private keys.
+``secret`` is 32 random bytes, unpadded base64url. The newest active root key
+mints; older active keys only verify; retired keys do neither. A signing key's
+``seed`` is its 32-byte Ed25519 private key (RFC 8032) and ``public`` its public
+key, both unpadded base64url; one key is active and signs provenance records,
+retired ones never sign but their public keys are exported so old records
+verify. Loading refuses key files that group or others may read, as OpenSSH
+does for private keys.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import secrets
 import stat
 import time
@@ -25,15 +32,35 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+from cryptography.hazmat.primitives.serialization import (
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    PublicFormat,
+)
+
 from engine.errors import ConfigurationError
 
 __all__ = [
+    "PUBLIC_KEYS_FORMAT",
     "ROOT_KEY_BYTES",
+    "SIGNING_ALG",
     "Keyring",
     "RootKey",
+    "SigningKey",
+    "active_signing_key",
     "create_keyring",
+    "create_signing_key",
+    "export_public_keys",
+    "load_public_keys",
     "retire_key",
     "rotate_key",
+    "rotate_signing_key",
+    "signing_keys",
 ]
 
 ROOT_KEY_BYTES = 32
@@ -287,3 +314,231 @@ def _load_key_file(path: Path) -> RootKey:
     if path.stem != key.key_id:
         raise ConfigurationError(f"key file {path} does not match its key id")
     return key
+
+
+# -- engine signing keys (Ed25519, RFC 8032) -----------------------------------
+
+SIGNING_ALG = "ed25519"
+PUBLIC_KEYS_FORMAT = "chit-engine-keys/1"
+
+
+@dataclass(frozen=True)
+class SigningKey:
+    """One engine signing key (Ed25519). The private seed never appears in ``repr``.
+
+    Attributes:
+        key_id: Public identifier recorded in every provenance record it signs.
+        created: Creation time, unix seconds.
+        status: ``active`` (the newest active key signs) or ``retired`` (never
+            signs again; its public key still verifies the records it signed).
+        public: The 32-byte raw public key (RFC 8032).
+    """
+
+    key_id: str
+    created: int
+    status: str
+    public: bytes
+    seed: bytes = field(repr=False)
+
+    def sign(self, message: bytes) -> bytes:
+        """Sign ``message`` (bytes) with Ed25519; returns the 64-byte signature."""
+        return Ed25519PrivateKey.from_private_bytes(self.seed).sign(message)
+
+
+def _signing_dir(home: str | os.PathLike[str]) -> Path:
+    return Path(home) / "keys" / "signing"
+
+
+def _new_signing_key(created: int) -> SigningKey:
+    private = Ed25519PrivateKey.generate()
+    seed = private.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+    public = private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return SigningKey(
+        key_id="e" + time.strftime("%Y%m%d", time.gmtime(created)) + "-" + secrets.token_hex(4),
+        created=created,
+        status="active",
+        public=public,
+        seed=seed,
+    )
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: object) -> bytes:
+    if not isinstance(text, str) or not re.fullmatch(r"[A-Za-z0-9_-]*", text):
+        raise ValueError("not unpadded base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def _write_signing_key(folder: Path, key: SigningKey, *, replace: bool = False) -> None:
+    doc = {
+        "kid": key.key_id,
+        "alg": SIGNING_ALG,
+        "created": key.created,
+        "status": key.status,
+        "public": _b64(key.public),
+        "seed": _b64(key.seed),
+    }
+    path = folder / f"{key.key_id}.json"
+    target = path.with_suffix(f".{secrets.token_hex(4)}.tmp") if replace else path
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    if replace:
+        os.replace(target, path)
+
+
+def _load_signing_file(path: Path) -> SigningKey:
+    info = path.stat()
+    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigurationError(f"key file {path} is accessible by group or others; chmod 600 it")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        key = SigningKey(
+            key_id=str(doc["kid"]),
+            created=int(doc["created"]),
+            status=str(doc["status"]),
+            public=_unb64(doc["public"]),
+            seed=_unb64(doc["seed"]),
+        )
+        derived = Ed25519PrivateKey.from_private_bytes(key.seed).public_key()
+        matches = derived.public_bytes(Encoding.Raw, PublicFormat.Raw) == key.public
+    except (ValueError, KeyError, TypeError):
+        raise ConfigurationError(f"key file {path} is malformed") from None
+    if doc.get("alg") != SIGNING_ALG or not matches or key.status not in ("active", "retired"):
+        raise ConfigurationError(f"key file {path} is malformed")
+    if path.stem != key.key_id:
+        raise ConfigurationError(f"key file {path} does not match its key id")
+    return key
+
+
+def signing_keys(home: str | os.PathLike[str]) -> list[SigningKey]:
+    """Every engine signing key in ``<home>/keys/signing``, newest first.
+
+    Raises:
+        ConfigurationError: If the folder is missing, or a key file is malformed
+            or readable by group or others.
+    """
+    folder = _signing_dir(home)
+    if not folder.is_dir():
+        raise ConfigurationError(f"no signing keys at {folder}; run `chit init`")
+    found = [_load_signing_file(p) for p in sorted(folder.glob("*.json"))]
+    return sorted(found, key=lambda k: (k.created, k.key_id), reverse=True)
+
+
+def active_signing_key(home: str | os.PathLike[str]) -> SigningKey:
+    """The newest active signing key: the one that signs provenance records.
+
+    Raises:
+        ConfigurationError: As for :func:`signing_keys`, or if none is active.
+    """
+    for key in signing_keys(home):
+        if key.status == "active":
+            return key
+    raise ConfigurationError("the keyring holds no active signing key; run `chit keys rotate`")
+
+
+def create_signing_key(home: str | os.PathLike[str], *, now: int | None = None) -> SigningKey:
+    """Create ``<home>/keys/signing`` with one Ed25519 key, if it holds none.
+
+    Returns:
+        The new key, or the active signing key if one already existed.
+
+    Raises:
+        ConfigurationError: If existing signing keys cannot be loaded.
+    """
+    folder = _signing_dir(home)
+    for d in (Path(home), Path(home) / "keys", folder):
+        d.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(d, 0o700)
+    with _locked(home):
+        if any(folder.glob("*.json")):
+            return active_signing_key(home)
+        key = _new_signing_key(int(time.time()) if now is None else now)
+        _write_signing_key(folder, key)
+    return key
+
+
+def rotate_signing_key(home: str | os.PathLike[str], *, now: int | None = None) -> SigningKey:
+    """Add a new signing key and retire the others (they keep verifying old records).
+
+    Raises:
+        ConfigurationError: If the signing keys cannot be loaded.
+    """
+    with _locked(home):
+        existing = signing_keys(home)
+        created = int(time.time()) if now is None else now
+        newest = existing[0].created if existing else created - 1
+        key = _new_signing_key(max(created, newest + 1))
+        folder = _signing_dir(home)
+        _write_signing_key(folder, key)
+        for old in existing:
+            if old.status == "active":
+                retired = SigningKey(old.key_id, old.created, "retired", old.public, old.seed)
+                _write_signing_key(folder, retired, replace=True)
+    return key
+
+
+def export_public_keys(home: str | os.PathLike[str]) -> dict[str, object]:
+    """The engine's public keys as a ``chit-engine-keys/1`` document (no secret).
+
+    Returns:
+        ``{"format": "chit-engine-keys/1", "keys": [{"kid", "alg", "created",
+        "status", "public"}]}``, newest first; ``public`` is the raw 32-byte
+        Ed25519 key, unpadded base64url. Retired keys are included: they
+        verify the records they signed.
+
+    Raises:
+        ConfigurationError: As for :func:`signing_keys`.
+    """
+    return {
+        "format": PUBLIC_KEYS_FORMAT,
+        "keys": [
+            {
+                "kid": k.key_id,
+                "alg": SIGNING_ALG,
+                "created": k.created,
+                "status": k.status,
+                "public": _b64(k.public),
+            }
+            for k in signing_keys(home)
+        ],
+    }
+
+
+def load_public_keys(doc: object) -> dict[str, Ed25519PublicKey]:
+    """Parse a ``chit-engine-keys/1`` document (untrusted JSON) into verifying keys.
+
+    Args:
+        doc: The decoded JSON document.
+
+    Returns:
+        Key id to public key.
+
+    Raises:
+        ValueError: If the document is not a well-formed ``chit-engine-keys/1``.
+    """
+    if not isinstance(doc, dict) or doc.get("format") != PUBLIC_KEYS_FORMAT:
+        raise ValueError(f"not a {PUBLIC_KEYS_FORMAT} document")
+    entries = doc.get("keys")
+    if not isinstance(entries, list):
+        raise ValueError("'keys' must be a list")
+    out: dict[str, Ed25519PublicKey] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.get("alg") != SIGNING_ALG:
+            raise ValueError("every key needs alg 'ed25519'")
+        kid = entry.get("kid")
+        if not isinstance(kid, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", kid):
+            raise ValueError("every key needs a kid of letters, digits, '-' or '_'")
+        raw = _unb64(entry.get("public"))
+        if len(raw) != 32:
+            raise ValueError(f"key {kid}: an Ed25519 public key is 32 bytes")
+        if kid in out:
+            raise ValueError(f"key {kid} appears twice")
+        out[kid] = Ed25519PublicKey.from_public_bytes(raw)
+    return out

@@ -15,15 +15,23 @@ from typing import Any
 import policy
 from engine import token as tokens
 from engine.errors import ChitError, ConfigurationError
-from engine.keys import Keyring, create_keyring
+from engine.keys import (
+    Keyring,
+    create_keyring,
+    create_signing_key,
+    export_public_keys,
+    signing_keys,
+)
 from engine.keys import retire_key as _retire_key
 from engine.keys import rotate_key as _rotate_key
+from engine.keys import rotate_signing_key as rotate_signing_key_
 from engine.paths import validate_path
 from engine.service import load_policy
 from engine.state import open_store
 
 __all__ = [
     "attenuate_token",
+    "export_public",
     "init_home",
     "inspect_token",
     "list_keys",
@@ -33,6 +41,7 @@ __all__ = [
     "retire_key",
     "revoke",
     "rotate_key",
+    "rotate_signing_key",
 ]
 
 _DURATION = re.compile(r"^([0-9]{1,9})([smhd]?)$", re.ASCII)
@@ -48,18 +57,22 @@ def resolve_home(home: str | os.PathLike[str] | None) -> Path:
 
 
 def init_home(home: str | os.PathLike[str]) -> dict[str, Any]:
-    """Create the keyring (0700/0600) and the default policy, keeping what exists.
+    """Create the keyring (root and signing keys, 0700/0600) and the default policy.
+
+    Keeps whatever exists, and adds only what is missing (an older home gets
+    its Ed25519 signing key this way).
 
     Args:
         home: The chit home directory.
 
     Returns:
-        ``{"home", "key_id", "policy", "created_policy"}``.
+        ``{"home", "key_id", "signing_key_id", "policy", "created_policy"}``.
 
     Raises:
         ConfigurationError: If an existing keyring or policy is unusable.
     """
     key = create_keyring(home)
+    signing = create_signing_key(home)
     policy_path = Path(home) / "policy.toml"
     created = False
     if not policy_path.exists():
@@ -71,6 +84,7 @@ def init_home(home: str | os.PathLike[str]) -> dict[str, Any]:
     return {
         "home": str(home),
         "key_id": key.key_id,
+        "signing_key_id": signing.key_id,
         "policy": str(policy_path),
         "created_policy": created,
     }
@@ -247,22 +261,51 @@ def revoke(home: str | os.PathLike[str], block_id: str, *, reason: str = "") -> 
 
 
 def list_keys(home: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The keyring's keys, newest first: id, creation time, state; never secrets."""
+    """The keyring's keys, newest first: root keys, then provenance signing keys.
+
+    Returns:
+        ``[{"kid", "kind": "root"|"signing", "created", "status", "signing"}]``
+        where ``signing`` marks the root key that mints and the Ed25519 key that
+        signs provenance; never a secret.
+    """
     ring = Keyring(home)
     signer = ring.signing_key().key_id
-    return [
-        {"kid": k.key_id, "created": k.created, "status": k.status, "signing": k.key_id == signer}
+    rows = [
+        {"kid": k.key_id, "kind": "root", "created": k.created, "status": k.status,
+         "signing": k.key_id == signer}
         for k in ring.keys()
     ]
+    found = signing_keys(home) if (Path(home) / "keys" / "signing").is_dir() else []
+    active = [k.key_id for k in found if k.status == "active"][:1]
+    rows += [
+        {"kid": k.key_id, "kind": "signing", "created": k.created, "status": k.status,
+         "signing": k.key_id in active}
+        for k in found
+    ]
+    return rows
+
+
+def rotate_signing_key(home: str | os.PathLike[str]) -> dict[str, Any]:
+    """Add a new provenance signing key; older ones retire but stay exported."""
+    key = rotate_signing_key_(home)
+    return {"kid": key.key_id, "kind": "signing", "created": key.created,
+            "status": key.status, "signing": True}
+
+
+def export_public(home: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``chit-engine-keys/1`` document an auditor verifies provenance with."""
+    return dict(export_public_keys(home))
 
 
 def rotate_key(home: str | os.PathLike[str]) -> dict[str, Any]:
     """Add a new signing key (older keys keep verifying)."""
     key = _rotate_key(home)
-    return {"kid": key.key_id, "created": key.created, "status": key.status, "signing": True}
+    return {"kid": key.key_id, "kind": "root", "created": key.created, "status": key.status,
+            "signing": True}
 
 
 def retire_key(home: str | os.PathLike[str], key_id: str) -> dict[str, Any]:
     """Retire a key; its tokens fail with ``token_unknown_key`` from their next call."""
     key = _retire_key(home, key_id)
-    return {"kid": key.key_id, "created": key.created, "status": key.status, "signing": False}
+    return {"kid": key.key_id, "kind": "root", "created": key.created, "status": key.status,
+            "signing": False}

@@ -17,6 +17,7 @@ JSON-ready dicts so the same interface can be served over HTTP later.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import os
 import threading
@@ -29,8 +30,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 import policy
+from engine import keys, provenance, vcs
 from engine import token as tokens
-from engine import vcs
 from engine.catalog import CATALOG_ENCODING, Offer, ToolSpec, offer_for, tool_by_name
 from engine.errors import (
     AccessDeniedError,
@@ -98,8 +99,11 @@ class Engine:
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self._home = Path(home)
         self._keyring = Keyring(home)
         self._policy = load_policy(home)
+        self._policy_hash = provenance.policy_hash(self._policy)
+        keys.active_signing_key(home)  # refuse to start without a signing key
         self._repo = vcs.Repository(repo)
         self._store = open_store(home)
         self._clock = clock
@@ -293,6 +297,8 @@ class Engine:
                 token_text=token,
                 keys=self._keyring.lookup,
                 store=self._store,
+                policy_hash=self._policy_hash,
+                signing_key=functools.partial(keys.active_signing_key, self._home),
             )
             result: BaseModel = spec.handler(ctx, args)
         dumped: dict[str, Any] = result.model_dump(mode="json")

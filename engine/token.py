@@ -53,6 +53,7 @@ __all__ = [
     "VerifiedToken",
     "attenuate",
     "delegate",
+    "grant_of_blocks",
     "mint",
     "parse",
     "verify_at_time",
@@ -489,6 +490,37 @@ def _effective_of(per_block: tuple[Caveats, ...]) -> _Grant:
         delegable=per_block[0].delegable is True
         and all(c.delegable is not False for c in per_block[1:]),
     )
+
+
+def grant_of_blocks(blocks: Sequence[bytes]) -> dict[str, Any]:
+    """The authority granted by a token's first blocks, caveats intersected.
+
+    For provenance: the scope a delegation hop held is the grant of every block
+    before the next hop's. Decodes only; verifying the blocks' MAC and proofs is
+    the caller's business (pass blocks of a token that :func:`verify_at_time`
+    accepted).
+
+    Args:
+        blocks: Block bytes, root block first (at least one).
+
+    Returns:
+        ``{"ops": frozenset[str], "paths": tuple[tuple[str, ...], ...],
+        "exp": int | None, "nbf": int | None, "delegable": bool}``.
+
+    Raises:
+        MalformedDataError, CaveatError: If a block does not decode.
+        ValueError: If ``blocks`` is empty.
+    """
+    if not blocks:
+        raise ValueError("no blocks")
+    grant = _effective_of(tuple(_block_caveats(raw) for raw in blocks))
+    return {
+        "ops": grant.operations,
+        "paths": grant.path_scopes,
+        "exp": grant.expires_at,
+        "nbf": grant.not_before,
+        "delegable": grant.delegable,
+    }
 
 
 def mint(

@@ -636,15 +636,21 @@ class Repository:
             if ref.startswith(LANE_PREFIX) and not _AGENT_NAME.fullmatch(ref[len(LANE_PREFIX) :])
         )
 
-    def lane_commits(self, agent: str) -> list[pygit2.Commit]:
+    def lane_commits(self, agent: str, since: str | None = None) -> list[pygit2.Commit]:
         """Return the commits on an agent's lane that ``main`` does not have.
 
         Args:
             agent: A validated agent name.
+            since: A revision (:meth:`resolve` forms) whose history is left out
+                too, as in ``git log since..agent/<agent>``.
 
         Returns:
-            Commits reachable from the lane and not from ``main``, newest first
-            (topological, then time order); empty if there is no lane.
+            Commits reachable from the lane and not from ``main`` (nor from
+            ``since``), newest first (topological, then time order); empty if
+            there is no lane.
+
+        Raises:
+            InvalidRequestError, RepositoryError: If ``since`` does not resolve.
         """
         repo = self._repo
         head = self._ref_target(repo, lane_ref(agent))
@@ -652,6 +658,8 @@ class Repository:
             return []
         walker = repo.walk(head, SortMode.TOPOLOGICAL | SortMode.TIME)
         walker.hide(self._main_head(repo).id)
+        if since is not None:
+            walker.hide(self.resolve(since).id)
         return list(walker)
 
     # -- reading ------------------------------------------------------------
@@ -1061,6 +1069,7 @@ class Repository:
         author_email: str,
         time: int,
         merge: bool = False,
+        seal: Callable[[dict[str, Any]], bytes] | None = None,
     ) -> pygit2.Oid:
         """Land the staged change as one commit on the agent's lane.
 
@@ -1086,6 +1095,15 @@ class Repository:
                 the lane moved (:meth:`merge_onto_lane`), under the lane lock.
                 Conflicts are recorded in ``staged.conflicts`` and refused with
                 ``conflict``; any other failure leaves ``staged`` untouched.
+            seal: Makes the commit's provenance envelope, under the lane lock
+                once the tree is known. Called with the commit's facts
+                ``{"tree", "parents", "author", "committer", "message", "change"}``
+                (``message`` is ``message`` as given, to be hashed; ``change`` the
+                paths with old and new blob ids and modes, sorted by path), it
+                returns the envelope bytes. The message then gets a last line
+                ``Chit-Provenance: sha256:<hex of SHA-256 of the envelope>``, and
+                the envelope is stored in :meth:`provenance_ref` under the new
+                commit's id (git-notes layout) before the lane moves.
 
         Returns:
             The new commit's id.
@@ -1135,8 +1153,25 @@ class Repository:
             if tree == base.tree.id:
                 raise InvalidRequestError("invalid_argument", "nothing staged")
             signature = pygit2.Signature(author_name, author_email, int(time), 0)
+            envelope = None
+            if seal is not None:
+                who = {"name": author_name, "email": author_email, "time": int(time), "offset": 0}
+                envelope = seal(
+                    {
+                        "tree": str(tree),
+                        "parents": [str(base.id)],
+                        "author": who,
+                        "committer": dict(who),
+                        "message": message,
+                        "change": self._change_list(repo, base.tree, tree, work),
+                    }
+                )
+                digest = hashlib.sha256(envelope).hexdigest()
+                message = f"{message}Chit-Provenance: sha256:{digest}\n"
             new = repo.create_commit(None, signature, signature, message, tree, [base.id])
             main_head = self._main_head(repo).id
+            if envelope is not None:
+                self._store_record(repo, agent, new, envelope, int(time))
 
             def expected(current: pygit2.Oid | None) -> bool:
                 if current is not None:
@@ -1150,6 +1185,78 @@ class Repository:
         staged.conflict_modes = {}
         staged.base = new
         return new
+
+    @staticmethod
+    def _change_list(
+        repo: pygit2.Repository, old: pygit2.Tree, new_id: pygit2.Oid, work: StagedChange
+    ) -> list[dict[str, Any]]:
+        new = repo[new_id].peel(pygit2.Tree)
+        out = []
+        for path in sorted(work.changes):
+            entry: dict[str, Any] = {"path": path}
+            for side, tree in (("old", old), ("new", new)):
+                found = _tree_entry(tree, path)
+                if found is not None and found.type_str == "blob":
+                    entry[side] = str(found.id)
+                    entry[f"{side}_mode"] = int(found.filemode)
+            out.append(entry)
+        return out
+
+    @staticmethod
+    def provenance_ref(agent: str) -> str:
+        """The reference holding ``agent``'s provenance records: ``refs/chit/provenance/<agent>``.
+
+        It points at a commit whose tree maps ``<first 2 hex>/<other 38 hex>`` of
+        each commit id on the lane to a blob holding that commit's envelope (the
+        fan-out layout of ``git notes``); each record adds a commit on top.
+        """
+        return f"{STORE_PREFIX}provenance/{agent}"
+
+    def _store_record(
+        self, repo: pygit2.Repository, agent: str, commit: pygit2.Oid, envelope: bytes, when: int
+    ) -> None:
+        """Add ``envelope`` under ``commit`` to the agent's provenance ref (lane lock held)."""
+        ref = self.provenance_ref(agent)
+        current = self._ref_target(repo, ref)
+        parent = None if current is None else self._commit(current)
+        key = str(commit)
+        blob = repo.create_blob(envelope)
+        root = repo.TreeBuilder(parent.tree) if parent is not None else repo.TreeBuilder()
+        fan = _tree_entry(parent.tree, key[:2]) if parent is not None else None
+        sub = repo.TreeBuilder(fan.peel(pygit2.Tree)) if fan is not None else repo.TreeBuilder()
+        sub.insert(key[2:], blob, MODE_FILE)
+        root.insert(key[:2], sub.write(), FileMode.TREE)
+        signature = pygit2.Signature("chit", "chit@localhost", when, 0)
+        record_commit = repo.create_commit(
+            None, signature, signature, f"chit: provenance of {key}\n", root.write(),
+            [] if parent is None else [parent.id],
+        )
+        self._cas_update(repo, ref, record_commit, _equals(current), "chit: provenance")
+
+    def provenance_record(self, agent: str, commit: str) -> bytes | None:
+        """The stored envelope for ``commit`` on ``agent``'s lane, or ``None``.
+
+        Args:
+            agent: A validated agent name.
+            commit: A full 40-hex commit id.
+
+        Returns:
+            The envelope bytes as stored (untrusted until verified).
+        """
+        if not re.fullmatch(r"[0-9a-f]{40}", commit):
+            raise ValueError("not a commit id")
+        repo = self._repo
+        target = self._ref_target(repo, self.provenance_ref(agent))
+        if target is None:
+            return None
+        try:
+            tree = repo[target].peel(pygit2.Tree)
+        except (pygit2.GitError, KeyError, ValueError):
+            return None
+        entry = _tree_entry(tree, f"{commit[:2]}/{commit[2:]}")
+        if entry is None or entry.type_str != "blob":
+            return None
+        return bytes(entry.peel(pygit2.Blob).data)
 
     def staged_paths_changed_on_lane(self, agent: str, staged: StagedChange) -> list[str]:
         """Staged paths that changed on the lane since ``staged.base``, sorted.

@@ -72,9 +72,7 @@ def cmd_mint(args: argparse.Namespace) -> int:
         delegable=args.delegable,
     )
     if args.out:
-        fd = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="ascii") as fh:
-            fh.write(info["token"] + "\n")
+        _write_new_file(args.out, info["token"] + "\n", 0o600)
         info = {k: v for k, v in info.items() if k != "token"} | {"token_file": args.out}
         if not args.json:
             print(f"token {info['token_id']} written to {args.out} (0600)")
@@ -109,6 +107,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 MAX_TOKEN_FILE_BYTES = 16384
+MAX_KEYS_FILE_BYTES = 1 << 20
+
+
+def _write_new_file(path: str, text: str, mode: int) -> None:
+    """Write ``text`` to a file that must not exist yet (``O_EXCL``), with ``mode``."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
 
 
 def cmd_attenuate(args: argparse.Namespace) -> int:
@@ -150,8 +156,17 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
     home = operator.resolve_home(args.home)
     operator.ensure_home(home)
+    if args.keys_command == "export-public":
+        doc = operator.export_public(home)
+        text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+        if args.out:
+            _write_new_file(args.out, text, 0o644)
+            print(f"wrote {len(doc['keys'])} public key(s) to {args.out}", file=sys.stderr)
+        else:
+            sys.stdout.write(text)
+        return EXIT_OK
     if args.keys_command == "rotate":
-        keys = [operator.rotate_key(home)]
+        keys = [operator.rotate_signing_key(home) if args.signing else operator.rotate_key(home)]
     elif args.keys_command == "retire":
         keys = [operator.retire_key(home, args.kid)]
     else:
@@ -160,8 +175,11 @@ def cmd_keys(args: argparse.Namespace) -> int:
         _print_json(keys if args.keys_command == "list" else keys[0])
         return EXIT_OK
     for key in keys:
-        role = "signing" if key["signing"] else ("verifying" if key["status"] == "active" else "")
-        print(f"{key['kid']}  {key['status']:8} {role}")
+        if key.get("kind") == "signing":
+            role = "signs provenance" if key["signing"] else "verifies old provenance"
+        else:
+            role = "mints" if key["signing"] else ("verifies" if key["status"] == "active" else "")
+        print(f"{key['kid']}  {key.get('kind', 'root'):7} {key['status']:8} {role}")
     return EXIT_OK
 
 
@@ -200,10 +218,29 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _public_keys(args: argparse.Namespace) -> dict[str, Any]:
+    """Trusted engine public keys: ``--keys FILE``, else the home's signing keys."""
+    from engine import keys, operator
+
+    if args.keys:
+        with open(args.keys, "rb") as fh:
+            raw = fh.read(MAX_KEYS_FILE_BYTES + 1)
+        if len(raw) > MAX_KEYS_FILE_BYTES:
+            raise ValueError("the keys file is too large")
+        try:
+            doc = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise ValueError("the keys file is not JSON") from None
+    else:
+        home = operator.resolve_home(args.home)
+        doc = operator.export_public(home)
+    return keys.load_public_keys(doc)
+
+
 def cmd_audit_verify(args: argparse.Namespace) -> int:
     from engine.audit import verify_repository
 
-    report = verify_repository(args.repo, args.lanes or None)
+    report = verify_repository(args.repo, args.lanes or None, public_keys=_public_keys(args))
     if args.json:
         _print_json(report)
     else:
@@ -278,15 +315,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_revoke)
 
-    keys = sub.add_parser("keys", parents=[common], help="root keys: list, rotate, retire")
+    keys = sub.add_parser(
+        "keys", parents=[common], help="root and signing keys: list, rotate, retire, export-public"
+    )
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    for name, text in (
-        ("list", "ids and states, never secrets"),
-        ("rotate", "add a new signing key"),
-    ):
-        p = keys_sub.add_parser(name, parents=[common], help=text)
-        p.add_argument("--json", action="store_true")
-        p.set_defaults(func=cmd_keys)
+    p = keys_sub.add_parser("list", parents=[common], help="ids and states, never secrets")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_keys)
+    p = keys_sub.add_parser("rotate", parents=[common], help="add a new root key (it mints)")
+    p.add_argument("--signing", action="store_true",
+                   help="rotate the Ed25519 provenance signing key instead")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_keys)
+    p = keys_sub.add_parser(
+        "export-public", parents=[common],
+        help="print the engine's public signing keys (chit-engine-keys/1) for auditors",
+    )
+    p.add_argument("--out", help="write to this new file instead of stdout")
+    p.set_defaults(func=cmd_keys)
     p = keys_sub.add_parser(
         "retire", parents=[common], help="retire a key: its tokens stop working"
     )
@@ -302,9 +348,14 @@ def _parser() -> argparse.ArgumentParser:
     audit = sub.add_parser("audit", help="verify provenance").add_subparsers(
         dest="audit_command", required=True
     )
-    p = audit.add_parser("verify", help="verify catalog hashes and trailers on agent lanes")
+    p = audit.add_parser(
+        "verify", parents=[common], help="verify signed provenance on agent lanes"
+    )
     p.add_argument("--repo", required=True)
-    p.add_argument("lanes", nargs="*", help="lanes (agent/NAME); default: all")
+    p.add_argument("lanes", nargs="*", metavar="LANE|RANGE",
+                   help="lanes (agent/NAME) or ranges REV..agent/NAME; default: every lane")
+    p.add_argument("--keys", help="trusted public keys (chit keys export-public); "
+                   "default: the home's signing keys")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_audit_verify)
 

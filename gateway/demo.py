@@ -8,8 +8,8 @@
    a write, the diff, a commit on ``agent/<name>``, a widening delegation
    refused and a narrower one issued to a helper agent.
 4. The helper connects with its own token and commits on its own lane.
-5. ``chit audit verify`` passing; ``chit revoke`` of the helper's token, after
-   which its next call fails.
+5. ``chit audit verify`` passing with only the exported public keys;
+   ``chit revoke`` of the helper's token, after which its next call fails.
 6. A read-only token offered only the read tools, and refused a write.
 """
 
@@ -255,8 +255,13 @@ def run_demo(*, keep: bool = False) -> int:
         if main_now != main_id:
             raise RuntimeError("main moved")
 
-        _step(10, "auditor: chit audit verify (no secret key needed)")
-        audit = _chit(home, "audit", "verify", "--repo", str(repo))
+        _step(10, "auditor: chit audit verify with the engine's public keys only")
+        public = repo.parent / "engine-keys.json"
+        exported = _chit(home, "keys", "export-public", "--out", str(public))
+        if exported.returncode != 0:
+            raise RuntimeError(exported.stderr.strip())
+        _say(f"    operator: chit keys export-public --out {public.name} (no secret in it)")
+        audit = _chit(home, "audit", "verify", "--repo", str(repo), "--keys", str(public))
         _say(textwrap.indent(audit.stdout.rstrip(), "    "))
         if audit.returncode != 0 or "verified: 2/2 commits" not in audit.stdout:
             raise RuntimeError("audit did not verify both commits")

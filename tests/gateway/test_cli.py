@@ -148,12 +148,13 @@ def test_audit_verify_passes_then_catches_tampering(world: World) -> None:
 
     # Threat: a commit pushed straight onto a lane with plain git, no provenance.
     bare = _plain_commit(world, "agent/alice", "sneaky change\n")
-    # Threat: forged trailers pointing at a catalog that was never stored.
+    # Threat: forged trailers naming a provenance record that was never signed.
     forged = _plain_commit(
         world,
         "agent/alice",
         "forged\n\nChit-Agent: alice\nChit-Session: s\nChit-Token-Id: 00\n"
-        "Chit-Catalog-Hash: sha256:" + "ab" * 32 + "\nChit-Catalog-Encoding: chit-catalog/1\n",
+        "Chit-Catalog-Hash: sha256:" + "ab" * 32 + "\nChit-Catalog-Encoding: chit-catalog/1\n"
+        "Chit-Provenance: sha256:" + "cd" * 32 + "\n",
     )
     # Threat: another agent's trailers on this lane.
     good_msg = pygit2.Repository(str(world.repo))[good].message
@@ -164,7 +165,7 @@ def test_audit_verify_passes_then_catches_tampering(world: World) -> None:
     assert bad.returncode == 1
     findings = {(f["commit"], f["check"]) for f in json.loads(bad.stdout)["findings"]}
     assert (bare, "trailers") in findings
-    assert (forged, "catalog_stored") in findings
+    assert (forged, "record_missing") in findings
     assert (stolen, "lane") in findings
     assert not any(c == good for c, _ in findings)
     text = run(world, "audit", "verify", "--repo", str(world.repo))
@@ -303,9 +304,12 @@ def test_revoke_and_keys_commands(world: World) -> None:
     assert run(world, "revoke", "not-an-id").returncode == 2
 
     listed = json.loads(run(world, "keys", "list", "--json").stdout)
-    assert len(listed) == 1 and listed[0]["signing"] and "secret" not in json.dumps(listed)
+    assert [k["kind"] for k in listed] == ["root", "signing"]
+    assert all(k["signing"] for k in listed)
+    assert "secret" not in json.dumps(listed) and "seed" not in json.dumps(listed)
     rotated = json.loads(run(world, "keys", "rotate", "--json").stdout)
-    listed = json.loads(run(world, "keys", "list", "--json").stdout)
+    listed = [k for k in json.loads(run(world, "keys", "list", "--json").stdout)
+              if k["kind"] == "root"]
     assert [k["kid"] for k in listed if k["signing"]] == [rotated["kid"]]
     old = listed[-1]["kid"]
     survivor = world.mint()  # signed by the new key

@@ -1,0 +1,415 @@
+"""Provenance records: ``chit-provenance/1``, signed with the engine's Ed25519 key.
+
+Every commit the engine makes carries one record (docs/provenance-format.md): who
+made it (lane, agent, session, the whole delegation chain with each hop's scope),
+under which authority (the token id, the policy hash), having been offered which
+tools (the catalog hash and encoding), and what it changed (paths with old and
+new blob ids). The record is a ``chit-det/1`` map; the engine signs its exact
+bytes with Ed25519 (RFC 8032) and wraps record and signature in an envelope, also
+``chit-det/1``. The commit's ``Chit-Provenance`` trailer is the SHA-256 of the
+envelope's bytes, so the commit names its record.
+
+A record cannot hold the id of the commit that names it (that id covers the
+trailer, which covers the record). Instead it holds everything the commit id is
+made of: tree, parents, author, committer and the SHA-256 of the message up to
+the ``Chit-Provenance`` line. An auditor compares each with the commit, which
+binds record and commit both ways.
+
+This module is pure: bytes and keys in, a value or a :class:`ProvenanceError`
+out. Reading the repository is :mod:`engine.audit`'s job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+import policy
+from engine import cbor
+from engine.errors import ProfileError
+from engine.keys import SIGNING_ALG, SigningKey
+from engine.token import UnverifiedToken, VerifiedToken, grant_of_blocks
+
+__all__ = [
+    "PROVENANCE_TRAILER",
+    "RECORD_VERSION",
+    "Hop",
+    "ProvenanceError",
+    "check_chain",
+    "delegation_chain",
+    "envelope_hash",
+    "open_envelope",
+    "policy_hash",
+    "seal",
+    "split_message",
+]
+
+RECORD_VERSION: Final = "chit-provenance/1"
+PROVENANCE_TRAILER: Final = "Chit-Provenance"
+SIGNATURE_CONTEXT: Final = b"chit-provenance/1 signature\x00"
+"""Prefixed to the record bytes before signing (domain separation)."""
+MAX_RECORD_BYTES: Final = 1 << 20
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
+_TRAILER_LINE = re.compile(r"\nChit-Provenance: (sha256:[0-9a-f]{64})\n\Z")
+
+
+class ProvenanceError(Exception):
+    """A record failed one audit check.
+
+    Attributes:
+        check: The check's stable name (docs/audit.md), e.g. ``signature``.
+        reason: What failed, for a person; never secret material.
+    """
+
+    def __init__(self, check: str, reason: str) -> None:
+        super().__init__(f"{check}: {reason}")
+        self.check = check
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One hop of a delegation chain as recorded: the token as its holder had it.
+
+    Attributes:
+        block_id: Hex id of the hop's identity block (the root block, or a
+            delegation block).
+        agent: The agent the hop names.
+        ops: Operations after every block up to the next hop.
+        paths: Path glob lists after every block up to the next hop (a path is
+            in scope iff every list has a matching glob); each hop's lists extend
+            the previous hop's.
+        expires_at: Effective expiry, unix seconds.
+        not_before: Effective not-before, unix seconds, or ``None``.
+        delegable: The delegation flag at this hop.
+        issued_at: When the engine issued the hop (delegations), else ``None``.
+    """
+
+    block_id: str
+    agent: str
+    ops: tuple[str, ...]
+    paths: tuple[tuple[str, ...], ...]
+    expires_at: int
+    not_before: int | None
+    delegable: bool
+    issued_at: int | None = None
+
+    def encoded(self) -> dict[str, Any]:
+        """The hop as a ``chit-det/1`` map (absent values are left out)."""
+        out: dict[str, Any] = {
+            "id": self.block_id,
+            "agent": self.agent,
+            "ops": list(self.ops),
+            "paths": [list(g) for g in self.paths],
+            "exp": self.expires_at,
+            "delegable": self.delegable,
+        }
+        if self.not_before is not None:
+            out["nbf"] = self.not_before
+        if self.issued_at is not None:
+            out["iat"] = self.issued_at
+        return out
+
+
+def delegation_chain(
+    token: VerifiedToken, raw: UnverifiedToken, issued_at: Mapping[str, int]
+) -> list[Hop]:
+    """Each hop of ``token``'s chain with the scope its holder had.
+
+    Args:
+        token: The verified token.
+        raw: The same token's parsed form (its blocks' bytes); it must be the
+            token ``token`` was verified from.
+        issued_at: Block id to issue time (unix seconds) for delegation blocks
+            the engine issued.
+
+    Returns:
+        One :class:`Hop` per chain entry, root first; the last hop's scope is
+        the token's effective scope.
+
+    Raises:
+        ValueError: If ``raw`` is not the token ``token`` was verified from.
+    """
+    ids = [block_id for block_id, _agent in token.chain]
+    if len(raw.blocks) != len(token.block_ids) or not ids:
+        raise ValueError("token and parsed token differ")
+    ends = [token.block_ids.index(i) for i in ids[1:]] + [len(token.block_ids)]
+    hops: list[Hop] = []
+    for n, (block_id, agent) in enumerate(token.chain):
+        grant = grant_of_blocks(raw.blocks[: ends[n]])
+        hops.append(
+            Hop(
+                block_id=block_id,
+                agent=agent,
+                ops=tuple(sorted(grant["ops"])),
+                paths=tuple(grant["paths"]),
+                expires_at=grant["exp"] if grant["exp"] is not None else token.expires_at,
+                not_before=grant["nbf"],
+                delegable=grant["delegable"],
+                issued_at=issued_at.get(block_id) if n else None,
+            )
+        )
+    return hops
+
+
+def policy_hash(p: policy.Policy) -> str:
+    """``sha256:<hex>`` of the policy's ``chit-det/1`` encoding (its model dump).
+
+    Two policy files that load to the same model hash alike (comments and key
+    order do not count).
+    """
+    return "sha256:" + hashlib.sha256(cbor.encode(_plain(p.model_dump(mode="json")))).hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def seal(record: Mapping[str, Any], key: SigningKey) -> bytes:
+    """Sign a record and return the envelope's ``chit-det/1`` bytes.
+
+    Args:
+        record: The record map (``chit-det/1`` data model); its ``kid`` must
+            name ``key``.
+        key: The engine's active signing key.
+
+    Returns:
+        The envelope ``{"v", "alg", "kid", "record": bytes, "sig": bytes}``,
+        where ``sig`` is Ed25519 over :data:`SIGNATURE_CONTEXT` + record bytes.
+
+    Raises:
+        ProfileError: If the record is outside the profile.
+        ValueError: If the record's ``kid`` is not ``key``'s.
+    """
+    if record.get("kid") != key.key_id or record.get("v") != RECORD_VERSION:
+        raise ValueError("the record must name this key and the record version")
+    body = cbor.encode(dict(record))
+    return cbor.encode(
+        {
+            "v": RECORD_VERSION,
+            "alg": SIGNING_ALG,
+            "kid": key.key_id,
+            "record": body,
+            "sig": key.sign(SIGNATURE_CONTEXT + body),
+        }
+    )
+
+
+def envelope_hash(envelope: bytes) -> str:
+    """``sha256:<hex>`` of an envelope's bytes: the ``Chit-Provenance`` trailer value."""
+    return "sha256:" + hashlib.sha256(envelope).hexdigest()
+
+
+def open_envelope(
+    untrusted: bytes, public_keys: Mapping[str, Ed25519PublicKey]
+) -> dict[str, Any]:
+    """Decode an envelope, verify its signature, and return the record.
+
+    Args:
+        untrusted: The stored envelope bytes.
+        public_keys: Trusted key id to Ed25519 public key (``chit keys export-public``).
+
+    Returns:
+        The record map, once the signature verified.
+
+    Raises:
+        ProvenanceError: ``record_decodes`` if the envelope or record is not
+            ``chit-det/1`` in the ``chit-provenance/1`` shape; ``signature`` if the
+            key id is unknown, the envelope and record name different keys, or
+            the signature does not verify.
+    """
+    try:
+        env = cbor.decode(untrusted, max_size=MAX_RECORD_BYTES)
+    except ProfileError as exc:
+        reason = f"envelope is not chit-det/1: {exc.reason}"
+        raise ProvenanceError("record_decodes", reason) from None
+    if (
+        not isinstance(env, dict)
+        or set(env) != {"v", "alg", "kid", "record", "sig"}
+        or env["v"] != RECORD_VERSION
+        or env["alg"] != SIGNING_ALG
+        or not isinstance(env["kid"], str)
+        or not isinstance(env["record"], bytes)
+        or not isinstance(env["sig"], bytes)
+    ):
+        raise ProvenanceError("record_decodes", f"envelope is not a {RECORD_VERSION} envelope")
+    key = public_keys.get(env["kid"])
+    if key is None:
+        raise ProvenanceError("signature", f"signed by unknown key id {env['kid']!r}")
+    try:
+        key.verify(env["sig"], SIGNATURE_CONTEXT + env["record"])
+    except InvalidSignature:
+        raise ProvenanceError("signature", "the signature does not verify") from None
+    try:
+        record = cbor.decode(env["record"], max_size=MAX_RECORD_BYTES)
+    except ProfileError as exc:
+        raise ProvenanceError("record_decodes", f"record is not chit-det/1: {exc.reason}") from None
+    if not isinstance(record, dict) or record.get("v") != RECORD_VERSION:
+        raise ProvenanceError("record_decodes", f"record is not a {RECORD_VERSION} record")
+    if record.get("kid") != env["kid"]:
+        raise ProvenanceError("signature", "envelope and record name different keys")
+    _check_shape(record)
+    return record
+
+
+_RECORD_KEYS = {
+    "v": str,
+    "kid": str,
+    "lane": str,
+    "agent": str,
+    "session": str,
+    "token_id": str,
+    "time": int,
+    "commit": dict,
+    "chain": list,
+    "catalog": dict,
+    "policy": str,
+    "change": list,
+}
+
+
+def _check_shape(record: dict[str, Any]) -> None:
+    def bad(what: str) -> ProvenanceError:
+        return ProvenanceError("record_decodes", f"record field {what} is malformed")
+
+    if set(record) != set(_RECORD_KEYS):
+        raise ProvenanceError("record_decodes", "record fields are not those of chit-provenance/1")
+    for name, kind in _RECORD_KEYS.items():
+        if type(record[name]) is not kind:
+            raise bad(name)
+    commit = record["commit"]
+    if set(commit) != {"tree", "parents", "author", "committer", "message"}:
+        raise bad("commit")
+    if not isinstance(commit["tree"], str) or not _HEX40.match(commit["tree"]):
+        raise bad("commit.tree")
+    parents = commit["parents"]
+    if not isinstance(parents, list) or not all(
+        isinstance(p, str) and _HEX40.match(p) for p in parents
+    ):
+        raise bad("commit.parents")
+    for who in ("author", "committer"):
+        sig = commit[who]
+        if (
+            not isinstance(sig, dict)
+            or set(sig) != {"name", "email", "time", "offset"}
+            or not isinstance(sig["name"], str)
+            or not isinstance(sig["email"], str)
+            or type(sig["time"]) is not int
+            or type(sig["offset"]) is not int
+        ):
+            raise bad(f"commit.{who}")
+    if not isinstance(commit["message"], str) or not _HASH.match(commit["message"]):
+        raise bad("commit.message")
+    catalog = record["catalog"]
+    if (
+        set(catalog) != {"hash", "encoding"}
+        or not isinstance(catalog["hash"], str)
+        or not _HASH.match(catalog["hash"])
+        or not isinstance(catalog["encoding"], str)
+    ):
+        raise bad("catalog")
+    if not _HASH.match(record["policy"]):
+        raise bad("policy")
+    for entry in record["change"]:
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("path"), str)
+            or not set(entry) <= {"path", "old", "new", "old_mode", "new_mode"}
+            or not all(
+                isinstance(entry[k], str) and _HEX40.match(entry[k])
+                for k in ("old", "new")
+                if k in entry
+            )
+            or not all(type(entry[k]) is int for k in ("old_mode", "new_mode") if k in entry)
+        ):
+            raise bad("change")
+    if not record["chain"]:
+        raise bad("chain")
+    for hop in record["chain"]:
+        if (
+            not isinstance(hop, dict)
+            or not {"id", "agent", "ops", "paths", "exp", "delegable"} <= set(hop)
+            or not set(hop) <= {"id", "agent", "ops", "paths", "exp", "delegable", "nbf", "iat"}
+            or not isinstance(hop["id"], str)
+            or not isinstance(hop["agent"], str)
+            or not isinstance(hop["ops"], list)
+            or not all(isinstance(o, str) for o in hop["ops"])
+            or not isinstance(hop["paths"], list)
+            or not all(
+                isinstance(g, list) and all(isinstance(x, str) for x in g) for g in hop["paths"]
+            )
+            or type(hop["exp"]) is not int
+            or type(hop["delegable"]) is not bool
+            or not all(type(hop[k]) is int for k in ("nbf", "iat") if k in hop)
+        ):
+            raise bad("chain")
+
+
+def split_message(message: str) -> tuple[str, str]:
+    """Split a commit message into what the record hashes and the trailer value.
+
+    Args:
+        message: The whole commit message. Its last line must be
+            ``Chit-Provenance: sha256:<64 hex>`` followed by a newline.
+
+    Returns:
+        ``(signed_part, record_hash)``: the message up to (not including) that
+        line, and the ``sha256:<hex>`` it names.
+
+    Raises:
+        ProvenanceError: ``trailers`` if the last line is not that trailer.
+    """
+    match = _TRAILER_LINE.search(message)
+    if match is None:
+        raise ProvenanceError("trailers", "the message does not end with a Chit-Provenance trailer")
+    return message[: match.start() + 1], match.group(1)
+
+
+def message_digest(signed_part: str) -> str:
+    """``sha256:<hex>`` of the UTF-8 bytes of the message up to the provenance line."""
+    return "sha256:" + hashlib.sha256(signed_part.encode("utf-8")).hexdigest()
+
+
+def check_chain(record: Mapping[str, Any]) -> None:
+    """Check that every hop of the recorded chain narrows the one before.
+
+    A hop narrows when its agent is the previous agent plus ``.<label>``, its
+    operations are a subset, its path lists extend the previous hop's (so its
+    scope is an intersection that includes the previous one), its expiry is no
+    later, its not-before no earlier, and it is delegable only if the previous
+    hop was (and the previous hop must have been delegable to delegate at all).
+    The last hop must name the record's agent and lane.
+
+    Raises:
+        ProvenanceError: ``chain`` with the first hop that widens.
+    """
+    chain: Sequence[Mapping[str, Any]] = record["chain"]
+    for n in range(1, len(chain)):
+        prev, hop = chain[n - 1], chain[n]
+        where = f"hop {n} ({hop['agent']!r})"
+        if not str(hop["agent"]).startswith(str(prev["agent"]) + "."):
+            raise ProvenanceError("chain", f"{where} is not a sub-agent of {prev['agent']!r}")
+        if not prev["delegable"]:
+            raise ProvenanceError("chain", f"{where} was delegated by a non-delegable hop")
+        if not set(hop["ops"]) <= set(prev["ops"]):
+            raise ProvenanceError("chain", f"{where} widens the operations")
+        if hop["paths"][: len(prev["paths"])] != prev["paths"]:
+            raise ProvenanceError("chain", f"{where} does not keep the parent's path scope")
+        if hop["exp"] > prev["exp"]:
+            raise ProvenanceError("chain", f"{where} outlives its parent")
+        if prev.get("nbf") is not None and hop.get("nbf", -1) < prev["nbf"]:
+            raise ProvenanceError("chain", f"{where} is valid before its parent")
+    last = chain[-1]
+    if last["agent"] != record["agent"] or record["lane"] != f"agent/{record['agent']}":
+        raise ProvenanceError("lane", "the chain's last agent does not own the recorded lane")
