@@ -222,7 +222,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.ProvenanceGraphArgs,
         s.ProvenanceGraph,
         R,
-        None,
+        handlers.provenance_graph,
     ),
     _tool(
         "write_file",

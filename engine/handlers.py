@@ -15,12 +15,14 @@ import hashlib
 import re
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 import policy
-from engine import provenance, vcs
+from engine import graph, provenance, vcs
 from engine import schemas as s
 from engine import token as tokens
 from engine.errors import (
@@ -97,6 +99,9 @@ class CallContext:
     store: Store = field(repr=False)
     policy_hash: str = ""
     signing_key: Callable[[], SigningKey] | None = field(default=None, repr=False)
+    public_keys: Callable[[], Mapping[str, Ed25519PublicKey]] | None = field(
+        default=None, repr=False
+    )
 
     def visible(self, path: str) -> bool:
         """True iff the caller may see ``path``: in scope and not forbidden by policy."""
@@ -626,3 +631,20 @@ def issue_sub_token(ctx: CallContext, args: s.IssueSubTokenArgs) -> s.SubToken:
         )
     )
     return s.SubToken(token=text, token_id=child_id, agent=args.agent, expires_at=expires_at)
+
+
+def provenance_graph(ctx: CallContext, args: s.ProvenanceGraphArgs) -> s.ProvenanceGraph:
+    """The derivation graph around a commit, session or token id, pruned to the caller's scope.
+
+    Only commits whose provenance record verifies under the engine's public keys
+    take part (engine/graph.py).
+    """
+    if ctx.public_keys is None:
+        raise ConfigurationError("no public keys configured")
+    entries, _unverified = graph.collect(ctx.repo, ctx.public_keys())
+    found = graph.build_graph(entries, args.handle.strip(), ctx.visible)
+    return s.ProvenanceGraph(
+        nodes=[s.GraphNode(**n) for n in found["nodes"]],
+        edges=[s.GraphEdge(**e) for e in found["edges"]],
+        pruned=found["pruned"],
+    )

@@ -113,6 +113,10 @@ class Engine:
     def __repr__(self) -> str:
         return "Engine()"
 
+    def _public_keys(self) -> dict[str, Any]:
+        """The engine's own signing keys' public halves (for provenance_graph)."""
+        return keys.load_public_keys(keys.export_public_keys(self._home))
+
     # --- the interface -------------------------------------------------------
 
     def offer(self, token: str) -> dict[str, Any]:
@@ -299,6 +303,7 @@ class Engine:
                 store=self._store,
                 policy_hash=self._policy_hash,
                 signing_key=functools.partial(keys.active_signing_key, self._home),
+                public_keys=self._public_keys,
             )
             result: BaseModel = spec.handler(ctx, args)
         dumped: dict[str, Any] = result.model_dump(mode="json")

@@ -1,7 +1,8 @@
 """The ``chit`` command line, for operators, agent hosts and auditors.
 
 Commands (docs/architecture.md): ``init``, ``mint``, ``attenuate``, ``inspect``,
-``revoke``, ``keys list|rotate|retire``, ``mcp``, ``audit verify`` and ``demo``.
+``revoke``, ``keys list|rotate|retire|export-public``, ``mcp``, ``audit verify``,
+``audit graph`` and ``demo``.
 Every engine error is caught in one place, printed as its code and message
 (never a traceback, never a token or key) and turned into exit status 2; a failed
 audit exits 1.
@@ -258,6 +259,24 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report["ok"] else EXIT_FAILED
 
 
+def cmd_audit_graph(args: argparse.Namespace) -> int:
+    from engine import graph, vcs
+
+    repo = vcs.Repository(args.repo)
+    entries, unverified = graph.collect(repo, _public_keys(args))
+    found = graph.build_graph(entries, args.handle.strip())
+    if args.format == "json":
+        _print_json(found | {"unverified": unverified})
+    elif args.format == "mermaid":
+        sys.stdout.write(graph.to_mermaid(found))
+    else:
+        sys.stdout.write(graph.to_dot(found))
+    if unverified:
+        print(f"note: {unverified} lane commit(s) without verified provenance were left out; "
+              "run `chit audit verify`", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from gateway.demo import run_demo
 
@@ -358,6 +377,16 @@ def _parser() -> argparse.ArgumentParser:
                    "default: the home's signing keys")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_audit_verify)
+    p = audit.add_parser(
+        "graph", parents=[common],
+        help="the provenance graph around a commit, session or token id",
+    )
+    p.add_argument("handle", help="commit id (7-40 hex), session id, or token id (32 hex)")
+    p.add_argument("--repo", required=True)
+    p.add_argument("--keys", help="trusted public keys (chit keys export-public); "
+                   "default: the home's signing keys")
+    p.add_argument("--format", choices=("json", "mermaid", "dot"), default="json")
+    p.set_defaults(func=cmd_audit_graph)
 
     p = sub.add_parser(
         "demo", parents=[common], help="run chit end to end on a temporary repository"

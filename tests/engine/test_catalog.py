@@ -46,7 +46,6 @@ WITHHELD = {
     "search_symbols",
     "change_impact",
     "project_context",
-    "provenance_graph",
 }
 ALL_OPS = frozenset({"read", "write", "commit", "sub-token:issue"})
 VECTORS = Path(__file__).parent.parent / "vectors" / "catalog_chit_catalog1.json"

@@ -1,0 +1,256 @@
+"""The provenance graph: tokens, delegations, sessions, commits and files.
+
+Built from verified provenance records only (docs/provenance-format.md): a record
+joins the graph once its signature verifies under a known engine key and its
+hash matches the commit's ``Chit-Provenance`` trailer; anything else is counted
+as ``unverified`` and left out. The same graph serves the ``provenance_graph``
+tool (pruned to the caller's scope) and ``chit audit graph`` (whole).
+
+Nodes (``id`` / ``kind`` / ``label``):
+
+- ``token:<block id>`` / ``token`` / the agent: each hop of a delegation chain;
+- ``session:<id>`` / ``session`` / the session id;
+- ``commit:<id>`` / ``commit`` / ``<short id> <summary line>``;
+- ``file:<path>`` / ``file`` / the path.
+
+Edges (``source`` -> ``target`` / ``kind``): ``delegated`` (parent hop to child
+hop), ``opened`` (the token that presented a session), ``made`` (session to
+commit), ``parent`` (commit to the commit it builds on, when both are shown),
+``changed`` (commit to each file it changed).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pygit2
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from engine import provenance, vcs
+from engine.errors import InvalidRequestError, RepositoryError
+
+__all__ = ["Entry", "build_graph", "collect", "to_dot", "to_mermaid"]
+
+_HEX_COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
+_TOKEN_ID = re.compile(r"^[0-9a-f]{32}$")
+MAX_COMMITS = 5000
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One commit with its verified record."""
+
+    agent: str
+    commit: str
+    summary: str
+    record: Mapping[str, Any]
+
+
+def collect(
+    repo: vcs.Repository, public_keys: Mapping[str, Ed25519PublicKey]
+) -> tuple[list[Entry], int]:
+    """Every lane commit whose provenance record verifies, newest first per lane.
+
+    Args:
+        repo: The repository.
+        public_keys: Trusted engine key id to Ed25519 public key.
+
+    Returns:
+        ``(entries, unverified)``: the commits with verified records, and how
+        many lane commits were left out because their record is missing, does
+        not match the trailer or does not verify. At most :data:`MAX_COMMITS`
+        commits are read.
+    """
+    entries: list[Entry] = []
+    unverified = 0
+    for agent in repo.lanes():
+        for commit in repo.lane_commits(agent):
+            if len(entries) + unverified >= MAX_COMMITS:
+                return entries, unverified
+            record = _verified_record(repo, agent, commit, public_keys)
+            if record is None:
+                unverified += 1
+                continue
+            summary = commit.message.split("\n", 1)[0][:80]
+            entries.append(Entry(agent, str(commit.id), summary, record))
+    return entries, unverified
+
+
+def _verified_record(
+    repo: vcs.Repository,
+    agent: str,
+    commit: pygit2.Commit,
+    public_keys: Mapping[str, Ed25519PublicKey],
+) -> Mapping[str, Any] | None:
+    envelope = repo.provenance_record(agent, str(commit.id))
+    if envelope is None:
+        return None
+    try:
+        _signed, trailer = provenance.split_message(commit.message)
+        if provenance.envelope_hash(envelope) != trailer:
+            return None
+        record = provenance.open_envelope(envelope, public_keys)
+    except provenance.ProvenanceError:
+        return None
+    if record["lane"] != f"agent/{agent}" or record["commit"]["tree"] != str(commit.tree_id):
+        return None
+    return record
+
+
+def _select(entries: list[Entry], handle: str) -> list[Entry]:
+    """The entries a handle names: a commit, a session, or a token id (with its descendants)."""
+    if _TOKEN_ID.match(handle):
+        by_token = [e for e in entries if any(h["id"] == handle for h in e.record["chain"])]
+        if by_token:
+            return by_token
+    if _HEX_COMMIT.match(handle):
+        by_commit = [e for e in entries if e.commit.startswith(handle)]
+        if len(by_commit) > 1:
+            raise InvalidRequestError("invalid_argument", "the commit id prefix is ambiguous")
+        if by_commit:
+            return by_commit
+    by_session = [e for e in entries if e.record["session"] == handle]
+    if by_session:
+        return by_session
+    raise RepositoryError(
+        "not_found", "no commit, session or token id with verified provenance matches the handle"
+    )
+
+
+def build_graph(
+    entries: list[Entry],
+    handle: str,
+    visible: Callable[[str], bool] | None = None,
+) -> dict[str, Any]:
+    """The derivation graph around ``handle``.
+
+    Args:
+        entries: Verified entries (:func:`collect`).
+        handle: A commit id (7 to 40 hex), a session id, or a token id (32 hex:
+            the token's commits and those of every token delegated from it).
+        visible: The caller's path filter; ``None`` shows everything. A file the
+            caller may not see is left out; a commit that changed no visible
+            file is left out with its session and tokens unless something
+            visible uses them.
+
+    Returns:
+        ``{"nodes": [{"id", "kind", "label"}], "edges": [{"source", "target",
+        "kind"}], "pruned": int}``, nodes and edges sorted, ``pruned`` counting
+        the commits and files left out.
+
+    Raises:
+        RepositoryError: ``not_found`` if nothing matches the handle.
+        InvalidRequestError: ``invalid_argument`` for an ambiguous commit prefix.
+    """
+    selected = _select(entries, handle)
+    nodes: dict[str, dict[str, str]] = {}
+    edges: set[tuple[str, str, str]] = set()
+    pruned = 0
+    shown_commits = set()
+    for entry in selected:
+        record = entry.record
+        files = [c["path"] for c in record["change"]]
+        seen = [p for p in files if visible is None or visible(p)]
+        pruned += len(files) - len(seen)
+        if not seen:
+            pruned += 1
+            continue
+        commit_id = f"commit:{entry.commit}"
+        shown_commits.add(entry.commit)
+        nodes[commit_id] = _node(commit_id, "commit", f"{entry.commit[:12]} {entry.summary}")
+        session_id = f"session:{record['session']}"
+        nodes[session_id] = _node(session_id, "session", str(record["session"]))
+        edges.add((session_id, commit_id, "made"))
+        previous = None
+        for hop in record["chain"]:
+            token_id = f"token:{hop['id']}"
+            nodes[token_id] = _node(token_id, "token", str(hop["agent"]))
+            if previous is not None:
+                edges.add((previous, token_id, "delegated"))
+            previous = token_id
+        if previous is not None:
+            edges.add((previous, session_id, "opened"))
+        for path in seen:
+            file_id = f"file:{path}"
+            nodes[file_id] = _node(file_id, "file", path)
+            edges.add((commit_id, file_id, "changed"))
+    for entry in selected:
+        if entry.commit in shown_commits:
+            for parent in entry.record["commit"]["parents"]:
+                if parent in shown_commits:
+                    edges.add((f"commit:{entry.commit}", f"commit:{parent}", "parent"))
+    return {
+        "nodes": [nodes[k] for k in sorted(nodes)],
+        "edges": [{"source": a, "target": b, "kind": k} for a, b, k in sorted(edges)],
+        "pruned": pruned,
+    }
+
+
+def _node(node_id: str, kind: str, label: str) -> dict[str, str]:
+    return {"id": node_id, "kind": kind, "label": label}
+
+
+def _ids(nodes: Iterable[Mapping[str, str]]) -> dict[str, str]:
+    return {n["id"]: f"n{i}" for i, n in enumerate(nodes)}
+
+
+_SHAPES = {
+    "token": ("([", "])"),
+    "session": ("[/", "/]"),
+    "commit": ("[", "]"),
+    "file": ("[(", ")]"),
+}
+
+
+def to_mermaid(graph: Mapping[str, Any]) -> str:
+    """Render a graph as a Mermaid ``flowchart`` (labels escaped as HTML entities)."""
+    ids = _ids(graph["nodes"])
+    lines = ["flowchart LR"]
+    for node in graph["nodes"]:
+        left, right = _SHAPES.get(node["kind"], ("[", "]"))
+        label = _mermaid_text(f"{node['kind']}: {node['label']}")
+        lines.append(f'    {ids[node["id"]]}{left}"{label}"{right}')
+    for edge in graph["edges"]:
+        lines.append(f"    {ids[edge['source']]} -->|{edge['kind']}| {ids[edge['target']]}")
+    return "\n".join(lines) + "\n"
+
+
+def _mermaid_text(text: str) -> str:
+    out = []
+    for char in text:
+        if char.isalnum() or char in " ._-/:":
+            out.append(char)
+        else:
+            out.append(f"#{ord(char)};")
+    return "".join(out)
+
+
+def to_dot(graph: Mapping[str, Any]) -> str:
+    """Render a graph in Graphviz DOT (labels quoted and escaped)."""
+    shapes = {"token": "ellipse", "session": "parallelogram", "commit": "box", "file": "note"}
+    ids = _ids(graph["nodes"])
+    lines = ["digraph provenance {", "    rankdir=LR;"]
+    for node in graph["nodes"]:
+        label = _dot_text(f"{node['kind']}: {node['label']}")
+        shape = shapes.get(node["kind"], "box")
+        lines.append(f'    {ids[node["id"]]} [label="{label}", shape={shape}];')
+    for edge in graph["edges"]:
+        kind = _dot_text(edge["kind"])
+        lines.append(f'    {ids[edge["source"]]} -> {ids[edge["target"]]} [label="{kind}"];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_text(text: str) -> str:
+    out = []
+    for char in text:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif char.isprintable():
+            out.append(char)
+        else:
+            out.append(f"\\\\x{ord(char):02x}")
+    return "".join(out)
