@@ -18,13 +18,17 @@ explains the threat each check answers):
 - ``record_trailers``: agent, session, token id and catalog in the record equal
   the trailers;
 - ``lane``: the lane is the last agent of the chain, and the trailer agrees;
-- ``chain``: every delegation hop narrows the one before;
-- ``change``: the recorded paths and blob ids are exactly what the commit changed;
+- ``chain``: every delegation hop narrows the one before, and the last hop is
+  the recorded token and holds ``commit``;
+- ``change``: the recorded paths and blob ids are exactly what the commit
+  changed, and every changed path is in the last hop's path scope;
 - ``encoding``, ``catalog_stored``, ``catalog_hash``, ``catalog_decodes``: the
   catalog bytes are stored under ``refs/chit/catalogs``, hash to the recorded
   hash and decode as a ``chit-catalog/1`` document;
 - ``catalog_scope``: every tool in the catalog is one the recorded operations
-  (and delegation flag) unlock: the agent was shown nothing wider.
+  (and delegation flag) unlock: the agent was shown nothing wider. A tool chit
+  declares is judged by chit's own requirements for it, whatever the stored
+  catalog says it requires.
 """
 
 from __future__ import annotations
@@ -40,8 +44,9 @@ import pygit2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from engine import cbor, provenance, vcs
-from engine.catalog import CATALOG_ENCODING, DELEGATION_FLAG
+from engine.catalog import CATALOG_ENCODING, DELEGATION_FLAG, tool_by_name
 from engine.errors import ChitError, ProfileError
+from engine.paths import in_scope
 from engine.service import CATALOG_STORE_REF
 from engine.token import is_agent_name
 
@@ -168,6 +173,15 @@ def _trailer_counts(message: str) -> dict[str, int]:
     return counts
 
 
+def _requires(tool: Mapping[str, Any]) -> set[str]:
+    """What a catalog entry needs: its declared requirements and chit's own.
+
+    A stored catalog cannot lower the requirements of a tool chit declares.
+    """
+    known = tool_by_name(str(tool.get("name")))
+    return set(tool.get("requires") or ()) | (set(known.requires) if known else set())
+
+
 def _signature(sig: pygit2.Signature) -> dict[str, Any]:
     return {"name": sig.name, "email": sig.email, "time": int(sig.time), "offset": int(sig.offset)}
 
@@ -242,6 +256,11 @@ class _Auditor:
             provenance.check_chain(record)
         except provenance.ProvenanceError as exc:
             fail(exc.check, exc.reason)
+        last = record["chain"][-1]
+        if last["id"] != record["token_id"]:
+            fail("chain", "the chain's last hop is not the recorded token")
+        if "commit" not in last["ops"]:
+            fail("chain", "the chain's last hop does not hold commit")
         self._check_change(commit, record, fail)
 
         report.catalog_hash = record["catalog"]["hash"]
@@ -253,9 +272,7 @@ class _Auditor:
         held = set(record["chain"][-1]["ops"])
         if record["chain"][-1]["delegable"]:
             held.add(DELEGATION_FLAG)
-        wider = sorted(
-            str(t.get("name")) for t in tools if not set(t.get("requires") or ()) <= held
-        )
+        wider = sorted(str(t.get("name")) for t in tools if not _requires(t) <= held)
         if wider:
             fail("catalog_scope", "catalog offers tools the recorded operations do not unlock: "
                  + ", ".join(wider))
@@ -274,6 +291,10 @@ class _Auditor:
                     entry = actual.setdefault(f.path, {"path": f.path})
                     entry[side] = str(f.id)
                     entry[f"{side}_mode"] = int(f.mode)
+        scope = record["chain"][-1]["paths"]
+        outside = sorted(p for p in actual if not scope or not all(in_scope(p, g) for g in scope))
+        if outside:
+            fail("change", "changed paths outside the recorded scope: " + ", ".join(outside[:5]))
         recorded = {e["path"]: dict(e) for e in record["change"]}
         # Paths staged but left as they were (written back unchanged) are not changes.
         recorded = {p: e for p, e in recorded.items()
