@@ -71,7 +71,8 @@ def test_effective_scope_always_offered() -> None:
 @pytest.mark.parametrize(
     ("ops", "expected"),
     [
-        ({"read"}, {"effective_scope", "status", "read_file", "log", "diff", "list_conflicts"}),
+        ({"read"}, {"effective_scope", "status", "read_file", "log", "diff", "list_conflicts",
+                    "provenance_graph"}),
         ({"write"}, {"effective_scope", "write_file", "delete_file", "move_file",
                      "resolve_conflict"}),
         ({"commit"}, {"effective_scope", "commit"}),

@@ -43,6 +43,7 @@ def test_offer_and_call_share_one_check(engine: Engine, world: World) -> None:
     assert offer["ok"] and {t["name"] for t in offer["tools"]} == {
         "effective_scope",
         "list_conflicts",
+        "provenance_graph",
         "status",
         "read_file",
         "log",

@@ -15,7 +15,9 @@ from engine import cbor
 from tests.conftest import World
 from tests.gateway.mcp_client import payload, with_client
 
-READ_TOOLS = {"effective_scope", "status", "read_file", "log", "diff", "list_conflicts"}
+READ_TOOLS = {
+    "effective_scope", "status", "read_file", "log", "diff", "list_conflicts", "provenance_graph",
+}
 WRITE_TOOLS = {"write_file", "delete_file", "move_file", "commit"}
 
 
@@ -47,7 +49,7 @@ def test_tools_outside_the_offer_are_unknown_under_any_spelling(world: World, op
     names = [
         "Resolve_Conflict",
         "issue_sub_token",
-        "provenance_graph",
+        "Provenance_Graph",
         "obliterate",
         "Read_File",
         "READ_FILE",
