@@ -321,3 +321,24 @@ def test_revoke_and_keys_commands(world: World) -> None:
     assert last.returncode == 2 and "last active key" in last.stderr
     for path in (world.home / "keys" / "root").glob("*.json"):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_export_public_after_signing_rotation(world: World, tmp_path: Path) -> None:
+    """Threat: an export that leaks the signing seed, overwrites a file, or drops a key
+    old records need; a malformed keys file trusted as if it were one."""
+    first = json.loads(run(world, "keys", "export-public").stdout)
+    rotated = json.loads(run(world, "keys", "rotate", "--signing", "--json").stdout)
+    assert rotated["kind"] == "signing" and rotated["signing"]
+    out_file = tmp_path / "engine-keys.json"
+    assert run(world, "keys", "export-public", "--out", str(out_file)).returncode == 0
+    doc = json.loads(out_file.read_text())
+    assert doc["format"] == "chit-engine-keys/1"
+    assert [(k["kid"], k["status"]) for k in doc["keys"]] == [
+        (rotated["kid"], "active"), (first["keys"][0]["kid"], "retired")]
+    assert "seed" not in out_file.read_text()
+    assert stat.S_IMODE(out_file.stat().st_mode) & ~0o644 == 0  # never writable by others
+    assert run(world, "keys", "export-public", "--out", str(out_file)).returncode == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "chit-engine-keys/1", "keys": [{"kid": "x"}]}))
+    out = run(world, "audit", "verify", "--repo", str(world.repo), "--keys", str(bad))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
