@@ -8,7 +8,8 @@
    a write, the diff, a commit on ``agent/<name>``, a widening delegation
    refused and a narrower one issued to a helper agent.
 4. The helper connects with its own token and commits on its own lane.
-5. ``chit audit verify`` passing with only the exported public keys;
+5. ``chit audit verify`` passing with only the exported public keys, and the
+   provenance graph from the lead's token to both commits (``chit audit graph``);
    ``chit revoke`` of the helper's token, after which its next call fails.
 6. A read-only token offered only the read tools, and refused a write.
 """
@@ -265,6 +266,12 @@ def run_demo(*, keep: bool = False) -> int:
         _say(textwrap.indent(audit.stdout.rstrip(), "    "))
         if audit.returncode != 0 or "verified: 2/2 commits" not in audit.stdout:
             raise RuntimeError("audit did not verify both commits")
+        _say(f"    auditor: chit audit graph {minted['token_id']} --format mermaid")
+        drawn = _chit(home, "audit", "graph", minted["token_id"], "--repo", str(repo),
+                      "--keys", str(public), "--format", "mermaid")
+        _say(textwrap.indent(drawn.stdout.rstrip(), "    "))
+        if drawn.returncode != 0 or "-->|delegated|" not in drawn.stdout:
+            raise RuntimeError("the provenance graph does not show the delegation")
 
         _step(11, "operator: chit revoke the helper's token; its next call fails")
         revoke = _chit(home, "revoke", helper_id)
