@@ -1215,8 +1215,17 @@ class Repository:
     def _store_record(
         self, repo: pygit2.Repository, agent: str, commit: pygit2.Oid, envelope: bytes, when: int
     ) -> None:
-        """Add ``envelope`` under ``commit`` to the agent's provenance ref (lane lock held)."""
+        """Add ``envelope`` under ``commit`` to the agent's provenance ref (lane lock held).
+
+        Only chit writes this reference, and only while holding the lane's
+        writer lock (:meth:`_ref_lock`), which this caller holds: a git ``.lock``
+        file left on it can only be from a chit writer that died mid-update, so
+        it is removed rather than wedging the lane for ever.
+        """
         ref = self.provenance_ref(agent)
+        stale = os.path.join(self._gitdir, ref + ".lock")
+        if os.path.lexists(stale):
+            os.unlink(stale)
         current = self._ref_target(repo, ref)
         parent = None if current is None else self._commit(current)
         key = str(commit)

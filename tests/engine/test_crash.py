@@ -350,7 +350,10 @@ def test_sigkill_during_commits_never_leaves_a_partial_commit_on_the_lane(
         now = _check_complete_lane(gitdir, "crash")
         assert now >= steps, where  # the lane only ever moves forward
         steps = now
-        others = [p for p in gitdir.rglob("*.lock") if p != lock]
+        # A writer killed while updating the provenance ref may leave its .lock;
+        # the next commit (holding the lane's flock) clears it, checked below.
+        record_lock = gitdir / "refs" / "chit" / "provenance" / "crash.lock"
+        others = [p for p in gitdir.rglob("*.lock") if p not in (lock, record_lock)]
         assert others == [], (where, others)
         if lock.exists():
             # Killed while holding the lane's lock: the next commit is refused as
@@ -379,6 +382,25 @@ def test_sigkill_during_commits_never_leaves_a_partial_commit_on_the_lane(
     vcs.stage_write("crash", staged, "crash/last", f"{steps}\n".encode())
     _commit(vcs, "crash", staged, f"crash step {steps}\n")
     assert _check_complete_lane(gitdir, "crash") == steps + 1
+    _fsck(gitdir)
+
+
+def test_a_stale_lock_on_the_provenance_ref_is_cleared_by_the_next_commit(world: World) -> None:
+    """Threat: an engine killed while updating ``refs/chit/provenance/<agent>``
+    leaves git's ``.lock`` on it, and every later commit of that agent fails."""
+    gitdir = _gitdir(world)
+    engine = Engine(world.home, world.repo)
+    token = world.mint()
+    assert _call(engine, token, "write_file", {"path": "src/a.py", "content": "a\n"})["ok"]
+    assert _call(engine, token, "commit", {"message": "one"})["ok"]
+    stale = gitdir / "refs" / "chit" / "provenance" / "alice.lock"
+    stale.write_bytes(b"")  # what a killed writer leaves
+    assert _call(engine, token, "write_file", {"path": "src/b.py", "content": "b\n"})["ok"]
+    done = _call(engine, token, "commit", {"message": "two"})
+    assert done["ok"], done
+    assert not stale.exists()
+    record = Repository(world.repo).provenance_record("alice", done["result"]["commit"])
+    assert record is not None
     _fsck(gitdir)
 
 
