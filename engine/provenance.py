@@ -388,7 +388,8 @@ def check_chain(record: Mapping[str, Any]) -> None:
     operations are a subset, its path lists extend the previous hop's (so its
     scope is an intersection that includes the previous one), its expiry is no
     later, its not-before no earlier, and it is delegable only if the previous
-    hop was (and the previous hop must have been delegable to delegate at all).
+    hop was (and the previous hop must have held the delegation flag and the
+    ``sub-token:issue`` operation to delegate at all).
     The last hop must name the record's agent and lane.
 
     Raises:
@@ -400,8 +401,10 @@ def check_chain(record: Mapping[str, Any]) -> None:
         where = f"hop {n} ({hop['agent']!r})"
         if not str(hop["agent"]).startswith(str(prev["agent"]) + "."):
             raise ProvenanceError("chain", f"{where} is not a sub-agent of {prev['agent']!r}")
-        if not prev["delegable"]:
-            raise ProvenanceError("chain", f"{where} was delegated by a non-delegable hop")
+        if not prev["delegable"] or "sub-token:issue" not in prev["ops"]:
+            raise ProvenanceError(
+                "chain", f"{where} was delegated by a hop that could not delegate"
+            )
         if not set(hop["ops"]) <= set(prev["ops"]):
             raise ProvenanceError("chain", f"{where} widens the operations")
         if hop["paths"][: len(prev["paths"])] != prev["paths"]:

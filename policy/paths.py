@@ -167,6 +167,9 @@ def _form_problem(text: str, noun: str) -> str | None:
     if any(char in _BIDI_CONTROLS for char in text):
         # "Trojan source" (CVE-2021-42574): text that displays in another order.
         return f"{noun} contains a bidirectional control character"
+    if not unicodedata.is_normalized("NFC", text):
+        # Two spellings of one name (macOS writes NFD); provenance records hold NFC text.
+        return f"{noun} is not in Unicode NFC form"
     for segment in text.split(_SEP):
         problem = _segment_problem(segment, noun)
         if problem is not None:
@@ -229,7 +232,8 @@ def validate_path(path: object) -> str:
             empty; is too long (whole or one segment, in UTF-8 bytes); does not
             encode to UTF-8 (lone surrogates); is absolute (leading ``/``); starts
             with a drive prefix (``C:``); contains a backslash, NUL, another C0
-            control character or DEL; or has an empty (``a//b``, trailing ``/``),
+            control character or DEL; is not in Unicode NFC form; or has an
+            empty (``a//b``, trailing ``/``),
             ``.``, ``..`` or dots-and-spaces-only segment. These are checked
             first, over the whole path.
         PathError: ``path_forbidden`` if the path is well formed but one

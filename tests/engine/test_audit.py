@@ -603,9 +603,15 @@ def _not_a_sub_agent(record: dict[str, Any]) -> None:
     record["chain"][0]["agent"] = "other"
 
 
+def _cannot_issue(record: dict[str, Any]) -> None:
+    record["chain"][0]["ops"] = ["commit", "read", "write"]  # no sub-token:issue
+
+
 @pytest.mark.parametrize(
-    "widen", [_ops, _paths, _expiry, _not_delegable, _not_before, _not_a_sub_agent],
-    ids=["ops", "paths", "expiry", "non-delegable-parent", "not-before", "not-a-sub-agent"],
+    "widen",
+    [_ops, _paths, _expiry, _not_delegable, _not_before, _not_a_sub_agent, _cannot_issue],
+    ids=["ops", "paths", "expiry", "non-delegable-parent", "not-before", "not-a-sub-agent",
+         "parent-without-sub-token-issue"],
 )
 def test_chain_that_widens(world: World, engine: Engine,
                            widen: Callable[[dict[str, Any]], None]) -> None:

@@ -113,6 +113,8 @@ INVALID_PATHS = [
     ("Windows traversal: blank segment", "a/ /b"),
     ("encoding: lone high surrogate", "a\ud800b"),
     ("encoding: lone low surrogate (surrogateescape byte)", "a\udcffb"),
+    ("normalisation: NFD spelling of an NFC name (two paths for one name)", "docs/e\u0301.md"),
+    ("normalisation: NFD segment in a folder", "re\u0301sume\u0301/a.py"),
     ("order: invalid beats forbidden", ".git/../x"),
     ("order: backslash beats forbidden", ".git\\x"),
 ]

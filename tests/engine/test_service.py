@@ -414,3 +414,15 @@ def test_binary_conflicts_resolve_with_base64_content(engine: Engine, world: Wor
     repo = pygit2.Repository(str(world.repo))
     tree = repo[repo.references["refs/heads/agent/alice"].target].tree
     assert repo[tree["src/data.bin"].id].data == b"\xff\x00\x02"
+
+
+def test_a_non_nfc_path_is_refused_before_anything_is_staged(engine: Engine, world: World) -> None:
+    """Threat: a path in NFD spelling (two names for one file) is staged, and the
+    commit then fails inside the engine because provenance records hold NFC text."""
+    token = world.mint()
+    refused = call(engine, token, "write_file", {"path": "src/e\u0301.py", "content": "x\n"})
+    assert refused["error"]["error"] == "path_invalid"
+    status = call(engine, token, "status")["result"]
+    assert status["staged"] == []
+    assert call(engine, token, "write_file", {"path": "src/\u00e9.py", "content": "x\n"})["ok"]
+    assert call(engine, token, "commit", {"message": "nfc name"})["ok"]
