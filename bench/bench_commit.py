@@ -31,6 +31,25 @@ Two measurements:
    so that drift hits each alike, and the median is reported. A diagnostic run
    gives 16 sessions 16 agents (no shared lane). Target: chit with 16 sessions at
    least as fast as with 1.
+3. Throughput with sessions as processes, the shape ``chit mcp`` runs in today
+   (each MCP stdio connection is its own process embedding its own ``Engine`` on
+   the same home and repository): 1, 4 and 16 worker processes started with the
+   ``spawn`` context (nothing is forked from a process holding pygit2 handles),
+   each constructing its own ``Engine(home, repo)``, asking ``offer`` for its
+   agent's catalog hash and making one warm-up commit before reporting ready.
+   Sessions are spread over the same 4 agents, so with 16 processes 4 share a
+   lane (engines in different processes serialise a lane with a per-lane
+   ``flock``); each process commits its own changes in a loop for
+   ``THROUGHPUT_SECONDS`` from a common start time (``time.monotonic``, one
+   system-wide clock on Linux) and the commits completed within the window are
+   counted. Start-up (interpreter, imports, ``Engine``, ``offer``, warm-up) is
+   outside the window. Peer: raw pygit2 processes, each on its own branch. Same
+   rounds, interleaving, median, diagnostic (16 processes, 16 agents) and target
+   as 2. Each run also reports the workers' CPU seconds per second of the window
+   (``cores_busy``) and the part of that CPU time spent in the kernel
+   (``kernel_share_of_cpu``), which shows whether the cores or the filesystem
+   limit the rate. Conflicts retried are reported as counts (with the per-lane
+   ``flock`` there should be none).
 
 Every measurement uses a fresh repository under ``tempfile.gettempdir()``: set
 ``TMPDIR`` (for example to a tmpfs) to choose the filesystem, which dominates the
@@ -39,11 +58,13 @@ raw side's time since every object is a loose file.
 Start-up checks make sure a chit commit lands on its lane with exactly the
 expected tree and trailers (and that a write without the listed catalog is
 refused), and a raw commit lands likewise; every timed call's result is checked,
-and after each throughput run the commits counted are the commits on the lanes,
-so no side can silently measure a failing path. ``--profile [N]`` also prints to
-stderr a cProfile of N chit commits (``write_file`` x10 + ``commit``) in one
-session, and of one 16-session run with every thread's profile merged (wall
-time per thread, so waiting for locks and the GIL shows).
+and after each throughput run (threads or processes) the commits counted are the
+commits on the lanes or branches (walked from each head to ``main``), so no side
+can silently measure a failing path; conflicts retried are counted and reported.
+``--profile [N]`` also prints to stderr a cProfile of N chit commits
+(``write_file`` x10 + ``commit``) in one session, and of one 16-session run with
+every thread's profile merged (wall time per thread, so waiting for locks and
+the GIL shows).
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/bench_commit.py [--profile [N]]``
 """
@@ -53,9 +74,11 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import multiprocessing
 import os
 import platform
 import pstats
+import queue
 import statistics
 import sys
 import tempfile
@@ -83,6 +106,8 @@ THROUGHPUT_AGENTS = 4
 THROUGHPUT_SECONDS = 1.0
 THROUGHPUT_ROUNDS = 5
 CONFLICT_RETRIES = 1000
+PROCESS_START_LEAD = 0.05  # s from the start signal to the window, for every worker to wake
+PROCESS_TIMEOUT = 300.0  # s to wait for a worker's message before giving up
 PROFILE_COMMITS = 100
 PROFILE_LINES = 25
 TARGET_LATENCY_RATIO = 3.0
@@ -476,6 +501,228 @@ def measure_throughput() -> dict[str, Any]:
     }
 
 
+# --- throughput: sessions as processes ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChitJob:
+    """One ``chit mcp``-like process: its own Engine on the shared home and repository."""
+
+    home: str
+    repo: str
+    agent: str
+    token: str
+    session: str
+
+    def prepare(self) -> tuple[Callable[[int], None], Callable[[], int]]:
+        engine = Engine(self.home, self.repo)
+        listed = engine.offer(self.token)
+        if not listed["ok"]:
+            raise RuntimeError(f"offer refused: {listed['error']}")
+        session = ChitSession(engine, ChitAgent(self.agent, self.token,
+                                                str(listed["catalog_hash"])), self.session)
+
+        def cycle(n: int) -> None:
+            session.write_all(write_args(change(self.session, n)))
+            session.commit(MESSAGE.format(n=FILES_PER_COMMIT))
+
+        return cycle, lambda: session.conflicts
+
+
+@dataclass(frozen=True)
+class RawJob:
+    """One raw pygit2 process committing to its own branch."""
+
+    repo: str
+    ref: str
+    owner: str
+
+    def prepare(self) -> tuple[Callable[[int], None], Callable[[], int]]:
+        branch = RawBranch.open(Path(self.repo), self.ref)
+
+        def cycle(n: int) -> None:
+            branch.commit(change(self.owner, n), RAW_MESSAGE)
+
+        return cycle, lambda: 0
+
+
+def process_worker(k: int, job: ChitJob | RawJob, go: Any, start_at: Any, out: Any) -> None:
+    """A worker process: set up and warm up, report ready, then commit in the window.
+
+    Puts ``("ready", k)``, then ``("done", k, completion times relative to the
+    start, conflicts retried, user CPU seconds, kernel CPU seconds, wall seconds)``;
+    or ``("error", k, text)``.
+    """
+    try:
+        cycle, conflicts = job.prepare()
+        cycle(0)  # warm-up: the lane, the catalog store entry
+        out.put(("ready", k))
+        go.wait()
+        start = start_at.value
+        deadline = start + THROUGHPUT_SECONDS
+        time.sleep(max(0.0, start - time.monotonic()))
+        cpu0 = os.times()
+        times, n = [], 1
+        while time.monotonic() < deadline:
+            cycle(n)
+            times.append(time.monotonic() - start)
+            n += 1
+        cpu, wall = os.times(), time.monotonic() - start
+        out.put(("done", k, times, conflicts(), cpu.user - cpu0.user, cpu.system - cpu0.system,
+                 wall))
+    except BaseException as exc:
+        out.put(("error", k, repr(exc)))
+
+
+@dataclass
+class ProcessRun:
+    completions: list[float]
+    conflicts: int
+    cores_busy: float  # the workers' CPU seconds per second of the window
+    kernel_share: float  # the part of that CPU time spent in the kernel
+
+
+def run_processes(jobs: list[ChitJob] | list[RawJob]) -> ProcessRun:
+    """Run each job in its own spawned process from a common start time."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    go = ctx.Event()
+    start_at = ctx.Value("d", 0.0, lock=False)
+    procs = [ctx.Process(target=process_worker, args=(k, job, go, start_at, out), daemon=True)
+             for k, job in enumerate(jobs)]
+
+    def receive(kind: str) -> list[tuple[Any, ...]]:
+        got = []
+        while len(got) < len(jobs):
+            try:
+                msg = out.get(timeout=PROCESS_TIMEOUT)
+            except queue.Empty:
+                raise SystemExit(f"throughput run (processes): no {kind} message "
+                                 f"in {PROCESS_TIMEOUT} s") from None
+            if msg[0] == "error":
+                raise SystemExit(f"throughput run (processes) failed in worker {msg[1]}: {msg[2]}")
+            got.append(msg)
+        return got
+
+    for proc in procs:
+        proc.start()
+    finished = False
+    try:
+        receive("ready")
+        start_at.value = time.monotonic() + PROCESS_START_LEAD
+        go.set()
+        done = receive("done")
+        finished = True
+    finally:
+        for proc in procs:
+            if not finished:
+                proc.terminate()  # a run that failed: stop the other workers now
+            proc.join(timeout=PROCESS_TIMEOUT)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+    user, system = sum(msg[4] for msg in done), sum(msg[5] for msg in done)
+    return ProcessRun(
+        completions=[t for msg in done for t in msg[2]],
+        conflicts=sum(msg[3] for msg in done),
+        cores_busy=sum((msg[4] + msg[5]) / msg[6] for msg in done),
+        kernel_share=system / max(user + system, 1e-9),
+    )
+
+
+def chit_process_throughput(sessions: int, agents: int) -> tuple[float, ProcessRun]:
+    """Commits per second of ``sessions`` processes (an Engine each) over ``agents`` lanes."""
+    agents = min(sessions, agents)
+    with fresh_repo() as tmp:
+        home = tmp / "home"
+        operator.init_home(home)
+        tokens = [str(operator.mint_token(home, agent=f"bench{a}", operations=OPERATIONS,
+                                          paths=SCOPE, ttl_seconds=TOKEN_TTL)["token"])
+                  for a in range(agents)]
+        jobs = [ChitJob(str(home), str(tmp / "repo"), f"bench{k % agents}", tokens[k % agents],
+                        f"p{k}") for k in range(sessions)]
+        run = run_processes(jobs)
+        repo = pygit2.Repository(str(tmp / "repo"))
+        on_lanes = sum(lane_length(repo, f"refs/heads/agent/bench{a}") for a in range(agents))
+        if on_lanes != len(run.completions) + sessions:
+            raise SystemExit(f"chit throughput ({sessions} processes): {on_lanes} commits on the "
+                             f"lanes, {len(run.completions) + sessions} made")
+        return per_second(run.completions), run
+
+
+def raw_process_throughput(processes: int) -> tuple[float, ProcessRun]:
+    """Commits per second of ``processes`` raw pygit2 processes, each on its own branch."""
+    with fresh_repo() as tmp:
+        jobs = [RawJob(str(tmp / "repo"), f"refs/heads/raw/p{k}", f"p{k}")
+                for k in range(processes)]
+        run = run_processes(jobs)
+        repo = pygit2.Repository(str(tmp / "repo"))
+        on_refs = sum(lane_length(repo, job.ref) for job in jobs)
+        if on_refs != len(run.completions) + processes:
+            raise SystemExit(f"raw throughput ({processes} processes): {on_refs} commits on the "
+                             f"branches, {len(run.completions) + processes} made")
+        return per_second(run.completions), run
+
+
+def measure_process_throughput() -> dict[str, Any]:
+    """Rounds of every configuration as processes, interleaved as in measure_throughput."""
+    chit: dict[int, list[float]] = {n: [] for n in THROUGHPUT_SESSIONS}
+    chit_busy: dict[int, list[float]] = {n: [] for n in THROUGHPUT_SESSIONS}
+    conflicts: dict[int, int] = dict.fromkeys(THROUGHPUT_SESSIONS, 0)
+    raw: dict[int, list[float]] = {n: [] for n in THROUGHPUT_SESSIONS}
+    raw_busy: dict[int, list[float]] = {n: [] for n in THROUGHPUT_SESSIONS}
+    chit_kernel: dict[int, list[float]] = {n: [] for n in THROUGHPUT_SESSIONS}
+    raw_kernel: dict[int, list[float]] = {n: [] for n in THROUGHPUT_SESSIONS}
+    own_lanes: list[float] = []
+    own_lanes_conflicts = 0
+    lo, hi = THROUGHPUT_SESSIONS[0], THROUGHPUT_SESSIONS[-1]
+    for _ in range(THROUGHPUT_ROUNDS):
+        for n in THROUGHPUT_SESSIONS:
+            rate, run = chit_process_throughput(n, THROUGHPUT_AGENTS)
+            chit[n].append(rate)
+            chit_busy[n].append(run.cores_busy)
+            chit_kernel[n].append(run.kernel_share)
+            conflicts[n] += run.conflicts
+            rate, run = raw_process_throughput(n)
+            raw[n].append(rate)
+            raw_busy[n].append(run.cores_busy)
+            raw_kernel[n].append(run.kernel_share)
+        rate, run = chit_process_throughput(hi, hi)
+        own_lanes.append(rate)
+        own_lanes_conflicts += run.conflicts
+    med = statistics.median
+    scaling = med(chit[hi]) / med(chit[lo])
+    return {
+        "shape": "sessions as processes: one Engine per process (per MCP stdio connection, "
+                 "as `chit mcp` runs today), spawned, on one home and repository",
+        "seconds_per_run": THROUGHPUT_SECONDS,
+        "rounds": THROUGHPUT_ROUNDS,
+        "agents": THROUGHPUT_AGENTS,
+        "chit_commits_per_s": {str(n): round(med(v), 1) for n, v in chit.items()},
+        "raw_pygit2_commits_per_s": {str(n): round(med(v), 1) for n, v in raw.items()},
+        "ratio_chit_over_raw": {str(n): round(med(chit[n]) / med(raw[n]), 3) for n in chit},
+        "chit_conflicts_retried": {str(n): conflicts[n] for n in chit},
+        f"chit_{hi}_over_{lo}": round(scaling, 2),
+        f"raw_{hi}_over_{lo}": round(med(raw[hi]) / med(raw[lo]), 2),
+        f"diagnostic_chit_{hi}_sessions_{hi}_agents_commits_per_s": round(med(own_lanes), 1),
+        f"diagnostic_chit_{hi}_sessions_{hi}_agents_conflicts_retried": own_lanes_conflicts,
+        f"target_chit_{hi}_over_{lo}_at_least": TARGET_THROUGHPUT_16_OVER_1,
+        "met": scaling >= TARGET_THROUGHPUT_16_OVER_1,
+        "cores_busy": {
+            "chit": {str(n): round(med(v), 2) for n, v in chit_busy.items()},
+            "raw_pygit2": {str(n): round(med(v), 2) for n, v in raw_busy.items()},
+        },
+        "kernel_share_of_cpu": {
+            "chit": {str(n): round(med(v), 2) for n, v in chit_kernel.items()},
+            "raw_pygit2": {str(n): round(med(v), 2) for n, v in raw_kernel.items()},
+        },
+        "runs_commits_per_s": {
+            "chit": {str(n): [round(x, 1) for x in v] for n, v in chit.items()},
+            "raw_pygit2": {str(n): [round(x, 1) for x in v] for n, v in raw.items()},
+        },
+    }
+
+
 # --- harness -----------------------------------------------------------------------
 
 
@@ -530,6 +777,7 @@ def main() -> None:
     commit_ratio = statistics.median(lat["commit"]) / statistics.median(lat["raw"])
     total_ratio = statistics.median(lat["total"]) / statistics.median(lat["raw"])
     throughput = measure_throughput()
+    throughput_processes = measure_process_throughput()
 
     result = {
         "benchmark": f"commit a {FILES_PER_COMMIT}-file change: chit Engine.invoke "
@@ -554,6 +802,7 @@ def main() -> None:
             "met_write_x10_plus_commit": total_ratio <= TARGET_LATENCY_RATIO,
         },
         "throughput": throughput,
+        "throughput_processes": throughput_processes,
         "wall_seconds": round(time.perf_counter() - began, 1),
     }
     print(json.dumps(result, indent=2))
