@@ -40,6 +40,7 @@ CODES: frozenset[str] = frozenset(
         "invalid_argument",
         "limit_exceeded",
         "engine_frozen",
+        "seal_invalid",
         "internal_error",
     }
 )

@@ -1,4 +1,7 @@
-"""The engine's keyring: root keys for tokens and Ed25519 keys that sign provenance.
+"""The engine's keyring: root keys, provenance signing keys and content sealing keys.
+
+Root keys (HMAC-SHA256) mint and verify tokens, Ed25519 keys sign provenance
+records and AES-256-GCM keys seal protected content.
 
 Layout (``keys/README.md``)::
 
@@ -7,14 +10,18 @@ Layout (``keys/README.md``)::
     <home>/keys/root/<kid>.json   0600  {"kid", "alg", "created", "status", "secret"}
     <home>/keys/signing/    0700
     <home>/keys/signing/<kid>.json  0600  {"kid", "alg", "created", "status", "public", "seed"}
+    <home>/keys/sealing/    0700
+    <home>/keys/sealing/<kid>.json  0600  {"kid", "alg", "created", "status", "secret"}
 
 ``secret`` is 32 random bytes, unpadded base64url. The newest active root key
 mints; older active keys only verify; retired keys do neither. A signing key's
 ``seed`` is its 32-byte Ed25519 private key (RFC 8032) and ``public`` its public
 key, both unpadded base64url; one key is active and signs provenance records,
 retired ones never sign but their public keys are exported so old records
-verify. Loading refuses key files that group or others may read, as OpenSSH
-does for private keys.
+verify. A sealing key's ``secret`` is 32 random bytes (AES-256-GCM, see
+``docs/sealing.md``); the newest active one seals, every active one opens, and
+none is ever exported. Loading refuses key files that group or others may
+read, as OpenSSH does for private keys.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
 )
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.serialization import (
     Encoding,
     NoEncryption,
@@ -48,18 +57,24 @@ from engine.errors import ConfigurationError
 __all__ = [
     "PUBLIC_KEYS_FORMAT",
     "ROOT_KEY_BYTES",
+    "SEALING_ALG",
     "SIGNING_ALG",
     "Keyring",
     "RootKey",
+    "SealingKey",
+    "SealingKeyring",
     "SigningKey",
     "active_signing_key",
     "create_keyring",
+    "create_sealing_key",
     "create_signing_key",
     "export_public_keys",
     "load_public_keys",
     "retire_key",
     "rotate_key",
+    "rotate_sealing_key",
     "rotate_signing_key",
+    "sealing_keys",
     "signing_keys",
 ]
 
@@ -538,7 +553,236 @@ def load_public_keys(doc: object) -> dict[str, Ed25519PublicKey]:
         raw = _unb64(entry.get("public"))
         if len(raw) != 32:
             raise ValueError(f"key {kid}: an Ed25519 public key is 32 bytes")
+        if _weak_ed25519_key(raw):
+            raise ValueError(f"key {kid}: not a usable Ed25519 public key (small order or "
+                             "non-canonical encoding)")
         if kid in out:
             raise ValueError(f"key {kid} appears twice")
         out[kid] = Ed25519PublicKey.from_public_bytes(raw)
     return out
+
+
+# -- sealing keys (AES-256-GCM, protected content at rest) ----------------------
+
+SEALING_ALG = "aes-256-gcm"
+SEALING_KEY_BYTES = 32
+
+
+@dataclass(frozen=True)
+class SealingKey:
+    """One sealing key (AES-256-GCM) for protected content. The secret never appears in ``repr``.
+
+    Attributes:
+        key_id: Public identifier written in the header of every blob it seals.
+        created: Creation time, unix seconds.
+        status: ``active`` (the newest active key seals; every active key opens)
+            or ``retired`` (seals and opens nothing).
+    """
+
+    key_id: str
+    created: int
+    status: str
+    secret: bytes = field(repr=False)
+
+
+def _sealing_dir(home: str | os.PathLike[str]) -> Path:
+    return Path(home) / "keys" / "sealing"
+
+
+def _new_sealing_key(created: int) -> SealingKey:
+    return SealingKey(
+        key_id="s" + time.strftime("%Y%m%d", time.gmtime(created)) + "-" + secrets.token_hex(4),
+        created=created,
+        status="active",
+        secret=AESGCM.generate_key(bit_length=256),  # os.urandom underneath
+    )
+
+
+def _write_sealing_key(folder: Path, key: SealingKey) -> None:
+    doc = {
+        "kid": key.key_id,
+        "alg": SEALING_ALG,
+        "created": key.created,
+        "status": key.status,
+        "secret": _b64(key.secret),
+    }
+    fd = os.open(folder / f"{key.key_id}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _load_sealing_file(path: Path) -> SealingKey:
+    info = path.stat()
+    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigurationError(f"key file {path} is accessible by group or others; chmod 600 it")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        key = SealingKey(
+            key_id=str(doc["kid"]),
+            created=int(doc["created"]),
+            status=str(doc["status"]),
+            secret=_unb64(doc["secret"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        raise ConfigurationError(f"key file {path} is malformed") from None
+    if (
+        doc.get("alg") != SEALING_ALG
+        or len(key.secret) != SEALING_KEY_BYTES
+        or key.status not in ("active", "retired")
+        or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", key.key_id)
+    ):
+        raise ConfigurationError(f"key file {path} is malformed")
+    if path.stem != key.key_id:
+        raise ConfigurationError(f"key file {path} does not match its key id")
+    return key
+
+
+def sealing_keys(home: str | os.PathLike[str]) -> list[SealingKey]:
+    """Every sealing key in ``<home>/keys/sealing``, newest first.
+
+    Raises:
+        ConfigurationError: If the folder is missing, or a key file is malformed
+            or readable by group or others.
+    """
+    folder = _sealing_dir(home)
+    if not folder.is_dir():
+        raise ConfigurationError(f"no sealing keys at {folder}; run `chit init`")
+    found = [_load_sealing_file(p) for p in sorted(folder.glob("*.json"))]
+    return sorted(found, key=lambda k: (k.created, k.key_id), reverse=True)
+
+
+def create_sealing_key(home: str | os.PathLike[str], *, now: int | None = None) -> SealingKey:
+    """Create ``<home>/keys/sealing`` with one AES-256 key, if it holds none.
+
+    Returns:
+        The new key, or the newest active sealing key if one already existed.
+
+    Raises:
+        ConfigurationError: If existing sealing keys cannot be loaded, or none is active.
+    """
+    folder = _sealing_dir(home)
+    for d in (Path(home), Path(home) / "keys", folder):
+        d.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(d, 0o700)
+    with _locked(home):
+        if not any(folder.glob("*.json")):
+            key = _new_sealing_key(int(time.time()) if now is None else now)
+            _write_sealing_key(folder, key)
+            return key
+    return SealingKeyring(home).active()
+
+
+def rotate_sealing_key(home: str | os.PathLike[str], *, now: int | None = None) -> SealingKey:
+    """Add a new sealing key; it seals from now on. Older keys keep opening what they sealed.
+
+    Raises:
+        ConfigurationError: If the sealing keys cannot be loaded.
+    """
+    with _locked(home):
+        existing = sealing_keys(home)
+        created = int(time.time()) if now is None else now
+        newest = existing[0].created if existing else created - 1
+        key = _new_sealing_key(max(created, newest + 1))
+        _write_sealing_key(_sealing_dir(home), key)
+    return key
+
+
+class SealingKeyring:
+    """Sealing keys loaded from ``<home>/keys/sealing``, reloaded when they change.
+
+    The newest active key seals; every active key opens (rotation, like root
+    keys). A running engine sees ``chit keys rotate --sealing`` on its next
+    call: each use ``stat``s the folder, and re-reads every file's metadata at
+    least once a second (as :class:`Keyring` does).
+
+    Args:
+        home: The chit home directory.
+
+    Raises:
+        ConfigurationError: If the folder is missing, holds no active key, or a
+            key file is malformed or readable by group or others.
+    """
+
+    def __init__(self, home: str | os.PathLike[str]) -> None:
+        self._home = home
+        self._dir = _sealing_dir(home)
+        if not self._dir.is_dir():
+            raise ConfigurationError(f"no sealing keys at {self._dir}; run `chit init`")
+        self._keys: dict[str, SealingKey] = {}
+        self._signature: tuple[tuple[str, int, int, int], ...] = ()
+        self._dir_mtime = -1
+        self._checked_at = 0.0
+        self.refresh()
+
+    def __repr__(self) -> str:
+        return f"SealingKeyring({len(self._keys)} keys)"
+
+    def refresh(self) -> None:
+        """Reload the key files if any was added, changed or removed.
+
+        Raises:
+            ConfigurationError: As for the constructor.
+        """
+        now = time.monotonic()
+        dir_mtime = self._dir.stat().st_mtime_ns
+        if dir_mtime == self._dir_mtime and now - self._checked_at < _FULL_CHECK_SECONDS:
+            return
+        self._dir_mtime, self._checked_at = dir_mtime, now
+        signature = tuple(
+            (p.name, s.st_mtime_ns, s.st_size, s.st_mode)
+            for p in sorted(self._dir.glob("*.json"))
+            for s in (p.stat(),)
+        )
+        if signature == self._signature:
+            return
+        keys = {k.key_id: k for k in sealing_keys(self._home)}
+        if not any(k.status == "active" for k in keys.values()):
+            raise ConfigurationError(f"{self._dir} holds no active sealing key; run `chit init`")
+        self._keys, self._signature = keys, signature
+
+    def active(self) -> SealingKey:
+        """The newest active key: the one that seals."""
+        self.refresh()
+        found = [k for k in self._keys.values() if k.status == "active"]
+        return max(found, key=lambda k: (k.created, k.key_id))
+
+    def sealing_key(self) -> tuple[str, bytes]:
+        """``(key id, secret)`` of the newest active key (``engine.sealing.KeySource``)."""
+        key = self.active()
+        return key.key_id, key.secret
+
+    def lookup(self, key_id: str) -> bytes | None:
+        """The secret of an active key, or ``None`` if unknown or retired."""
+        self.refresh()
+        key = self._keys.get(key_id)
+        if key is None or key.status != "active":
+            return None
+        return key.secret
+
+
+_P25519 = 2**255 - 19
+
+
+def _weak_ed25519_key(raw: bytes) -> bool:
+    """True for an Ed25519 public key no honest signer has (RFC 8032 §5.1.3).
+
+    Refused: a non-canonical y (y >= p), the identity, and every point of small
+    order: for those, signatures like (R = identity, S = 0) verify on many
+    messages, so anyone could sign as that "key". The small-order test maps the
+    point to Montgomery form (u = (1 + y) / (1 - y)) and runs X25519 with a
+    clamped scalar (a multiple of 8): the result is all zero exactly when the
+    point's order divides 8, which ``cryptography`` refuses with ``ValueError``.
+    """
+    y = int.from_bytes(raw, "little") & ((1 << 255) - 1)
+    if y >= _P25519 or y == 1:
+        return True
+    u = (1 + y) * pow(1 - y, -1, _P25519) % _P25519
+    probe = X25519PrivateKey.from_private_bytes(bytes([9]) + bytes(31))
+    try:
+        probe.exchange(X25519PublicKey.from_public_bytes(u.to_bytes(32, "little")))
+    except ValueError:
+        return True
+    return False

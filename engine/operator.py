@@ -18,12 +18,15 @@ from engine.errors import ChitError, ConfigurationError
 from engine.keys import (
     Keyring,
     create_keyring,
+    create_sealing_key,
     create_signing_key,
     export_public_keys,
+    sealing_keys,
     signing_keys,
 )
 from engine.keys import retire_key as _retire_key
 from engine.keys import rotate_key as _rotate_key
+from engine.keys import rotate_sealing_key as rotate_sealing_key_
 from engine.keys import rotate_signing_key as rotate_signing_key_
 from engine.paths import validate_path
 from engine.service import load_policy
@@ -41,6 +44,7 @@ __all__ = [
     "retire_key",
     "revoke",
     "rotate_key",
+    "rotate_sealing_key",
     "rotate_signing_key",
 ]
 
@@ -57,22 +61,24 @@ def resolve_home(home: str | os.PathLike[str] | None) -> Path:
 
 
 def init_home(home: str | os.PathLike[str]) -> dict[str, Any]:
-    """Create the keyring (root and signing keys, 0700/0600) and the default policy.
+    """Create the keyring (root, signing and sealing keys, 0700/0600) and the default policy.
 
     Keeps whatever exists, and adds only what is missing (an older home gets
-    its Ed25519 signing key this way).
+    its Ed25519 signing key and its sealing key this way).
 
     Args:
         home: The chit home directory.
 
     Returns:
-        ``{"home", "key_id", "signing_key_id", "policy", "created_policy"}``.
+        ``{"home", "key_id", "signing_key_id", "sealing_key_id", "policy",
+        "created_policy"}``.
 
     Raises:
         ConfigurationError: If an existing keyring or policy is unusable.
     """
     key = create_keyring(home)
     signing = create_signing_key(home)
+    sealing = create_sealing_key(home)
     policy_path = Path(home) / "policy.toml"
     created = False
     if not policy_path.exists():
@@ -85,6 +91,7 @@ def init_home(home: str | os.PathLike[str]) -> dict[str, Any]:
         "home": str(home),
         "key_id": key.key_id,
         "signing_key_id": signing.key_id,
+        "sealing_key_id": sealing.key_id,
         "policy": str(policy_path),
         "created_policy": created,
     }
@@ -261,12 +268,13 @@ def revoke(home: str | os.PathLike[str], block_id: str, *, reason: str = "") -> 
 
 
 def list_keys(home: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The keyring's keys, newest first: root keys, then provenance signing keys.
+    """The keyring's keys, newest first: root, then provenance signing, then sealing keys.
 
     Returns:
-        ``[{"kid", "kind": "root"|"signing", "created", "status", "signing"}]``
-        where ``signing`` marks the root key that mints and the Ed25519 key that
-        signs provenance; never a secret.
+        ``[{"kid", "kind": "root"|"signing"|"sealing", "created", "status",
+        "signing"}]`` where ``signing`` marks the root key that mints, the
+        Ed25519 key that signs provenance and the sealing key that seals new
+        protected content; never a secret.
     """
     ring = Keyring(home)
     signer = ring.signing_key().key_id
@@ -282,6 +290,13 @@ def list_keys(home: str | os.PathLike[str]) -> list[dict[str, Any]]:
          "signing": k.key_id in active}
         for k in found
     ]
+    sealed = sealing_keys(home) if (Path(home) / "keys" / "sealing").is_dir() else []
+    sealer = [k.key_id for k in sealed if k.status == "active"][:1]
+    rows += [
+        {"kid": k.key_id, "kind": "sealing", "created": k.created, "status": k.status,
+         "signing": k.key_id in sealer}
+        for k in sealed
+    ]
     return rows
 
 
@@ -289,6 +304,13 @@ def rotate_signing_key(home: str | os.PathLike[str]) -> dict[str, Any]:
     """Add a new provenance signing key; older ones retire but stay exported."""
     key = rotate_signing_key_(home)
     return {"kid": key.key_id, "kind": "signing", "created": key.created,
+            "status": key.status, "signing": True}
+
+
+def rotate_sealing_key(home: str | os.PathLike[str]) -> dict[str, Any]:
+    """Add a new sealing key: it seals from now on; older keys keep opening (never exported)."""
+    key = rotate_sealing_key_(home)
+    return {"kid": key.key_id, "kind": "sealing", "created": key.created,
             "status": key.status, "signing": True}
 
 

@@ -21,6 +21,7 @@ PURE = [
     "engine/cbor.py",
     "engine/_mac.py",
     "engine/paths.py",
+    "engine/sealing.py",
     "policy/__init__.py",
     "policy/model.py",
     "policy/evaluate.py",

@@ -304,7 +304,7 @@ def test_revoke_and_keys_commands(world: World) -> None:
     assert run(world, "revoke", "not-an-id").returncode == 2
 
     listed = json.loads(run(world, "keys", "list", "--json").stdout)
-    assert [k["kind"] for k in listed] == ["root", "signing"]
+    assert [k["kind"] for k in listed] == ["root", "signing", "sealing"]
     assert all(k["signing"] for k in listed)
     assert "secret" not in json.dumps(listed) and "seed" not in json.dumps(listed)
     rotated = json.loads(run(world, "keys", "rotate", "--json").stdout)
