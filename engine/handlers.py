@@ -469,8 +469,7 @@ def list_conflicts(ctx: CallContext, _args: s.NoArgs) -> s.Conflicts:
     ]
     with_main = [
         _conflict_view(c["path"], (c["base"], c["ours"], c["theirs"]))
-        for c in ctx.repo.conflicts_with_main(ctx.token.agent)
-        if ctx.visible(c["path"])
+        for c in ctx.repo.conflicts_with_main(ctx.token.agent, ctx.visible)
     ]
     return s.Conflicts(session=session, with_main=with_main)
 

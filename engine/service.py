@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 import policy
-from engine import keys, provenance, vcs
+from engine import keys, provenance, sealing, vcs
 from engine import token as tokens
 from engine.catalog import CATALOG_ENCODING, Offer, ToolSpec, offer_for, tool_by_name
 from engine.errors import (
@@ -44,6 +44,7 @@ from engine.handlers import CallContext, Session
 from engine.keys import Keyring
 from engine.paths import glob_may_match_below, validate_path
 from engine.state import open_store
+from policy.paths import deny_matches
 
 __all__ = ["CATALOG_STORE_REF", "Engine", "load_policy"]
 
@@ -104,7 +105,12 @@ class Engine:
         self._policy = load_policy(home)
         self._policy_hash = provenance.policy_hash(self._policy)
         keys.active_signing_key(home)  # refuse to start without a signing key
-        self._repo = vcs.Repository(repo)
+        # Protected content is sealed in the commit path and opened on reads
+        # (docs/sealing.md); protection follows whichever policy is current.
+        self._sealing_keys = keys.SealingKeyring(home)
+        self._repo = vcs.Repository(
+            repo, sealing=sealing.Sealing(self._sealing_keys, self._protects)
+        )
         self._store = open_store(home)
         self._clock = clock
         self._sessions: dict[str, Session] = {}
@@ -112,6 +118,10 @@ class Engine:
 
     def __repr__(self) -> str:
         return "Engine()"
+
+    def _protects(self, path: str) -> bool:
+        """Whether the current policy lists ``path`` under ``[paths] protected``."""
+        return deny_matches(path, self._policy.paths.protected)
 
     def _public_keys(self) -> dict[str, Any]:
         """The engine's own signing keys' public halves (for provenance_graph)."""

@@ -26,6 +26,12 @@ A session's writes stage in a :class:`StagedChange` (kept in memory by the
 caller) relative to a fixed base commit. A symbolic-link entry in the
 repository is data: its target is read as bytes and is never followed, and a
 path running through one is refused with ``symlink_in_path``.
+
+Protected content (``docs/sealing.md``): the repository's :class:`~engine.sealing.Sealing`
+seals blobs at protected paths as the commit writes them, and every read of a
+blob's content here goes through it, so callers only ever see plaintext. Staged
+content is plaintext; where sealed blob ids cannot say whether content changed
+(every seal has a fresh nonce), plaintexts are compared.
 """
 
 from __future__ import annotations
@@ -42,9 +48,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import pygit2
-from pygit2.enums import FileMode, RepositoryOpenFlag, SortMode
+from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag, SortMode
 
 from engine.errors import ConfigurationError, InvalidRequestError, RepositoryError
+from engine.sealing import NO_SEALING, Sealing, is_sealed
 
 __all__ = [
     "LANE_PREFIX",
@@ -157,6 +164,38 @@ def _blob_data(entry: pygit2.Object | None) -> bytes | None:
     return data
 
 
+def _opens_to(sealing: Sealing, path: str, entry: pygit2.Object | None) -> bytes | None:
+    """The plaintext of a sealed blob entry, or ``None`` (not a sealed blob, or it does not open).
+
+    For comparisons only: a sealed blob's id changes with every seal (a fresh
+    nonce), so equal content is told by its plaintext. Never raises.
+    """
+    data = _blob_data(entry)
+    if data is None or not is_sealed(data):
+        return None
+    try:
+        return sealing.open(path, data)
+    except RepositoryError:
+        return None
+
+
+def _same_content(
+    sealing: Sealing, old_path: str, a: pygit2.Object | None, new_path: str, b: pygit2.Object | None
+) -> bool:
+    """Whether two blob entries hold the same content in the same mode, ids aside."""
+    if a is None or b is None or a.filemode != b.filemode:
+        return False
+    if a.id == b.id:
+        return True
+    left = _opens_to(sealing, old_path, a)
+    right = _opens_to(sealing, new_path, b)
+    if left is None and right is None:
+        return False
+    return (left if left is not None else _blob_data(a)) == (
+        right if right is not None else _blob_data(b)
+    )
+
+
 def _same_entry(a: pygit2.Object | None, b: pygit2.Object | None) -> bool:
     if a is None or b is None:
         return a is None and b is None
@@ -226,11 +265,16 @@ class _View:
     """
 
     def __init__(
-        self, tree: pygit2.Tree, changes: dict[str, bytes | None], modes: dict[str, int]
+        self,
+        tree: pygit2.Tree,
+        changes: dict[str, bytes | None],
+        modes: dict[str, int],
+        sealing: Sealing = NO_SEALING,
     ) -> None:
         self.tree = tree
         self.changes = changes
         self.modes = modes
+        self.sealing = sealing
 
     def entry(self, path: str) -> _Entry | None:
         """Return ``(mode, id)`` of the non-tree entry at ``path``, or ``None``."""
@@ -245,12 +289,16 @@ class _View:
         return int(obj.filemode), obj.id
 
     def data(self, path: str) -> bytes | None:
-        """Return the content of the file or symlink entry at ``path``, or ``None``."""
+        """Return the content of the file or symlink entry at ``path``, or ``None``.
+
+        Raises:
+            RepositoryError: ``seal_invalid`` if the blob is sealed and does not open.
+        """
         if path in self.changes:
             return self.changes[path]
         obj = _tree_entry(self.tree, path)
         if isinstance(obj, pygit2.Blob):
-            return obj.data
+            return self.sealing.open(path, obj.data)
         return None
 
     def _staged_write_under(self, path: str) -> bool:
@@ -303,7 +351,9 @@ def _stage(view: _View, path: str, data: bytes | None, mode: int = MODE_FILE) ->
     if (
         base_entry is not None
         and base_entry.filemode == mode
-        and base_entry.id == pygit2.hash(data)
+        and (
+            base_entry.id == pygit2.hash(data) or _opens_to(view.sealing, path, base_entry) == data
+        )
     ):
         return
     view.changes[path] = data
@@ -375,6 +425,26 @@ def commit_trailers(commit: pygit2.Commit | str) -> dict[str, str]:
     return trailers
 
 
+class _MemoryBlobs(pygit2.OdbBackend):
+    """A read-only object database backend holding a few blobs in memory (for merges)."""
+
+    def __init__(self, blobs: dict[str, bytes]) -> None:
+        super().__init__()
+        self._blobs = blobs
+
+    def read_cb(self, oid: pygit2.Oid) -> tuple[int, bytes]:
+        return int(ObjectType.BLOB), self._blobs[str(oid)]
+
+    def read_header_cb(self, oid: pygit2.Oid) -> tuple[int, int]:
+        return int(ObjectType.BLOB), len(self._blobs[str(oid)])
+
+    def exists_cb(self, oid: pygit2.Oid) -> bool:
+        return str(oid) in self._blobs
+
+    def refresh_cb(self) -> None:
+        return None
+
+
 class Repository:
     """A git repository worked on in object space, shared by every session.
 
@@ -390,13 +460,17 @@ class Repository:
     Args:
         path: The repository's git directory or working directory (operator
             configuration, not agent input). No upward search is done.
+        sealing: Seals protected content on commit and opens sealed blobs on
+            read (``engine.sealing``); without it nothing is sealed and a
+            sealed blob never opens (``seal_invalid``), as for an auditor.
 
     Raises:
         ConfigurationError: If ``path`` is not a git repository or has no
             ``refs/heads/main`` pointing at a commit.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, sealing: Sealing | None = None) -> None:
+        self._sealing = NO_SEALING if sealing is None else sealing
         try:
             repo = pygit2.Repository(os.fspath(path), RepositoryOpenFlag.NO_SEARCH)
         except (pygit2.GitError, KeyError, OSError) as exc:
@@ -522,8 +596,8 @@ class Repository:
     def _view(self, agent: str, staged: StagedChange | None) -> _View:
         tree = self._session_commit(agent, staged).tree
         if staged is None:
-            return _View(tree, {}, {})
-        return _View(tree, staged.changes, staged.modes)
+            return _View(tree, {}, {}, self._sealing)
+        return _View(tree, staged.changes, staged.modes, self._sealing)
 
     # -- refs and revisions -------------------------------------------------
 
@@ -679,7 +753,8 @@ class Repository:
 
         Raises:
             RepositoryError: ``not_found`` if ``path`` is missing, deleted, a
-                folder or a submodule.
+                folder or a submodule; ``seal_invalid`` if it is sealed and
+                does not open.
         """
         _check_path(path)
         data = self._view(agent, staged).data(path)
@@ -695,18 +770,20 @@ class Repository:
             path: A validated repository path.
 
         Returns:
-            The blob content (a symbolic-link entry yields its target bytes).
+            The blob content, opened if sealed (a symbolic-link entry yields its
+            target bytes).
 
         Raises:
             InvalidRequestError: ``invalid_argument`` for a malformed ``rev``.
             RepositoryError: ``not_found`` for an unknown ``rev`` or if
-                ``path`` is missing, a folder or a submodule.
+                ``path`` is missing, a folder or a submodule; ``seal_invalid``
+                if it is sealed and does not open.
         """
         _check_path(path)
         obj = _tree_entry(self.resolve(rev).tree, path)
         if not isinstance(obj, pygit2.Blob):
             raise RepositoryError("not_found", "file not found")
-        return obj.data
+        return self._sealing.open(path, obj.data)
 
     def exists(self, agent: str, staged: StagedChange | None, path: str) -> bool:
         """Return whether a file or symbolic-link entry exists in the session's view.
@@ -731,7 +808,7 @@ class Repository:
     ) -> None:
         """Run ``apply`` on a copy of the staged state and keep it only if it succeeds."""
         base = self._session_commit(agent, staged)
-        view = _View(base.tree, dict(staged.changes), dict(staged.modes))
+        view = _View(base.tree, dict(staged.changes), dict(staged.modes), self._sealing)
         apply(view)
         staged.base = base.id
         staged.changes = view.changes
@@ -1003,7 +1080,7 @@ class Repository:
             for delta in old.diff_to_tree(view.tree).deltas:
                 candidates.add(delta.old_file.path)
                 candidates.add(delta.new_file.path)
-        old_view = _View(old, {}, {})
+        old_view = _View(old, {}, {}, self._sealing)
         files: list[dict[str, Any]] = []
         pruned = 0
         for name in sorted(candidates):
@@ -1012,10 +1089,19 @@ class Repository:
             before, after = old_view.entry(name), view.entry(name)
             if before == after:
                 continue
+            if name not in view.changes and _same_content(
+                self._sealing, name, _tree_entry(old, name), name, _tree_entry(view.tree, name)
+            ):
+                continue  # sealed twice with the same content (fresh nonces, new ids)
             if not visible(name):
                 pruned += 1
                 continue
-            files.append(self._file_patch(name, old_view, before, view, after))
+            try:
+                files.append(self._file_patch(name, old_view, before, view, after))
+            except RepositoryError as exc:
+                if exc.code == "seal_invalid":
+                    raise RepositoryError(exc.code, exc.message, path=name) from None
+                raise
         return {"files": files, "pruned": pruned}
 
     @staticmethod
@@ -1029,6 +1115,7 @@ class Repository:
     def _file_patch(
         self, name: str, old: _View, before: _Entry | None, new: _View, after: _Entry | None
     ) -> dict[str, Any]:
+        # Both sides are plaintext: _View.data opens sealed blobs (or raises).
         old_bytes = self._entry_bytes(old, name, before)
         new_bytes = self._entry_bytes(new, name, after)
         change = "added" if before is None else "deleted" if after is None else "modified"
@@ -1045,8 +1132,23 @@ class Repository:
 
     # -- writing ------------------------------------------------------------
 
-    @staticmethod
-    def _build_tree(repo: pygit2.Repository, base: pygit2.Tree, staged: StagedChange) -> pygit2.Oid:
+    def _build_tree(
+        self, repo: pygit2.Repository, base: pygit2.Tree, staged: StagedChange
+    ) -> pygit2.Oid:
+        """Write the blobs of ``staged`` (sealed where :class:`Sealing` says) and the tree.
+
+        Raises:
+            InvalidRequestError: ``invalid_argument`` for a symbolic link at a
+                protected path (its target would be sealed into a name no
+                checkout can create). Nothing is written then.
+        """
+        sealing = self._sealing
+        for name, data in staged.changes.items():
+            mode = staged.modes.get(name, MODE_FILE)
+            if data is not None and mode == MODE_SYMLINK and sealing.protects(name):
+                raise InvalidRequestError(
+                    "invalid_argument", "a protected path cannot hold a symbolic link"
+                )
         index = pygit2.Index()  # in memory; the repository's index file is never read
         index.read_tree(base)
         for name, data in staged.changes.items():
@@ -1054,7 +1156,9 @@ class Repository:
                 index.remove(name)
         for name, data in staged.changes.items():
             if data is not None:
-                blob = repo.create_blob(data)
+                # Only what goes into git is sealed; staged content stays plaintext.
+                stored = sealing.seal(name, data) if sealing.must_seal(name, data) else data
+                blob = repo.create_blob(stored)
                 mode = FileMode(staged.modes.get(name, MODE_FILE))
                 index.add(pygit2.IndexEntry(name, blob, mode))
         return index.write_tree(repo)
@@ -1149,7 +1253,7 @@ class Repository:
             if work.base is None:
                 raise InvalidRequestError("invalid_argument", "nothing staged")
             base = self._commit(work.base)
-            tree = self._build_tree(repo, base.tree, work)
+            tree = self._build_tree(repo, base.tree, work)  # seals protected content
             if tree == base.tree.id:
                 raise InvalidRequestError("invalid_argument", "nothing staged")
             signature = pygit2.Signature(author_name, author_email, int(time), 0)
@@ -1272,7 +1376,9 @@ class Repository:
 
         A path counts when its entry, or the entry of a leading folder that is
         not a folder on both sides, differs between ``staged.base`` and the lane
-        head. Empty when nothing is staged or the lane has not moved.
+        head; a sealed file whose plaintext and mode are unchanged does not count
+        (its blob id differs with every seal). Empty when nothing is staged or the
+        lane has not moved.
 
         Args:
             agent: A validated agent name.
@@ -1299,6 +1405,8 @@ class Repository:
                     if i < len(parts) and a is not None and b is not None:
                         if a.type_str == "tree" and b.type_str == "tree":
                             continue  # a folder whose other contents changed
+                    if i == len(parts) and _same_content(self._sealing, path, a, path, b):
+                        break  # sealed again with the same content: not a change
                     changed.append(path)
                     break
         return sorted(changed)
@@ -1337,11 +1445,16 @@ class Repository:
         for path, ours in staged.changes.items():
             mode = staged.modes.get(path, MODE_FILE)
             base_entry, theirs_entry = _tree_entry(old, path), _tree_entry(new, path)
-            base_data, theirs_data = _blob_data(base_entry), _blob_data(theirs_entry)
+            # Plaintexts: sealed sides are opened (seal_invalid if one does not),
+            # so ciphertext is never compared or merged; the commit seals again.
+            base_data, theirs_data = self._plain(path, base_entry), self._plain(path, theirs_entry)
             base_mode: int | None = None if base_entry is None else int(base_entry.filemode)
             theirs_mode: int | None = None if theirs_entry is None else int(theirs_entry.filemode)
             blocked = self._folder_clash(new, path)
-            if not blocked and _same_entry(base_entry, theirs_entry):
+            if not blocked and (
+                _same_entry(base_entry, theirs_entry)
+                or _same_content(self._sealing, path, base_entry, path, theirs_entry)
+            ):
                 changes[path] = ours
             elif not blocked and ours == theirs_data and (ours is None or mode == theirs_mode):
                 continue  # the lane already has exactly this
@@ -1381,9 +1494,25 @@ class Repository:
         entry = _tree_entry(tree, path)
         return entry is not None and entry.type_str == "tree"
 
+    def _plain(self, path: str, entry: pygit2.Object | None) -> bytes | None:
+        """The content of a blob entry, opened if sealed; ``None`` if not a blob.
+
+        Raises:
+            RepositoryError: ``seal_invalid`` if it is sealed and does not open.
+        """
+        data = _blob_data(entry)
+        return None if data is None else self._sealing.open(path, data)
+
+    @staticmethod
     def _merge_text(
-        self, path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None
+        path: str, base: bytes | None, ours: bytes | None, theirs: bytes | None
     ) -> bytes | None:
+        """libgit2's line-level file merge (``git_merge_file``) of three plaintexts.
+
+        The inputs live in an in-memory object database for the merge only: no
+        blob is written to the repository, so merging protected content never
+        leaves its plaintext in git's objects.
+        """
         if base is None or ours is None or theirs is None:
             return None
         try:
@@ -1391,25 +1520,41 @@ class Repository:
                 data.decode("utf-8")
         except UnicodeDecodeError:
             return None
-        repo = self._repo
+        objects = {str(pygit2.hash(data)): data for data in (base, ours, theirs)}
+        odb = pygit2.Odb()
+        odb.add_backend(_MemoryBlobs(objects), 1)
+        scratch = pygit2.Repository()
+        scratch.set_odb(odb)
         entries = [
-            pygit2.IndexEntry(path, repo.create_blob(data), FileMode.BLOB)
+            pygit2.IndexEntry(path, pygit2.hash(data), FileMode.BLOB)
             for data in (base, ours, theirs)
         ]
-        result = repo.merge_file_from_index(entries[0], entries[1], entries[2])
+        result = scratch.merge_file_from_index(entries[0], entries[1], entries[2])
         if not result.automergeable or result.contents is None:
             return None
         return result.contents.encode("utf-8")
 
-    def conflicts_with_main(self, agent: str) -> list[dict[str, Any]]:
+    def conflicts_with_main(
+        self, agent: str, visible: Callable[[str], bool] | None = None
+    ) -> list[dict[str, Any]]:
         """Paths where merging the lane into ``main`` would conflict. Changes nothing.
+
+        This is git's own tree merge, which sees sealed blobs as binary: a sealed
+        file changed on both sides always conflicts. Its sides are shown opened
+        (plaintext), never as ciphertext.
 
         Args:
             agent: A validated agent name.
+            visible: The caller's scope predicate; a conflict is left out unless
+                every side's path is visible (so nothing invisible is opened).
 
         Returns:
             ``[{"path", "base", "ours", "theirs"}]`` with content as bytes or
             ``None``, ours being the lane's side; empty if the lane does not exist.
+
+        Raises:
+            RepositoryError: ``seal_invalid`` (with ``path``) if a visible sealed
+                side does not open.
         """
         repo = self._repo
         reference = repo.references.get(lane_ref(agent))
@@ -1422,11 +1567,14 @@ class Repository:
             return []
         out = []
         for ancestor, ours, theirs in index.conflicts:
+            sides = (ancestor, ours, theirs)
             path = next(e.path for e in (ours, theirs, ancestor) if e is not None)
-            data = [
-                None if e is None else repo[e.id].peel(pygit2.Blob).data
-                for e in (ancestor, ours, theirs)
-            ]
+            if visible is not None and not all(visible(e.path) for e in sides if e is not None):
+                continue
+            try:
+                data = [None if e is None else self._plain(e.path, repo[e.id]) for e in sides]
+            except RepositoryError as exc:
+                raise RepositoryError(exc.code, exc.message, path=path) from None
             out.append({"path": path, "base": data[0], "ours": data[1], "theirs": data[2]})
         return sorted(out, key=lambda c: str(c["path"]))
 

@@ -52,6 +52,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     else:
         print(f"chit home:  {info['home']}")
         print(f"root key:   {info['key_id']} (keys/root, 0600)")
+        print(f"sealing:    {info['sealing_key_id']} (keys/sealing, 0600)")
         print(f"policy:     {info['policy']}" + (" (created)" if info["created_policy"] else ""))
         if args.repo:
             print(f"repository: {info['repo']} (has main)")
@@ -167,7 +168,16 @@ def cmd_keys(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
         return EXIT_OK
     if args.keys_command == "rotate":
-        keys = [operator.rotate_signing_key(home) if args.signing else operator.rotate_key(home)]
+        if args.signing and args.sealing:
+            raise ValueError("rotate one kind at a time: --signing or --sealing")
+        rotate = (
+            operator.rotate_signing_key
+            if args.signing
+            else operator.rotate_sealing_key
+            if args.sealing
+            else operator.rotate_key
+        )
+        keys = [rotate(home)]
     elif args.keys_command == "retire":
         keys = [operator.retire_key(home, args.kid)]
     else:
@@ -178,6 +188,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
     for key in keys:
         if key.get("kind") == "signing":
             role = "signs provenance" if key["signing"] else "verifies old provenance"
+        elif key.get("kind") == "sealing":
+            role = "seals" if key["signing"] else ("opens" if key["status"] == "active" else "")
         else:
             role = "mints" if key["signing"] else ("verifies" if key["status"] == "active" else "")
         print(f"{key['kid']}  {key.get('kind', 'root'):7} {key['status']:8} {role}")
@@ -335,7 +347,8 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_revoke)
 
     keys = sub.add_parser(
-        "keys", parents=[common], help="root and signing keys: list, rotate, retire, export-public"
+        "keys", parents=[common],
+        help="root, signing and sealing keys: list, rotate, retire, export-public"
     )
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     p = keys_sub.add_parser("list", parents=[common], help="ids and states, never secrets")
@@ -344,6 +357,8 @@ def _parser() -> argparse.ArgumentParser:
     p = keys_sub.add_parser("rotate", parents=[common], help="add a new root key (it mints)")
     p.add_argument("--signing", action="store_true",
                    help="rotate the Ed25519 provenance signing key instead")
+    p.add_argument("--sealing", action="store_true",
+                   help="add a sealing key for protected content instead (older ones still open)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_keys)
     p = keys_sub.add_parser(
