@@ -1,22 +1,43 @@
 """Declarative organisation policy: frozen data from TOML, pure evaluation.
 
-Imports nothing from ``engine`` or ``gateway``.
+Imports nothing from ``engine`` or ``gateway``. See ``docs/policy.md``.
 """
 
 from policy.errors import PolicyDeniedError, PolicyError
-from policy.evaluate import enforce, evaluate
-from policy.model import DEFAULT_POLICY_TOML, Decision, Limits, PathRules, Policy, Request, load
+from policy.evaluate import enforce, evaluate, rate_limits_for
+from policy.model import (
+    DEFAULT_POLICY_TOML,
+    OPERATIONS,
+    TOOL_OPERATIONS,
+    CommitRules,
+    Decision,
+    Limits,
+    PathRules,
+    Policy,
+    RateLimit,
+    Request,
+    Rule,
+    load,
+    locate,
+)
 
 __all__ = [
     "DEFAULT_POLICY_TOML",
+    "OPERATIONS",
+    "TOOL_OPERATIONS",
+    "CommitRules",
     "Decision",
     "Limits",
     "PathRules",
     "Policy",
     "PolicyDeniedError",
     "PolicyError",
+    "RateLimit",
     "Request",
+    "Rule",
     "enforce",
     "evaluate",
     "load",
+    "locate",
+    "rate_limits_for",
 ]

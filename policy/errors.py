@@ -11,11 +11,21 @@ __all__ = ["PolicyDeniedError", "PolicyError"]
 
 
 class PolicyError(ValueError):
-    """A policy document is invalid. ``problems`` lists ``(location, message)`` pairs."""
+    """A policy document is invalid.
 
-    def __init__(self, problems: list[tuple[str, str]]) -> None:
+    Attributes:
+        problems: ``(location, message)`` pairs, one per problem; a location is a
+            field in the document (``rules[3].agents[0]``, ``limits.file_bytes``)
+            or ``toml`` for a syntax error.
+        lines: For each problem, its 1-based line in the text when known, else None.
+    """
+
+    def __init__(
+        self, problems: list[tuple[str, str]], *, lines: list[int | None] | None = None
+    ) -> None:
         super().__init__("; ".join(f"{loc}: {msg}" for loc, msg in problems))
         self.problems = problems
+        self.lines = lines if lines is not None else [None] * len(problems)
 
 
 class PolicyDeniedError(Exception):

@@ -1,31 +1,202 @@
 """Policy documents as frozen, validated models (pydantic), loaded from TOML.
 
 See ``docs/policy.md`` for every field, its default and an example. Unknown keys
-are errors, never ignored.
+and unknown values (a tool, an operation, an effect) are errors, never ignored;
+a model that fails validation cannot exist.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
-from typing import Literal
+import unicodedata
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
+from policy._agents import validate_agent_pattern
+from policy._pattern import compile_message_pattern
 from policy.errors import PolicyError
 from policy.paths import validate_glob
 
-__all__ = ["DEFAULT_POLICY_TOML", "Decision", "Limits", "PathRules", "Policy", "Request", "load"]
+__all__ = [
+    "DEFAULT_POLICY_TOML",
+    "MAX_RATE_LIMITS",
+    "MAX_RULES",
+    "OPERATIONS",
+    "TOOL_OPERATIONS",
+    "CommitRules",
+    "Decision",
+    "Limits",
+    "PathRules",
+    "Policy",
+    "RateLimit",
+    "Request",
+    "Rule",
+    "load",
+    "locate",
+]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
 
+TOOL_OPERATIONS: dict[str, str] = {
+    "effective_scope": "none",
+    "status": "read",
+    "read_file": "read",
+    "list_conflicts": "read",
+    "log": "read",
+    "diff": "read",
+    "symbol_context": "read",
+    "symbol_relations": "read",
+    "search_symbols": "read",
+    "change_impact": "read",
+    "project_context": "read",
+    "provenance_graph": "read",
+    "write_file": "write",
+    "delete_file": "write",
+    "move_file": "write",
+    "resolve_conflict": "write",
+    "commit": "commit",
+    "issue_sub_token": "sub-token:issue",
+}
+"""Every tool a rule may name, with the operation it needs (``none``: always offered).
+
+The engine's catalog is the source of truth; a test keeps this copy equal to it
+(``policy`` imports nothing from ``engine``).
+"""
+
+OPERATIONS = frozenset(TOOL_OPERATIONS.values())
+"""Operations a rule may name: ``none``, ``read``, ``write``, ``commit``, ``sub-token:issue``."""
+
+MAX_RULES = 4096
+"""Most ``[[rules]]`` entries in one policy."""
+
+MAX_RATE_LIMITS = 256
+"""Most ``[[rate_limits]]`` entries in one policy."""
+
+MAX_SELECTORS = 256
+"""Most entries in one rule's ``agents``, ``tools``, ``operations`` or ``paths``."""
+
+MAX_REASON_CHARS = 200
+"""Longest rule ``reason``."""
+
+MAX_RATE_CALLS = 10_000
+"""Most ``calls`` a rate limit may allow per window (each is remembered until it leaves it)."""
+
+MAX_RATE_WINDOW_SECONDS = 86_400
+"""Longest rate limit window (``per_seconds``): one day."""
+
+MAX_MESSAGE_CHARS = 16_384
+"""Longest commit message the engine accepts (``engine.schemas.MAX_MESSAGE_CHARS``)."""
+
+
+# --- field helpers -------------------------------------------------------------
+
+
+def _array(value: object) -> object:
+    """TOML arrays arrive as lists; the frozen models hold tuples."""
+    if isinstance(value, list):
+        return tuple(value)
+    if isinstance(value, tuple):
+        return value
+    raise ValueError("must be an array")
+
+
+def _non_empty(value: tuple[str, ...]) -> tuple[str, ...]:
+    if not value:
+        raise ValueError("must not be empty; leave the key out to match everything")
+    return value
+
+
+def _distinct(value: tuple[str, ...]) -> tuple[str, ...]:
+    if len(set(value)) != len(value):
+        raise ValueError("lists the same entry twice")
+    return value
+
+
+def _known(known: frozenset[str] | dict[str, str], noun: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in known:
+            raise ValueError(f"unknown {noun} {value!r}; known: {', '.join(sorted(known))}")
+        return value
+
+    return check
+
+
+_Glob = Annotated[str, AfterValidator(validate_glob)]
+_AgentPattern = Annotated[str, AfterValidator(validate_agent_pattern)]
+_Tool = Annotated[str, AfterValidator(_known(TOOL_OPERATIONS, "tool"))]
+_Operation = Annotated[str, AfterValidator(_known(OPERATIONS, "operation"))]
+
+_Globs = Annotated[
+    tuple[_Glob, ...],
+    BeforeValidator(_array),
+    AfterValidator(_distinct),
+    Field(max_length=MAX_SELECTORS),
+]
+
+
+def _selection(value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """An optional selector: absent matches everything; present, it must say something."""
+    if value is None:
+        return None
+    if len(value) > MAX_SELECTORS:
+        raise ValueError(f"has more than {MAX_SELECTORS} entries")
+    return _distinct(_non_empty(value))
+
+
+_Agents = Annotated[
+    tuple[_AgentPattern, ...] | None, BeforeValidator(_array), AfterValidator(_selection)
+]
+_Tools = Annotated[tuple[_Tool, ...] | None, BeforeValidator(_array), AfterValidator(_selection)]
+_Operations = Annotated[
+    tuple[_Operation, ...] | None, BeforeValidator(_array), AfterValidator(_selection)
+]
+_RuleGlobs = Annotated[
+    tuple[_Glob, ...] | None, BeforeValidator(_array), AfterValidator(_selection)
+]
+
+
+_FORBIDDEN_TEXT = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _safe_text(value: str) -> str:
+    """Operator text shown to agents and written to logs: one plain line."""
+    if _FORBIDDEN_TEXT.search(value):
+        raise ValueError("holds a control, line-separator or bidirectional character")
+    if not unicodedata.is_normalized("NFC", value):
+        raise ValueError("is not in Unicode NFC form")
+    return value
+
+
+def _located(where: str, message: str) -> PydanticCustomError:
+    """A model-level problem that belongs to one field (reported at ``where``)."""
+    return PydanticCustomError("policy_located", "{message}", {"where": where, "message": message})
+
+
+# --- the document ----------------------------------------------------------------
+
 
 class Limits(BaseModel):
-    """Size and lifetime limits. Bytes are bytes, times are seconds."""
+    """Size, count and lifetime limits. Bytes are bytes, times are seconds."""
 
     model_config = _FROZEN
     file_bytes: int = Field(default=1_048_576, gt=0)
     staged_bytes: int = Field(default=8_388_608, gt=0)
     staged_files: int = Field(default=256, gt=0)
+    files_per_commit: int = Field(default=256, gt=0)
     token_lifetime_seconds: int = Field(default=7 * 24 * 3600, gt=0)
     delegation_depth: int = Field(default=3, ge=0, le=8)
 
@@ -39,24 +210,117 @@ class PathRules(BaseModel):
     """
 
     model_config = _FROZEN
-    forbidden: tuple[str, ...] = ()
-    protected: tuple[str, ...] = ()
+    forbidden: _Globs = ()
+    protected: _Globs = ()
 
-    @field_validator("forbidden", "protected", mode="before")
+
+class CommitRules(BaseModel):
+    """What a commit message must look like.
+
+    ``message_pattern`` is matched with ``re.fullmatch`` against the subject (the
+    first line) only, and only a bounded regular-expression subset is accepted
+    (``policy/_pattern.py``): Python's ``re`` has no timeout.
+    """
+
+    model_config = _FROZEN
+    message_min_length: int = Field(default=1, ge=1, le=MAX_MESSAGE_CHARS)
+    subject_max_length: int | None = Field(default=None, ge=1, le=MAX_MESSAGE_CHARS)
+    message_pattern: str | None = None
+    _compiled: re.Pattern[str] | None = PrivateAttr(default=None)
+
+    @field_validator("message_pattern")
     @classmethod
-    def _globs(cls, value: object) -> tuple[str, ...]:
-        if not isinstance(value, list | tuple):
-            raise ValueError("must be a list of globs")
-        return tuple(validate_glob(v) for v in value)
+    def _pattern(cls, value: str | None) -> str | None:
+        if value is not None:
+            compile_message_pattern(value)
+        return value
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Keep the compiled pattern beside the frozen text."""
+        if self.message_pattern is not None:
+            self._compiled = compile_message_pattern(self.message_pattern)
+
+    @property
+    def compiled_pattern(self) -> re.Pattern[str] | None:
+        """The compiled ``message_pattern``, or None."""
+        return self._compiled
+
+
+class Rule(BaseModel):
+    """One ``[[rules]]`` entry: who, which tools or operations, which paths, and the effect.
+
+    An absent selector matches everything; a present one must not be empty.
+    """
+
+    model_config = _FROZEN
+    effect: Literal["allow", "deny"]
+    agents: _Agents = None
+    tools: _Tools = None
+    operations: _Operations = None
+    paths: _RuleGlobs = None
+    reason: Annotated[str, AfterValidator(_safe_text)] = Field(
+        default="", max_length=MAX_REASON_CHARS
+    )
+
+    @model_validator(mode="after")
+    def _can_match(self) -> Rule:
+        if self.tools is not None and self.operations is not None:
+            needed = {TOOL_OPERATIONS[t] for t in self.tools}
+            if not needed & set(self.operations):
+                raise _located(
+                    "operations",
+                    "no listed tool needs a listed operation, so this rule can never match",
+                )
+        return self
+
+
+class RateLimit(BaseModel):
+    """One ``[[rate_limits]]`` entry, counted per agent.
+
+    Each matching agent may make ``calls`` calls to the listed tools (together) in
+    any window of ``per_seconds`` seconds.
+    """
+
+    model_config = _FROZEN
+    agents: _Agents = None
+    tools: _Tools = None
+    calls: int = Field(ge=1, le=MAX_RATE_CALLS)
+    per_seconds: int = Field(ge=1, le=MAX_RATE_WINDOW_SECONDS)
 
 
 class Policy(BaseModel):
-    """A whole policy document."""
+    """A whole policy document.
+
+    ``default`` decides a call that no allow rule matches; allow rules only mean
+    something when it is ``deny``, so an allow rule under ``default = "allow"``
+    is an error (it would silently grant nothing).
+    """
 
     model_config = _FROZEN
     version: Literal[1] = 1
+    default: Literal["allow", "deny"] = "allow"
     limits: Limits = Limits()
     paths: PathRules = PathRules()
+    commit: CommitRules = CommitRules()
+    rules: Annotated[tuple[Rule, ...], BeforeValidator(_array)] = Field(
+        default=(), max_length=MAX_RULES
+    )
+    rate_limits: Annotated[tuple[RateLimit, ...], BeforeValidator(_array)] = Field(
+        default=(), max_length=MAX_RATE_LIMITS
+    )
+    _index: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _allow_needs_default_deny(self) -> Policy:
+        if self.default == "allow":
+            for i, rule in enumerate(self.rules):
+                if rule.effect == "allow":
+                    raise _located(
+                        f"rules[{i}].effect",
+                        'an allow rule takes effect only with default = "deny" (everything '
+                        "not denied is already allowed); set default, or remove the rule",
+                    )
+        return self
 
 
 class Request(BaseModel):
@@ -66,10 +330,13 @@ class Request(BaseModel):
         agent: The calling agent's name.
         tool: The tool name.
         operation: The operation the tool needs (``none`` for effective_scope).
-        paths: Repository paths the call touches (validated, in scope).
-        content_bytes: Size of one file being written, in bytes.
+        paths: Repository paths the call touches (validated, in scope); for
+            ``commit``, the paths the commit changes.
+        content_bytes: Size of one file being written or read, in bytes.
         staged_bytes: Staged bytes in the session after this call.
         staged_files: Staged paths in the session after this call.
+        commit_files: Changed paths in the commit being made (``commit`` only).
+        message: The commit message as it will be recorded (``commit`` only).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -80,6 +347,8 @@ class Request(BaseModel):
     content_bytes: int = 0
     staged_bytes: int = 0
     staged_files: int = 0
+    commit_files: int = 0
+    message: str | None = None
 
 
 class Decision(BaseModel):
@@ -87,10 +356,14 @@ class Decision(BaseModel):
 
     Attributes:
         allowed: Whether the request may proceed.
-        code: ``None`` when allowed, else ``path_forbidden``, ``policy_denied``
-            or ``limit_exceeded``.
-        rule: The rule that decided, as a dotted location (``limits.file_bytes``).
+        code: ``None`` when allowed, else ``path_forbidden``, ``path_invalid``,
+            ``policy_denied`` or ``limit_exceeded``.
+        rule: The rule that decided, as a location in the policy document
+            (``paths.forbidden``, ``rules[3]``, ``limits.file_bytes``,
+            ``rate_limits[0]``, ``default``); ``None`` when allowed by default.
         reasons: Caller-safe explanations.
+        retry_after: For a rate limit, whole seconds until the call would be
+            admitted; otherwise ``None``.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -98,16 +371,19 @@ class Decision(BaseModel):
     code: str | None = None
     rule: str | None = None
     reasons: tuple[str, ...] = ()
+    retry_after: int | None = None
 
 
 DEFAULT_POLICY_TOML = """\
 # chit organisation policy (docs/policy.md).
 version = 1
+default = "allow"               # a call no rule allows: "allow" or "deny"
 
 [limits]
 file_bytes = 1048576            # largest file an agent may read or write
 staged_bytes = 8388608          # staged bytes per session
 staged_files = 256              # staged paths per session
+files_per_commit = 256          # changed paths in one commit
 token_lifetime_seconds = 604800 # longest lifetime of a minted or delegated token (7 days)
 delegation_depth = 3            # most delegation hops below a root token (0 to 8)
 
@@ -116,7 +392,104 @@ delegation_depth = 3            # most delegation hops below a root token (0 to 
 forbidden = ["**/.env", "**/*.pem", "**/id_rsa", "**/id_ed25519"]
 # Sealed at rest in a later version; until then treated like forbidden.
 protected = []
+
+[commit]
+message_min_length = 1          # characters in a commit message
+
+# Rules and rate limits are arrays of tables; for example:
+#
+# [[rules]]
+# effect = "deny"
+# agents = ["ci-*"]
+# tools = ["commit"]
+# reason = "CI bots propose changes; people commit them"
+#
+# [[rate_limits]]
+# agents = ["**"]
+# tools = ["commit"]
+# calls = 60
+# per_seconds = 3600
 """
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    """``("rules", 3, "agents", 0)`` -> ``rules[3].agents[0]``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not part.startswith(("function-", "tuple[", "nullable[", "json-or-python")):
+            out += f".{part}" if out else part
+    return out or "policy"
+
+
+def _problems(exc: ValidationError) -> list[tuple[str, str]]:
+    problems = []
+    for err in exc.errors():
+        where = _location(err["loc"])
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "policy_located":
+            ctx = err.get("ctx") or {}
+            sub = str(ctx.get("where", ""))
+            where = sub if where == "policy" else f"{where}.{sub}"
+            message = str(ctx.get("message", message))
+        elif err["type"] == "extra_forbidden":
+            message = "unknown key"
+        problems.append((where, message))
+    return problems
+
+
+_HEADER = re.compile(r"\s*(\[\[?)\s*([A-Za-z0-9_-]+)\s*\]\]?\s*(?:#.*)?")
+_KEY = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=")
+_LOCATION = re.compile(r"([A-Za-z0-9_-]+)(?:\[(\d+)\])?(?:\.([A-Za-z0-9_-]+))?.*")
+_TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+
+
+def locate(text: str, location: str) -> int | None:
+    """Best-effort line number (1-based) of a problem's location in a policy's text.
+
+    Understands the layout of ``docs/policy.md``: ``[table]`` and ``[[array]]``
+    headers and ``key = value`` lines (dotted keys and inline tables are not
+    followed). ``toml`` locations take the line from the parser's message.
+
+    Args:
+        text: The policy's TOML text.
+        location: A location from :class:`PolicyError` (``rules[3].agents[0]``).
+
+    Returns:
+        The line of the key, else of its table's header, else None.
+    """
+    found = _LOCATION.fullmatch(location)
+    if found is None:
+        return None
+    head, index, key = found.group(1), found.group(2), found.group(3)
+    section: tuple[str, int] | None = None  # (table name, array entry index)
+    counts: dict[str, int] = {}
+    header_line = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.fullmatch(line)
+        if header is not None:
+            name = header.group(2)
+            counts[name] = counts.get(name, -1) + 1
+            section = (name, counts[name] if header.group(1) == "[[" else 0)
+            if section == (head, int(index or 0)):
+                header_line = number
+                if key is None:
+                    return number
+            continue
+        entry = _KEY.match(line)
+        if entry is None:
+            continue
+        if section is None and key is None and index is None and entry.group(1) == head:
+            return number
+        if section == (head, int(index or 0)) and entry.group(1) == key:
+            return number
+    return header_line
+
+
+def _toml_line(message: str) -> int | None:
+    found = _TOML_LINE.search(message)
+    return int(found.group(1)) if found else None
 
 
 def load(text: str) -> Policy:
@@ -130,17 +503,19 @@ def load(text: str) -> Policy:
 
     Raises:
         PolicyError: With one ``(location, message)`` per problem, for TOML
-            syntax errors, unknown keys, wrong types or invalid values.
+            syntax errors (location ``toml``), unknown keys, wrong types or
+            invalid values (location ``rules[3].agents[0]`` and the like).
     """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         # The operator's own file: the parser's position and reason are what they need.
-        raise PolicyError([("toml", str(exc))]) from None
+        raise PolicyError([("toml", str(exc))], lines=[_toml_line(str(exc))]) from None
     try:
         return Policy.model_validate(data)
     except ValidationError as exc:
-        problems = [
-            (".".join(str(p) for p in err["loc"]) or "policy", err["msg"]) for err in exc.errors()
-        ]
-        raise PolicyError(problems) from None
+        found = [(locate(text, loc), loc, msg) for loc, msg in _problems(exc)]
+        found.sort(key=lambda item: item[0] if item[0] is not None else len(text))
+        raise PolicyError(
+            [(loc, msg) for _line, loc, msg in found], lines=[line for line, _, _ in found]
+        ) from None
