@@ -319,21 +319,29 @@ class Offer:
 
 
 @lru_cache(maxsize=64)
-def offer_for(operations: frozenset[str], delegable: bool) -> Offer:
+def offer_for(operations: frozenset[str], delegable: bool, read_only: bool = False) -> Offer:
     """Compute the offer for a token's operations and delegation flag.
 
-    A tool is offered iff it has a handler and every requirement is held.
+    A tool is offered iff it has a handler and every requirement is held, and,
+    when the engine is frozen or serves a read-only edge, it is marked read-only.
     ``effective_scope`` requires nothing and is always offered.
 
     Args:
         operations: The verified token's effective operations.
         delegable: The verified token's delegation flag.
+        read_only: Offer only tools marked read-only (the engine's read-only mode).
 
     Returns:
         The :class:`Offer`.
     """
     held = set(operations) | ({DELEGATION_FLAG} if delegable else set())
-    names = tuple(sorted(t.name for t in TOOLS if t.handler is not None and t.requires <= held))
+    names = tuple(
+        sorted(
+            t.name
+            for t in TOOLS
+            if t.handler is not None and t.requires <= held and (t.read_only or not read_only)
+        )
+    )
     return _offer(names)
 
 

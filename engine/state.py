@@ -1,24 +1,44 @@
-"""Engine state behind a small store interface: revocations and issued delegations.
+"""Engine state behind a small store interface: revocations, delegations, mode, call log.
 
-The default store is SQLite (the standard library's ``sqlite3``, WAL mode) at
-``<home>/state.db``, shared by every engine process and CLI command on one host:
-``chit revoke`` in one process takes effect on the next call served by another.
-Each operation is one short transaction; there is no read-modify-write of a file.
-A PostgreSQL store can implement :class:`Store` for several hosts.
+The store keeps revocations, issued delegations, the engine's mode (frozen or
+not) and the call log. The default store is SQLite (the standard library's
+``sqlite3``, WAL mode) at ``<home>/state.db``, shared by every engine process and
+CLI command on one host: ``chit revoke`` or ``chit freeze on`` in one process
+takes effect on the next call served by another. Each operation is one short
+transaction; there is no read-modify-write of a file. A PostgreSQL store can
+implement :class:`Store` for several hosts.
+
+The call log (``engine/calllog.py`` builds, signs and verifies its entries) is
+append-only: :meth:`SQLiteStore.append_log` reads the chain head and inserts the
+next entry inside one ``BEGIN IMMEDIATE`` transaction, so appends from several
+engine processes are serialised and the chain never forks.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-__all__ = ["Delegation", "SQLiteStore", "Store", "open_store"]
+__all__ = [
+    "GENESIS",
+    "Delegation",
+    "FreezeState",
+    "LogAppend",
+    "LogRow",
+    "SQLiteStore",
+    "Store",
+    "open_store",
+]
+
+GENESIS = bytes(32)
+"""``prev`` of the first call-log entry: 32 zero bytes."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS revocations (
@@ -36,6 +56,28 @@ CREATE TABLE IF NOT EXISTS delegations (
     scope TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS delegations_parent ON delegations (parent_id);
+CREATE TABLE IF NOT EXISTS engine_mode (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    frozen INTEGER NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    changed_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS call_log (
+    seq INTEGER PRIMARY KEY,
+    time INTEGER NOT NULL,
+    agent TEXT NOT NULL,
+    entry BLOB NOT NULL,
+    sig BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS call_log_agent ON call_log (agent, seq);
+CREATE INDEX IF NOT EXISTS call_log_time ON call_log (time);
+CREATE TABLE IF NOT EXISTS call_log_head (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL,
+    hash BLOB NOT NULL,
+    head BLOB NOT NULL,
+    sig BLOB NOT NULL
+);
 """
 
 
@@ -62,6 +104,61 @@ class Delegation:
     scope: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class FreezeState:
+    """The engine's mode as the operator last set it (``chit freeze``).
+
+    Attributes:
+        frozen: True while the operator has frozen every engine on this store.
+        reason: The operator's note (``--reason``); empty if none.
+        changed_at: When the mode last changed, unix seconds (0: never set).
+    """
+
+    frozen: bool
+    reason: str
+    changed_at: int
+
+
+@dataclass(frozen=True)
+class LogAppend:
+    """One call-log entry, made inside the append transaction.
+
+    Attributes:
+        entry: The entry's ``chit-det/1`` bytes.
+        sig: Ed25519 signature over the entry (engine/calllog.py).
+        head: The new chain head's ``chit-det/1`` bytes (names this entry).
+        head_sig: Ed25519 signature over the head.
+        time: The entry's time, unix seconds (copied to a column for ``show``).
+        agent: The entry's agent (copied to a column for ``show``).
+    """
+
+    entry: bytes
+    sig: bytes
+    head: bytes
+    head_sig: bytes
+    time: int
+    agent: str
+
+
+@dataclass(frozen=True)
+class LogRow:
+    """A stored call-log row, untrusted until verified (any column may be tampered).
+
+    Attributes:
+        seq: The row's sequence column.
+        time: The row's time column.
+        agent: The row's agent column.
+        entry: The stored entry bytes (or whatever a tamperer put there).
+        sig: The stored signature.
+    """
+
+    seq: Any
+    time: Any
+    agent: Any
+    entry: Any
+    sig: Any
+
+
 class Store(Protocol):
     """What the engine needs from its state store."""
 
@@ -76,6 +173,15 @@ class Store(Protocol):
 
     def delegations(self) -> list[Delegation]:
         """Every recorded delegation, oldest first."""
+
+    def freeze_state(self) -> FreezeState:
+        """The engine's mode as the operator last set it."""
+
+    def set_freeze(self, frozen: bool, *, now: int, reason: str = "") -> FreezeState:
+        """Freeze or unfreeze every engine on this store; returns the new state."""
+
+    def append_log(self, compose: Callable[[int, bytes], LogAppend]) -> int:
+        """Append one call-log entry made by ``compose(seq, prev)``; returns its seq."""
 
 
 class SQLiteStore:
@@ -177,6 +283,134 @@ class SQLiteStore:
             .fetchall()
         )
         return [{"id": r[0], "revoked_at": int(r[1]), "reason": r[2]} for r in rows]
+
+    # --- the engine's mode -----------------------------------------------------
+
+    def freeze_state(self) -> FreezeState:
+        """The engine's mode as the operator last set it (not frozen if never set)."""
+        row = (
+            self._connect()
+            .execute("SELECT frozen, reason, changed_at FROM engine_mode WHERE id = 1")
+            .fetchone()
+        )
+        if row is None:
+            return FreezeState(False, "", 0)
+        return FreezeState(bool(row[0]), str(row[1]), int(row[2]))
+
+    def set_freeze(self, frozen: bool, *, now: int, reason: str = "") -> FreezeState:
+        """Freeze (``True``) or unfreeze every engine that uses this store.
+
+        Args:
+            frozen: The new mode.
+            now: Unix seconds.
+            reason: The operator's note, kept with the mode.
+
+        Returns:
+            The new state.
+        """
+        self._connect().execute(
+            "INSERT OR REPLACE INTO engine_mode (id, frozen, reason, changed_at)"
+            " VALUES (1, ?, ?, ?)",
+            (int(frozen), reason, now),
+        )
+        return FreezeState(frozen, reason, now)
+
+    # --- the call log ------------------------------------------------------------
+
+    def append_log(self, compose: Callable[[int, bytes], LogAppend]) -> int:
+        """Append one entry to the call log, serialised across processes.
+
+        Inside one ``BEGIN IMMEDIATE`` transaction (the database's write lock,
+        so no two appends interleave) this reads the chain head, asks
+        ``compose(seq, prev)`` for the next entry, inserts it and moves the head.
+        The next entry continues from the *head*, never from the last row: rows
+        deleted behind the head's back stay a visible gap, and a deleted head
+        starts a visible break (``prev`` = :data:`GENESIS` after earlier rows);
+        the store repairs nothing.
+
+        Args:
+            compose: Makes the entry for sequence number ``seq`` whose ``prev`` is
+                the SHA-256 of the previous entry's bytes (:data:`GENESIS` first).
+
+        Returns:
+            The new entry's sequence number.
+
+        Raises:
+            sqlite3.Error: If the database fails, or ``seq`` is taken (a row
+                inserted behind the engine's back); nothing is appended.
+        """
+        db = self._connect()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            head = db.execute("SELECT seq, hash FROM call_log_head WHERE id = 1").fetchone()
+            if head is not None:
+                seq, prev = int(head[0]) + 1, bytes(head[1])
+            else:
+                last = db.execute("SELECT MAX(seq) FROM call_log").fetchone()
+                seq, prev = (int(last[0]) + 1 if last and last[0] is not None else 1), GENESIS
+            made = compose(seq, prev)
+            db.execute(
+                "INSERT INTO call_log (seq, time, agent, entry, sig) VALUES (?, ?, ?, ?, ?)",
+                (seq, made.time, made.agent, made.entry, made.sig),
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO call_log_head (id, seq, hash, head, sig)"
+                " VALUES (1, ?, ?, ?, ?)",
+                (seq, hashlib.sha256(made.entry).digest(), made.head, made.head_sig),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return seq
+
+    def log_head(self) -> tuple[Any, Any, Any, Any] | None:
+        """The stored chain head ``(seq, hash, head bytes, sig)``, untrusted; ``None`` if none."""
+        row = (
+            self._connect()
+            .execute("SELECT seq, hash, head, sig FROM call_log_head WHERE id = 1")
+            .fetchone()
+        )
+        return None if row is None else (row[0], row[1], row[2], row[3])
+
+    def log_rows(
+        self,
+        *,
+        agent: str | None = None,
+        since: int | None = None,
+        batch: int = 512,
+    ) -> Iterator[LogRow]:
+        """Stored call-log rows in sequence order, read in batches (untrusted).
+
+        Args:
+            agent: Only rows whose agent column equals this.
+            since: Only rows whose time column is at or after this (unix seconds).
+            batch: Rows fetched per query.
+
+        Yields:
+            :class:`LogRow` in ascending ``seq``.
+        """
+        where = ["seq > ?"]
+        params: list[Any] = []
+        if agent is not None:
+            where.append("agent = ?")
+            params.append(agent)
+        if since is not None:
+            where.append("time >= ?")
+            params.append(since)
+        query = (
+            "SELECT seq, time, agent, entry, sig FROM call_log WHERE "  # noqa: S608 - fixed
+            + " AND ".join(where)
+            + " ORDER BY seq LIMIT ?"
+        )
+        after: Any = -(2**63)
+        while True:
+            rows = self._connect().execute(query, (after, *params, batch)).fetchall()
+            for r in rows:
+                yield LogRow(r[0], r[1], r[2], r[3], r[4])
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
 
 
 def open_store(home: str | os.PathLike[str]) -> SQLiteStore:

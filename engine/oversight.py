@@ -1,0 +1,185 @@
+"""Operator oversight behind the CLI: freeze the engines, read and verify the call log.
+
+``chit freeze on|off|status`` and ``chit audit log verify|show`` call these. The
+freeze lives in the home's state store, so every engine on that home (each
+``chit mcp`` process) sees it on its next call; each change is also recorded in
+the call log as an operator entry (agent ``(operator)``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from engine import calllog, provenance
+from engine.errors import ConfigurationError
+from engine.service import load_policy
+from engine.state import SQLiteStore, open_store
+
+__all__ = [
+    "call_log_entries",
+    "freeze_status",
+    "parse_anchor",
+    "parse_since",
+    "set_freeze",
+    "verify_call_log",
+]
+
+MAX_REASON_CHARS = 500
+_ANCHOR = re.compile(r"^([0-9]{1,18}):(sha256:[0-9a-f]{64})$")
+
+
+def _state(home: str | os.PathLike[str]) -> SQLiteStore:
+    if not (Path(home) / "state.db").is_file():
+        raise ConfigurationError(f"no state store at {Path(home) / 'state.db'}")
+    return open_store(home)
+
+
+def set_freeze(home: str | os.PathLike[str], frozen: bool, *, reason: str = "") -> dict[str, Any]:
+    """Freeze (read-only mode) or unfreeze every engine that uses this home.
+
+    The mode takes effect on each engine's next call. The change is then
+    recorded in the call log; if that fails (no signing key) the mode still
+    stands and ``logged`` is false, since freezing is an emergency action.
+
+    Args:
+        home: The chit home.
+        frozen: The new mode.
+        reason: A note for other operators, at most 500 characters.
+
+    Returns:
+        ``{"frozen", "reason", "changed_at", "logged"}``.
+
+    Raises:
+        ValueError: If the reason is too long or holds control characters.
+    """
+    if len(reason) > MAX_REASON_CHARS or any(ord(c) < 0x20 or ord(c) == 0x7F for c in reason):
+        raise ValueError(f"--reason is one line of at most {MAX_REASON_CHARS} characters")
+    now = int(time.time())
+    store = open_store(home)
+    state = store.set_freeze(frozen, now=now, reason=reason)
+    try:
+        policy_hash = provenance.policy_hash(load_policy(home))
+    except ConfigurationError:
+        policy_hash = "-"
+    record = calllog.CallRecord(
+        time=now,
+        agent=calllog.OPERATOR,
+        chain=(),
+        session="-",
+        tool="chit freeze " + ("on" if frozen else "off"),
+        arguments=calllog.redact_arguments({"reason": reason} if frozen else {}),
+        decision="allowed",
+        code=None,
+        policy_hash=policy_hash,
+        catalog_hash=None,
+    )
+    try:
+        calllog.append(store, calllog.LogSigner(home), record)
+        logged = True
+    except (ConfigurationError, OSError):
+        logged = False
+    return {
+        "frozen": state.frozen,
+        "reason": state.reason,
+        "changed_at": state.changed_at,
+        "logged": logged,
+    }
+
+
+def freeze_status(home: str | os.PathLike[str]) -> dict[str, Any]:
+    """The operator's mode: ``{"frozen", "reason", "changed_at"}`` (never set: not frozen)."""
+    state = open_store(home).freeze_state()
+    return {"frozen": state.frozen, "reason": state.reason, "changed_at": state.changed_at}
+
+
+def parse_since(text: str) -> int:
+    """Parse ``--since``: unix seconds, or ISO-8601 (no zone: UTC).
+
+    Raises:
+        ValueError: If ``text`` is neither.
+    """
+    text = text.strip()
+    if re.fullmatch(r"[0-9]{1,12}", text):
+        return int(text)
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError("--since is unix seconds or ISO-8601, e.g. 2026-12-01T09:30Z") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return int(when.timestamp())
+
+
+def parse_anchor(text: str) -> tuple[int, str]:
+    """Parse ``--anchor SEQ:sha256:HEX`` (an entry and hash from an earlier verify).
+
+    Raises:
+        ValueError: If ``text`` is not of that form.
+    """
+    match = _ANCHOR.fullmatch(text.strip())
+    if match is None:
+        raise ValueError("--anchor is SEQ:sha256:<64 hex digits>, as `verify --json` prints")
+    return int(match.group(1)), match.group(2)
+
+
+def verify_call_log(
+    home: str | os.PathLike[str],
+    public_keys: Mapping[str, Ed25519PublicKey],
+    *,
+    anchors: Mapping[int, str] | None = None,
+) -> dict[str, Any]:
+    """Verify the home's call log (:func:`engine.calllog.verify`).
+
+    Raises:
+        ConfigurationError: If the home has no state store.
+    """
+    store = _state(home)
+    return calllog.verify(store.log_rows(), store.log_head(), public_keys, anchors=anchors)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def call_log_entries(
+    home: str | os.PathLike[str], *, agent: str | None = None, since: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """The stored entries, oldest first, as JSON-ready dicts (``prev`` in hex).
+
+    Unverified: ``chit audit log verify`` says whether they can be trusted. An
+    entry that does not decode is shown as ``{"seq", "undecodable": reason}``.
+
+    Args:
+        home: The chit home.
+        agent: Only entries for this agent (``-``: tokens that did not verify;
+            ``(operator)``: freeze changes).
+        since: Only entries at or after this time, unix seconds.
+
+    Raises:
+        ConfigurationError: If the home has no state store.
+    """
+    for row in _state(home).log_rows(agent=agent, since=since):
+        try:
+            entry = calllog.decode_entry(row.entry)
+        except ValueError as exc:
+            yield {"seq": row.seq, "undecodable": str(exc)}
+            continue
+        if (agent is not None and entry["agent"] != agent) or (
+            since is not None and entry["time"] < since
+        ):
+            continue
+        yield _plain(entry)
