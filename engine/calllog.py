@@ -236,6 +236,11 @@ def redact_arguments(arguments: object) -> Any:
         A ``chit-det/1`` value.
     """
     out = _value(arguments, 0)
+    # repr() is never shorter than a quarter of the encoding (UTF-8 takes at most
+    # 4 bytes per character, and each CBOR head is matched by repr's quotes,
+    # brackets or separators), so small arguments skip the exact check.
+    if len(repr(out)) * 4 <= MAX_ARGUMENTS_BYTES:
+        return out
     encoded = cbor.encode(out)
     if len(encoded) > MAX_ARGUMENTS_BYTES:
         return {"omitted": "arguments too large", **_digest(encoded)}
@@ -287,6 +292,7 @@ class LogSigner:
 
     def __init__(self, home: str | os.PathLike[str]) -> None:
         self._home = Path(home)
+        self._folder = os.fspath(self._home / "keys" / "signing")
         self._lock = threading.Lock()
         self._key: tuple[str, Ed25519PrivateKey] | None = None
         self._stamp: tuple[int, int, int] | None = None
@@ -302,7 +308,7 @@ class LogSigner:
             ConfigurationError: If the signing keys cannot be loaded.
             OSError: If the signing key folder cannot be read.
         """
-        info = os.stat(self._home / "keys" / "signing")
+        info = os.stat(self._folder)
         stamp = (info.st_mtime_ns, info.st_ino, info.st_size)
         now = time.monotonic()
         with self._lock:

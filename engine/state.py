@@ -353,11 +353,17 @@ class SQLiteStore:
                 "INSERT INTO call_log (seq, time, agent, entry, sig) VALUES (?, ?, ?, ?, ?)",
                 (seq, made.time, made.agent, made.entry, made.sig),
             )
-            db.execute(
-                "INSERT OR REPLACE INTO call_log_head (id, seq, hash, head, sig)"
-                " VALUES (1, ?, ?, ?, ?)",
-                (seq, hashlib.sha256(made.entry).digest(), made.head, made.head_sig),
-            )
+            moved = (seq, hashlib.sha256(made.entry).digest(), made.head, made.head_sig)
+            if head is None:
+                db.execute(
+                    "INSERT INTO call_log_head (id, seq, hash, head, sig) VALUES (1, ?, ?, ?, ?)",
+                    moved,
+                )
+            else:
+                db.execute(
+                    "UPDATE call_log_head SET seq = ?, hash = ?, head = ?, sig = ? WHERE id = 1",
+                    moved,
+                )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
