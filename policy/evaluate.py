@@ -4,7 +4,9 @@ The order (docs/policy.md, "Evaluation"); the first refusal wins:
 
 1. built-in rules: every path is a valid repository path and names no ``.git``
    (``path_invalid`` / ``path_forbidden``, rule ``builtin.paths``);
-2. ``paths.forbidden``, then ``paths.protected`` (``path_forbidden``);
+2. ``paths.forbidden`` (``path_forbidden``); ``paths.protected`` refuses
+   nothing: the engine seals those files at rest (docs/sealing.md) and they are
+   read and written like any other path the scope and these rules allow;
 3. deny rules, in file order: any match refuses (``policy_denied``, ``rules[i]``);
 4. allow rules: under ``default = "deny"`` some allow rule must match
    (``policy_denied``, rule ``default``);
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from policy._agents import agent_matches
+from policy._pathindex import DenyIndex
 from policy._pattern import MAX_SUBJECT_CHARS
 from policy.errors import PolicyDeniedError
 from policy.model import Decision, Policy, RateLimit, Request, Rule
@@ -58,12 +61,15 @@ class _Index:
     rate_selections: dict[tuple[str, str], tuple[tuple[int, RateLimit], ...]] = field(
         default_factory=dict
     )
+    deny_paths: DenyIndex[int] = field(init=False)
 
     def __post_init__(self) -> None:
         rules = tuple(enumerate(self.policy.rules))
         self.deny = tuple((i, r) for i, r in rules if r.effect == "deny")
         self.allow = tuple((i, r) for i, r in rules if r.effect == "allow")
         self.allowed = {i: Decision(allowed=True, rule=f"rules[{i}]") for i, _ in self.allow}
+        # Which deny rules' paths match a path: exactly deny_matches, only cheaper.
+        self.deny_paths = DenyIndex({i: r.paths for i, r in self.deny if r.paths is not None})
 
     def select(
         self, agent: str, tool: str, operation: str
@@ -132,19 +138,14 @@ def _builtin(paths: tuple[str, ...]) -> Decision | None:
 
 
 def _path_rules(policy: Policy, paths: tuple[str, ...]) -> Decision | None:
-    forbidden, protected = policy.paths.forbidden, policy.paths.protected
+    # ``paths.protected`` is not a refusal: protection is at rest (docs/sealing.md).
+    forbidden = policy.paths.forbidden
     for path in paths:
         if deny_matches(path, forbidden):
             return _refuse(
                 "path_forbidden",
                 "paths.forbidden",
                 f"{path!r} is forbidden by the organisation policy",
-            )
-        if deny_matches(path, protected):
-            return _refuse(
-                "path_forbidden",
-                "paths.protected",
-                f"{path!r} is protected; sealed access is not available yet",
             )
     return None
 
@@ -209,7 +210,7 @@ def evaluate(policy: Policy, request: Request) -> Decision:
     """Decide a request. Never raises on a refusal.
 
     Evaluation order (the first refusal wins; see the module docstring): built-in
-    path rules, ``paths.forbidden``, ``paths.protected``, deny rules, allow rules
+    path rules, ``paths.forbidden``, deny rules, allow rules
     under ``default = "deny"``, limits, commit message requirements.
 
     Matching: a rule applies when each of its selectors it has matches (absent
@@ -236,14 +237,18 @@ def evaluate(policy: Policy, request: Request) -> Decision:
         return refusal
     index = _index(policy)
     deny, allow = index.select(request.agent, request.tool, request.operation)
+    hits: list[frozenset[int]] | None = None
     for i, rule in deny:
-        rule_paths = rule.paths
-        if rule_paths is None or any(deny_matches(p, rule_paths) for p in paths):
-            return _refuse(
-                "policy_denied",
-                f"rules[{i}]",
-                rule.reason or "a deny rule of the organisation policy matches this call",
-            )
+        if rule.paths is not None:
+            if hits is None:
+                hits = [index.deny_paths.hits(p) for p in paths]
+            if not any(i in hit for hit in hits):
+                continue
+        return _refuse(
+            "policy_denied",
+            f"rules[{i}]",
+            rule.reason or "a deny rule of the organisation policy matches this call",
+        )
     decision = _ALLOWED_BY_DEFAULT
     if policy.default == "deny":
         for i, rule in allow:

@@ -205,8 +205,9 @@ class PathRules(BaseModel):
     """Path rules beyond the built-in ``.git`` rule.
 
     ``forbidden`` paths are never readable or writable through chit. ``protected``
-    paths are sealed at rest in later versions; until sealing exists they are
-    treated exactly like ``forbidden`` (fail closed).
+    paths are sealed at rest: the engine stores them in git encrypted
+    (docs/sealing.md) and serves their plaintext only to calls that the token's
+    scope and operations, and this policy, allow. Evaluation does not refuse them.
     """
 
     model_config = _FROZEN
@@ -390,7 +391,7 @@ delegation_depth = 3            # most delegation hops below a root token (0 to 
 [paths]
 # Never readable or writable through chit (beyond the built-in .git rule).
 forbidden = ["**/.env", "**/*.pem", "**/id_rsa", "**/id_ed25519"]
-# Sealed at rest in a later version; until then treated like forbidden.
+# Sealed at rest: encrypted in git, plaintext only through chit (docs/sealing.md).
 protected = []
 
 [commit]

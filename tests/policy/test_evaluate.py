@@ -52,9 +52,10 @@ reason = "docs are frozen"
         (req(paths=(".git/config",)), "path_forbidden", "builtin.paths"),
         (req(paths=("src/.GIT/x",)), "path_forbidden", "builtin.paths"),
         (req(paths=("src/../secrets/a",)), "path_invalid", "builtin.paths"),
-        # 2. forbidden, then protected, before deny rules and limits.
+        # 2. forbidden before deny rules and limits; protected refuses nothing
+        # (sealed at rest, docs/sealing.md): the limits decide.
         (req(paths=("secrets/a",), content_bytes=99), "path_forbidden", "paths.forbidden"),
-        (req(paths=("vault/a",), content_bytes=99), "path_forbidden", "paths.protected"),
+        (req(paths=("vault/a",), content_bytes=99), "limit_exceeded", "limits.file_bytes"),
         # 3. a deny rule wins over the allow rule listed before it, and over limits.
         (req(paths=("docs/a.md",), content_bytes=99), "policy_denied", "rules[1]"),
         # 4. nothing allows it: the default decides, before limits are looked at.

@@ -95,8 +95,7 @@ def reference(pol: Policy, r: Request) -> tuple[bool, str | None, str | None]:
     for path in r.paths:
         if deny_matches(path, list(pol.paths.forbidden)):
             return False, "path_forbidden", "paths.forbidden"
-        if deny_matches(path, list(pol.paths.protected)):
-            return False, "path_forbidden", "paths.protected"
+        # paths.protected refuses nothing: sealed at rest (docs/sealing.md).
 
     def applies(rule: policy.Rule) -> bool:
         return (
