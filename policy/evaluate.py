@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from policy._agents import agent_matches
-from policy._pathindex import DenyIndex
 from policy._pattern import MAX_SUBJECT_CHARS
 from policy.errors import PolicyDeniedError
 from policy.model import Decision, Policy, RateLimit, Request, Rule
@@ -61,15 +60,12 @@ class _Index:
     rate_selections: dict[tuple[str, str], tuple[tuple[int, RateLimit], ...]] = field(
         default_factory=dict
     )
-    deny_paths: DenyIndex[int] = field(init=False)
 
     def __post_init__(self) -> None:
         rules = tuple(enumerate(self.policy.rules))
         self.deny = tuple((i, r) for i, r in rules if r.effect == "deny")
         self.allow = tuple((i, r) for i, r in rules if r.effect == "allow")
         self.allowed = {i: Decision(allowed=True, rule=f"rules[{i}]") for i, _ in self.allow}
-        # Which deny rules' paths match a path: exactly deny_matches, only cheaper.
-        self.deny_paths = DenyIndex({i: r.paths for i, r in self.deny if r.paths is not None})
 
     def select(
         self, agent: str, tool: str, operation: str
@@ -237,18 +233,14 @@ def evaluate(policy: Policy, request: Request) -> Decision:
         return refusal
     index = _index(policy)
     deny, allow = index.select(request.agent, request.tool, request.operation)
-    hits: list[frozenset[int]] | None = None
     for i, rule in deny:
-        if rule.paths is not None:
-            if hits is None:
-                hits = [index.deny_paths.hits(p) for p in paths]
-            if not any(i in hit for hit in hits):
-                continue
-        return _refuse(
-            "policy_denied",
-            f"rules[{i}]",
-            rule.reason or "a deny rule of the organisation policy matches this call",
-        )
+        rule_paths = rule.paths
+        if rule_paths is None or any(deny_matches(p, rule_paths) for p in paths):
+            return _refuse(
+                "policy_denied",
+                f"rules[{i}]",
+                rule.reason or "a deny rule of the organisation policy matches this call",
+            )
     decision = _ALLOWED_BY_DEFAULT
     if policy.default == "deny":
         for i, rule in allow:
