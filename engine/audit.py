@@ -6,6 +6,9 @@ lane and not from ``main`` the checks below run; each failure is a
 :class:`Finding` naming the commit, the check and the reason (docs/audit.md
 explains the threat each check answers):
 
+- ``refs``: repository-wide, no ``refs/replace/*``, no ``info/grafts`` (git
+  honours them, libgit2 and so this audit do not) and ``main`` is a direct
+  reference;
 - ``trailers``: the chit trailers are present, once each, well formed, and the
   message ends with ``Chit-Provenance: sha256:<hex>``;
 - ``record_missing``: ``refs/chit/provenance/<agent>`` holds a record for the commit;
@@ -13,7 +16,8 @@ explains the threat each check answers):
 - ``record_decodes``: envelope and record are ``chit-det/1`` in the
   ``chit-provenance/1`` shape;
 - ``signature``: Ed25519 signature by a known engine key;
-- ``record_commit``: the recorded tree, parents, author, committer and message
+- ``record_commit``: the commit object has only the headers chit writes and a
+  UTF-8 message, and the recorded tree, parents, author, committer and message
   digest are the commit's own;
 - ``record_trailers``: agent, session, token id and catalog in the record equal
   the trailers;
@@ -50,7 +54,7 @@ from engine.paths import in_scope
 from engine.service import CATALOG_STORE_REF
 from engine.token import is_agent_name
 
-__all__ = ["REQUIRED_TRAILERS", "CommitReport", "Finding", "verify_repository"]
+__all__ = ["REQUIRED_TRAILERS", "Auditor", "CommitReport", "Finding", "verify_repository"]
 
 REQUIRED_TRAILERS = (
     "Chit-Agent",
@@ -80,6 +84,7 @@ class CommitReport:
     lane: str
     catalog_hash: str | None
     findings: list[Finding] = field(default_factory=list)
+    record: Mapping[str, Any] | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -113,8 +118,8 @@ def verify_repository(
         ConfigurationError: If ``repo_path`` is not a repository with ``main``.
     """
     repo = vcs.Repository(repo_path)
-    auditor = _Auditor(repo, public_keys)
-    missing: list[Finding] = []
+    auditor = Auditor(repo, public_keys)
+    missing: list[Finding] = [Finding("-", "refs", reason) for reason in _ref_problems(repo_path)]
     existing = repo.lanes()
     wanted: list[tuple[str, str | None]] = []
     if lanes is None:
@@ -135,7 +140,9 @@ def verify_repository(
         try:
             commits = repo.lane_commits(agent, since)
         except ChitError:
-            missing.append(Finding("-", "lane", f"range start {since!r} is not a commit"))
+            reason = (f"agent/{agent} does not point at a commit" if since is None
+                      else f"range start {since!r} is not a commit")
+            missing.append(Finding("-", "lane", reason))
             continue
         except (pygit2.GitError, KeyError, ValueError):
             missing.append(Finding("-", "lane", f"agent/{agent} does not point at a commit"))
@@ -159,6 +166,52 @@ def verify_repository(
         "findings": [f.__dict__ for f in missing]
         + [f.__dict__ for r in reports for f in r.findings],
     }
+
+
+def _ref_problems(repo_path: str | os.PathLike[str]) -> list[str]:
+    """What in the repository makes git show other content than the audit reads.
+
+    libgit2 (so this audit) ignores ``refs/replace/*`` and ``info/grafts``; git
+    itself honours them, so ``git show`` and ``git merge`` of a verified lane
+    would use replaced commits. A symbolic ``main`` could hide a lane's commits
+    from the walk. Each is reported, never silently followed.
+    """
+    git = pygit2.Repository(os.fspath(repo_path))
+    problems = []
+    for name in sorted(git.references):
+        if name.startswith("refs/replace/"):
+            problems.append(f"{name}: replace refs make git show other objects than were audited")
+    common = vcs._common_dir(git.path)
+    if os.path.lexists(os.path.join(common, "info", "grafts")):
+        problems.append("info/grafts rewrites history for git but not for this audit")
+    main = git.references.get(vcs.MAIN)
+    if main is not None and not isinstance(main.target, pygit2.Oid):
+        problems.append(f"{vcs.MAIN} is a symbolic reference (to {main.target!r})")
+    return problems
+
+
+_RAW_HEADER = re.compile(
+    rb"tree [0-9a-f]{40}\nparent [0-9a-f]{40}\nauthor [^\n]*\ncommitter [^\n]*\n\n"
+)
+
+
+def _raw_message(repo: vcs.Repository, commit: pygit2.Commit) -> str | None:
+    """The commit's message from its raw object, if chit could have written it.
+
+    That is: the object has only the headers chit writes (tree, one parent,
+    author, committer) and its message is UTF-8. pygit2 decodes messages
+    leniently and honours an ``encoding`` header, and extra headers
+    (``gpgsig``, ``mergetag``) change the commit id without changing anything a
+    record describes; so the audit reads the raw bytes.
+    """
+    kind, raw = repo.read_raw(commit.id)
+    match = _RAW_HEADER.match(raw)
+    if kind != pygit2.enums.ObjectType.COMMIT or match is None:
+        return None
+    try:
+        return raw[match.end():].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _trailer_counts(message: str) -> dict[str, int]:
@@ -186,8 +239,13 @@ def _signature(sig: pygit2.Signature) -> dict[str, Any]:
     return {"name": sig.name, "email": sig.email, "time": int(sig.time), "offset": int(sig.offset)}
 
 
-class _Auditor:
-    """Checks one commit at a time; remembers catalogs already checked."""
+class Auditor:
+    """Checks one commit at a time; remembers catalogs already checked.
+
+    Args:
+        repo: The repository.
+        public_keys: Trusted engine key id to Ed25519 public key.
+    """
 
     def __init__(self, repo: vcs.Repository, public_keys: Mapping[str, Ed25519PublicKey]) -> None:
         self.repo = repo
@@ -195,6 +253,16 @@ class _Auditor:
         self._catalogs: dict[str, tuple[str, str] | list[dict[str, Any]]] = {}
 
     def verify_commit(self, agent: str, commit: pygit2.Commit) -> CommitReport:
+        """Run every check on one lane commit (module docstring).
+
+        Args:
+            agent: The lane's agent.
+            commit: A commit on ``agent/<agent>`` not on ``main``.
+
+        Returns:
+            The report; ``record`` holds the verified record once the signature
+            verified, even if later checks failed.
+        """
         cid = str(commit.id)
         report = CommitReport(commit=cid, lane=f"agent/{agent}", catalog_hash=None)
 
@@ -202,7 +270,10 @@ class _Auditor:
             report.findings.append(Finding(cid, check, reason))
             return report
 
-        message = commit.message
+        message = _raw_message(self.repo, commit)
+        if message is None:
+            return fail("record_commit", "the commit object has headers or text chit never "
+                        "writes (gpgsig, encoding, mergetag, extra parents, non-UTF-8)")
         trailers = vcs.commit_trailers(commit)
         counts = _trailer_counts(message)
         absent = [k for k in REQUIRED_TRAILERS if k not in trailers]
@@ -218,7 +289,11 @@ class _Auditor:
         if trailers["Chit-Agent"] != agent:
             fail("lane", f"Chit-Agent {trailers['Chit-Agent']!r} does not own lane agent/{agent}")
 
-        envelope = self.repo.provenance_record(agent, cid)
+        try:
+            envelope = self.repo.provenance_record(agent, cid)
+        except (ChitError, pygit2.GitError, KeyError, ValueError):
+            return fail("record_missing", f"{vcs.Repository.provenance_ref(agent)} is not a "
+                        "direct reference to a commit")
         if envelope is None:
             return fail("record_missing", f"no record under {vcs.Repository.provenance_ref(agent)}")
         if provenance.envelope_hash(envelope) != record_hash:
@@ -227,6 +302,7 @@ class _Auditor:
             record = provenance.open_envelope(envelope, self.public_keys)
         except provenance.ProvenanceError as exc:
             return fail(exc.check, exc.reason)
+        report.record = record
 
         recorded = record["commit"]
         actual = {
@@ -314,7 +390,10 @@ class _Auditor:
         match = _HASH.match(catalog_hash)
         if not match:
             return ("record_decodes", "catalog hash is not sha256:<64 hex>")
-        data = self.repo.get_blob_from_store(CATALOG_STORE_REF, match.group(1))
+        try:
+            data = self.repo.get_blob_from_store(CATALOG_STORE_REF, match.group(1))
+        except (ChitError, pygit2.GitError, KeyError, ValueError):
+            return ("catalog_stored", "refs/chit/catalogs is not a direct reference to a commit")
         if data is None:
             return ("catalog_stored", "the catalog bytes are not in refs/chit/catalogs")
         if hashlib.sha256(data).hexdigest() != match.group(1):

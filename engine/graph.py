@@ -1,10 +1,11 @@
 """The provenance graph: tokens, delegations, sessions, commits and files.
 
-Built from verified provenance records only (docs/provenance-format.md): a record
-joins the graph once its signature verifies under a known engine key and its
-hash matches the commit's ``Chit-Provenance`` trailer; anything else is counted
-as ``unverified`` and left out. The same graph serves the ``provenance_graph``
-tool (pruned to the caller's scope) and ``chit audit graph`` (whole).
+Built from verified provenance records only (docs/provenance-format.md): a commit
+joins the graph once it passes every commit check of ``chit audit verify``
+(record present, hash, signature, the record describes exactly this commit,
+trailers, chain); anything else is counted as ``unverified`` and left out. The
+same graph serves the ``provenance_graph`` tool (pruned to the caller's scope)
+and ``chit audit graph`` (whole).
 
 Nodes (``id`` / ``kind`` / ``label``):
 
@@ -21,6 +22,7 @@ commit), ``parent`` (commit to the commit it builds on, when both are shown),
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -28,9 +30,10 @@ from typing import Any
 
 import pygit2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from engine import provenance, vcs
-from engine.errors import InvalidRequestError, RepositoryError
+from engine import vcs
+from engine.errors import ChitError, InvalidRequestError, RepositoryError
 
 __all__ = ["Entry", "build_graph", "collect", "to_dot", "to_mermaid"]
 
@@ -49,55 +52,82 @@ class Entry:
     record: Mapping[str, Any]
 
 
+_VERDICTS: dict[tuple[str, str, str, str], Mapping[str, Any] | None] = {}
+_VERDICTS_MAX = 65536
+
+
 def collect(
     repo: vcs.Repository, public_keys: Mapping[str, Ed25519PublicKey]
-) -> tuple[list[Entry], int]:
-    """Every lane commit whose provenance record verifies, newest first per lane.
+) -> tuple[list[Entry], int, bool]:
+    """Every lane commit that passes the audit's commit checks, newest first per lane.
+
+    A commit joins only if :class:`engine.audit.Auditor` finds nothing wrong
+    with it: its record exists, hashes to its trailer, verifies under a known
+    key, describes exactly this commit (raw object included), agrees with its
+    trailers, and its chain narrows. Verdicts are remembered per commit id,
+    envelope hash and key set (all three immutable facts), so repeated calls
+    re-read records but do not re-verify them.
 
     Args:
         repo: The repository.
         public_keys: Trusted engine key id to Ed25519 public key.
 
     Returns:
-        ``(entries, unverified)``: the commits with verified records, and how
-        many lane commits were left out because their record is missing, does
-        not match the trailer or does not verify. At most :data:`MAX_COMMITS`
-        commits are read.
+        ``(entries, unverified, truncated)``: the commits that verified, how many
+        lane commits were left out because they did not, and whether the walk
+        stopped at :data:`MAX_COMMITS` commits.
     """
+    from engine.audit import Auditor  # the audit imports the engine; import late
+
+    auditor = Auditor(repo, public_keys)
+    keyset = ",".join(sorted(f"{k}:{_raw(v).hex()}" for k, v in public_keys.items()))
     entries: list[Entry] = []
     unverified = 0
     for agent in repo.lanes():
-        for commit in repo.lane_commits(agent):
+        try:
+            commits = repo.lane_commits(agent)
+        except (ChitError, pygit2.GitError, KeyError, ValueError):
+            continue  # a lane that is not a direct reference to a commit: the audit reports it
+        for commit in commits:
             if len(entries) + unverified >= MAX_COMMITS:
-                return entries, unverified
-            record = _verified_record(repo, agent, commit, public_keys)
+                return entries, unverified, True
+            record = _verdict(auditor, repo, keyset, agent, commit)
             if record is None:
                 unverified += 1
                 continue
             summary = commit.message.split("\n", 1)[0][:80]
             entries.append(Entry(agent, str(commit.id), summary, record))
-    return entries, unverified
+    return entries, unverified, False
 
 
-def _verified_record(
-    repo: vcs.Repository,
-    agent: str,
-    commit: pygit2.Commit,
-    public_keys: Mapping[str, Ed25519PublicKey],
+def _raw(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(Encoding.Raw, PublicFormat.Raw)
+
+
+def _verdict(
+    auditor: Any, repo: vcs.Repository, keyset: str, agent: str, commit: pygit2.Commit
 ) -> Mapping[str, Any] | None:
-    envelope = repo.provenance_record(agent, str(commit.id))
+    cid = str(commit.id)
+    try:
+        envelope = repo.provenance_record(agent, cid)
+    except (ChitError, pygit2.GitError, KeyError, ValueError):
+        return None
     if envelope is None:
         return None
-    try:
-        _signed, trailer = provenance.split_message(commit.message)
-        if provenance.envelope_hash(envelope) != trailer:
-            return None
-        record = provenance.open_envelope(envelope, public_keys)
-    except provenance.ProvenanceError:
-        return None
-    if record["lane"] != f"agent/{agent}" or record["commit"]["tree"] != str(commit.tree_id):
-        return None
-    return record
+    key = (keyset, agent, cid, hashlib.sha256(envelope).hexdigest())
+    if key not in _VERDICTS:
+        report = auditor.verify_commit(agent, commit)
+        commit_checks = {f.check for f in report.findings} - _CATALOG_CHECKS
+        if len(_VERDICTS) >= _VERDICTS_MAX:
+            _VERDICTS.clear()
+        _VERDICTS[key] = report.record if not commit_checks else None
+    return _VERDICTS[key]
+
+
+# Whether the stored catalog is intact says nothing about who made the commit.
+_CATALOG_CHECKS = frozenset(
+    {"encoding", "catalog_stored", "catalog_hash", "catalog_decodes", "catalog_scope"}
+)
 
 
 def _select(entries: list[Entry], handle: str) -> list[Entry]:
@@ -115,7 +145,11 @@ def _select(entries: list[Entry], handle: str) -> list[Entry]:
     by_session = [e for e in entries if e.record["session"] == handle]
     if by_session:
         return by_session
-    raise RepositoryError(
+    raise _not_found()
+
+
+def _not_found() -> RepositoryError:
+    return RepositoryError(
         "not_found", "no commit, session or token id with verified provenance matches the handle"
     )
 
@@ -134,7 +168,8 @@ def build_graph(
         visible: The caller's path filter; ``None`` shows everything. A file the
             caller may not see is left out; a commit that changed no visible
             file is left out with its session and tokens unless something
-            visible uses them.
+            visible uses them. If nothing is left, the answer is ``not_found``,
+            as for a handle that names nothing.
 
     Returns:
         ``{"nodes": [{"id", "kind", "label"}], "edges": [{"source", "target",
@@ -142,7 +177,7 @@ def build_graph(
         the commits and files left out.
 
     Raises:
-        RepositoryError: ``not_found`` if nothing matches the handle.
+        RepositoryError: ``not_found`` if nothing (visible) matches the handle.
         InvalidRequestError: ``invalid_argument`` for an ambiguous commit prefix.
     """
     selected = _select(entries, handle)
@@ -177,6 +212,10 @@ def build_graph(
             file_id = f"file:{path}"
             nodes[file_id] = _node(file_id, "file", path)
             edges.add((commit_id, file_id, "changed"))
+    if not shown_commits:
+        # Nothing the caller may see: the same answer as an unknown handle, so
+        # the graph is no oracle for what exists outside the caller's scope.
+        raise _not_found()
     for entry in selected:
         if entry.commit in shown_commits:
             for parent in entry.record["commit"]["parents"]:

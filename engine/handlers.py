@@ -386,6 +386,7 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
             ) from None
         raise
     landed = ctx.repo.resolve(str(oid))
+    key = provenance.PROVENANCE_TRAILER
     return s.Committed(
         commit=str(oid),
         lane=ctx.token.lane,
@@ -393,7 +394,7 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
         files=files,
         catalog_hash=ctx.offer.catalog_hash,
         catalog_encoding=CATALOG_ENCODING,
-        trailers=trailers,
+        trailers=trailers | {key: vcs.commit_trailers(landed)[key]},
     )
 
 
@@ -640,10 +641,11 @@ def provenance_graph(ctx: CallContext, args: s.ProvenanceGraphArgs) -> s.Provena
     """
     if ctx.public_keys is None:
         raise ConfigurationError("no public keys configured")
-    entries, _unverified = graph.collect(ctx.repo, ctx.public_keys())
+    entries, _unverified, truncated = graph.collect(ctx.repo, ctx.public_keys())
     found = graph.build_graph(entries, args.handle.strip(), ctx.visible)
     return s.ProvenanceGraph(
         nodes=[s.GraphNode(**n) for n in found["nodes"]],
         edges=[s.GraphEdge(**e) for e in found["edges"]],
         pruned=found["pruned"],
+        truncated=truncated,
     )

@@ -433,6 +433,9 @@ class ProvenanceGraph(BaseModel):
     nodes: list[GraphNode]
     edges: list[GraphEdge]
     pruned: int
+    truncated: bool = Field(
+        default=False, description="True if only the first 5000 lane commits were read."
+    )
 
 
 class SubToken(BaseModel):

@@ -20,6 +20,7 @@ import copy
 import functools
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -79,6 +80,9 @@ def load_policy(home: str | os.PathLike[str]) -> policy.Policy:
 class _Checked:
     token: tokens.VerifiedToken
     offer: Offer
+
+
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 
 
 class Engine:
@@ -239,6 +243,11 @@ class Engine:
         session_id: str,
         offered_catalog_hash: str | None,
     ) -> dict[str, Any]:
+        if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
+            # It lands in commit trailers and the call log: no newlines, no tricks.
+            raise InvalidRequestError(
+                "invalid_argument", "the session id must be 1-128 of [A-Za-z0-9._:-]"
+            )
         checked = self._check(token)
         spec = checked.offer.get(tool) if isinstance(tool, str) else None
         if spec is None:

@@ -202,6 +202,16 @@ def _same_entry(a: pygit2.Object | None, b: pygit2.Object | None) -> bool:
     return bool(a.id == b.id and a.filemode == b.filemode)
 
 
+def _common_dir(gitdir: str) -> str:
+    """The repository's common git directory (a linked worktree's main ``.git``)."""
+    try:
+        with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as fh:
+            named = fh.read().strip()
+    except FileNotFoundError:
+        return gitdir
+    return os.path.normpath(os.path.join(gitdir, named))
+
+
 def _equals(expected: pygit2.Oid | None) -> Callable[[pygit2.Oid | None], bool]:
     """Return a compare-and-swap predicate accepting exactly ``expected``."""
     return lambda current: current == expected
@@ -452,8 +462,9 @@ class Repository:
     not meant to be shared between threads) and reference updates are
     serialised per reference, across threads and across processes: a writer
     holds this process's per-reference lock, then an exclusive ``flock`` on
-    ``<git dir>/chit/locks/<sha256 of the ref name>.flock`` (released by the
-    kernel when a writer dies), and the compare-and-swap itself runs while
+    ``<common git dir>/chit/locks/<sha256 of the ref name>.flock`` (the same
+    file from every linked worktree; the kernel releases it when a writer
+    dies), and the compare-and-swap itself runs while
     holding git's own reference lock file, so a writer outside chit (``git``
     itself) is still detected.
 
@@ -476,6 +487,9 @@ class Repository:
         except (pygit2.GitError, KeyError, OSError) as exc:
             raise ConfigurationError("not a git repository") from exc
         self._gitdir: str = repo.path
+        # Refs, objects and chit's lock files live in the common directory, which
+        # a linked worktree's git directory names in its ``commondir`` file.
+        self._commondir: str = _common_dir(repo.path)
         self._local = threading.local()
         self._local.repo = repo
         self._locks: dict[str, threading.Lock] = {}
@@ -519,7 +533,7 @@ class Repository:
                 os.close(fd)  # closing the descriptor releases the flock
 
     def _open_lock_file(self, ref: str) -> int:
-        folder = os.path.join(self._gitdir, "chit", "locks")
+        folder = os.path.join(self._commondir, "chit", "locks")
         path = os.path.join(folder, hashlib.sha256(ref.encode()).hexdigest() + ".flock")
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
         try:
@@ -1327,7 +1341,7 @@ class Repository:
         it is removed rather than wedging the lane for ever.
         """
         ref = self.provenance_ref(agent)
-        stale = os.path.join(self._gitdir, ref + ".lock")
+        stale = os.path.join(self._commondir, ref + ".lock")
         if os.path.lexists(stale):
             os.unlink(stale)
         current = self._ref_target(repo, ref)
@@ -1345,6 +1359,15 @@ class Repository:
             [] if parent is None else [parent.id],
         )
         self._cas_update(repo, ref, record_commit, _equals(current), "chit: provenance")
+
+    def read_raw(self, oid: pygit2.Oid) -> tuple[int, bytes]:
+        """An object's type and raw bytes, as stored (for the auditor).
+
+        Raises:
+            KeyError: If the object does not exist.
+        """
+        kind, data = self._repo.odb.read(oid)
+        return int(kind), bytes(data)
 
     def provenance_record(self, agent: str, commit: str) -> bytes | None:
         """The stored envelope for ``commit`` on ``agent``'s lane, or ``None``.

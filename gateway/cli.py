@@ -242,8 +242,8 @@ def _public_keys(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError("the keys file is too large")
         try:
             doc = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise ValueError("the keys file is not JSON") from None
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            raise ValueError("the keys file is not JSON chit can read") from None
     else:
         home = operator.resolve_home(args.home)
         doc = operator.export_public(home)
@@ -275,10 +275,13 @@ def cmd_audit_graph(args: argparse.Namespace) -> int:
     from engine import graph, vcs
 
     repo = vcs.Repository(args.repo)
-    entries, unverified = graph.collect(repo, _public_keys(args))
+    entries, unverified, truncated = graph.collect(repo, _public_keys(args))
     found = graph.build_graph(entries, args.handle.strip())
+    if truncated:
+        print(f"note: only the first {graph.MAX_COMMITS} lane commits were read",
+              file=sys.stderr)
     if args.format == "json":
-        _print_json(found | {"unverified": unverified})
+        _print_json(found | {"unverified": unverified, "truncated": truncated})
     elif args.format == "mermaid":
         sys.stdout.write(graph.to_mermaid(found))
     else:

@@ -101,7 +101,7 @@ class _Store:
 def test_refused_catalog_is_refused_by_the_auditor(case: dict[str, Any]) -> None:
     data = bytes.fromhex(case["hex"])
     assert hashlib.sha256(data).hexdigest() == case["sha256"]
-    reader = audit._Auditor(_Store(data), {})  # type: ignore[arg-type]
+    reader = audit.Auditor(_Store(data), {})  # type: ignore[arg-type]
     found = reader._load_catalog(hash_catalog(data))
     assert isinstance(found, tuple), "the auditor accepted a refused catalog"
     check, reason = found
