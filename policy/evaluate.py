@@ -27,14 +27,16 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from policy._agents import agent_matches
+from policy._pathindex import DenyIndex
 from policy._pattern import MAX_SUBJECT_CHARS
 from policy.errors import PolicyDeniedError
 from policy.model import Decision, Policy, RateLimit, Request, Rule
-from policy.paths import PathError, _is_valid_path, deny_matches, in_scope, validate_path
+from policy.paths import PathError, _is_valid_path, in_scope, validate_path
 
 __all__ = ["enforce", "evaluate", "rate_limits_for"]
 
 _ALLOWED_BY_DEFAULT = Decision(allowed=True, rule="default")
+_FORBIDDEN = -1  # the key of ``paths.forbidden`` among the deny rules' indices
 _MAX_SELECTIONS = 8192
 
 
@@ -60,12 +62,18 @@ class _Index:
     rate_selections: dict[tuple[str, str], tuple[tuple[int, RateLimit], ...]] = field(
         default_factory=dict
     )
+    path_denials: DenyIndex[int] = field(init=False)
 
     def __post_init__(self) -> None:
         rules = tuple(enumerate(self.policy.rules))
         self.deny = tuple((i, r) for i, r in rules if r.effect == "deny")
         self.allow = tuple((i, r) for i, r in rules if r.effect == "allow")
         self.allowed = {i: Decision(allowed=True, rule=f"rules[{i}]") for i, _ in self.allow}
+        # Which of paths.forbidden (key -1) and the deny rules' paths (key i) deny a
+        # path: exactly deny_matches, only cheaper (policy/_pathindex.py).
+        groups = {i: r.paths for i, r in self.deny if r.paths is not None}
+        groups[_FORBIDDEN] = self.policy.paths.forbidden
+        self.path_denials = DenyIndex(groups)
 
     def select(
         self, agent: str, tool: str, operation: str
@@ -133,11 +141,10 @@ def _builtin(paths: tuple[str, ...]) -> Decision | None:
     return None
 
 
-def _path_rules(policy: Policy, paths: tuple[str, ...]) -> Decision | None:
+def _path_rules(paths: tuple[str, ...], denials: list[frozenset[int]]) -> Decision | None:
     # ``paths.protected`` is not a refusal: protection is at rest (docs/sealing.md).
-    forbidden = policy.paths.forbidden
-    for path in paths:
-        if deny_matches(path, forbidden):
+    for path, denied_by in zip(paths, denials, strict=True):
+        if _FORBIDDEN in denied_by:
             return _refuse(
                 "path_forbidden",
                 "paths.forbidden",
@@ -228,19 +235,23 @@ def evaluate(policy: Policy, request: Request) -> Decision:
         ``default``), or refused with the code, the rule and the reason.
     """
     paths = request.paths
-    refusal = _builtin(paths) or _path_rules(policy, paths)
+    refusal = _builtin(paths)
     if refusal is not None:
         return refusal
     index = _index(policy)
+    denials = [index.path_denials.hits(p) for p in paths]
+    refusal = _path_rules(paths, denials)
+    if refusal is not None:
+        return refusal
     deny, allow = index.select(request.agent, request.tool, request.operation)
     for i, rule in deny:
-        rule_paths = rule.paths
-        if rule_paths is None or any(deny_matches(p, rule_paths) for p in paths):
-            return _refuse(
-                "policy_denied",
-                f"rules[{i}]",
-                rule.reason or "a deny rule of the organisation policy matches this call",
-            )
+        if rule.paths is not None and not any(i in denied_by for denied_by in denials):
+            continue
+        return _refuse(
+            "policy_denied",
+            f"rules[{i}]",
+            rule.reason or "a deny rule of the organisation policy matches this call",
+        )
     decision = _ALLOWED_BY_DEFAULT
     if policy.default == "deny":
         for i, rule in allow:
