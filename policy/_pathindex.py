@@ -12,8 +12,8 @@ The necessary condition: a deny glob matches a path when it matches the path or
 a folder above it, as written or case- and spelling-folded
 (:func:`policy.paths.fold_path` against the folded glob). Either way each
 segment of the glob other than ``**`` matches one of the (written or folded)
-path's segments. So a glob with a literal segment (no ``*`` or ``?``) can only
-match a path that has that segment, and a wildcard segment such as ``*.pem`` only
+path's segments. So a glob with literal segments (no ``*`` or ``?``) can only
+match a path that has all of them, and a wildcard segment such as ``*.pem`` only
 a path with a segment ending in ``.pem`` (or starting with the text before its
 first wildcard). Each glob is filed under one such *anchor* for its written form
 and one for its folded form; a path looks up its own segments (and their heads
@@ -57,40 +57,46 @@ def _anchor(glob: str) -> tuple[str, str] | None:
     return best
 
 
+def _literals(glob: str) -> frozenset[str]:
+    """The glob's literal segments: each must be one of a matching path's segments."""
+    return frozenset(s for s in glob.split(_SEP) if not any(w in s for w in _WILD))
+
+
+_Filed = tuple[tuple[_Key, str], frozenset[str]]  # (key, glob), the spelling's literals
+
+
 @dataclass
 class _Anchors(Generic[_Key]):
     """Globs filed by anchor, for one spelling (written or folded)."""
 
-    segs: dict[str, list[tuple[_Key, str]]] = field(default_factory=dict)
-    tails: dict[str, list[tuple[_Key, str]]] = field(default_factory=dict)
-    heads: dict[str, list[tuple[_Key, str]]] = field(default_factory=dict)
+    segs: dict[str, list[_Filed[_Key]]] = field(default_factory=dict)
+    tails: dict[str, list[_Filed[_Key]]] = field(default_factory=dict)
+    heads: dict[str, list[_Filed[_Key]]] = field(default_factory=dict)
     tail_lengths: set[int] = field(default_factory=set)
     head_lengths: set[int] = field(default_factory=set)
 
-    def file(self, anchor: tuple[str, str], item: tuple[_Key, str]) -> None:
+    def file(self, anchor: tuple[str, str], filed: _Filed[_Key]) -> None:
         kind, text = anchor
         if kind == "seg":
-            self.segs.setdefault(text, []).append(item)
+            self.segs.setdefault(text, []).append(filed)
         elif kind == "tail":
-            self.tails.setdefault(text, []).append(item)
+            self.tails.setdefault(text, []).append(filed)
             self.tail_lengths.add(len(text))
         else:
-            self.heads.setdefault(text, []).append(item)
+            self.heads.setdefault(text, []).append(filed)
             self.head_lengths.add(len(text))
 
     def candidates(self, segments: list[str], into: set[tuple[_Key, str]]) -> None:
+        """Add every glob whose anchor, and every literal segment, the path holds."""
+        present = set(segments)
+        found: list[_Filed[_Key]] = []
         for segment in segments:
-            found = self.segs.get(segment)
-            if found:
-                into.update(found)
+            found += self.segs.get(segment, ())
             for n in self.tail_lengths:
-                found = self.tails.get(segment[-n:])
-                if found:
-                    into.update(found)
+                found += self.tails.get(segment[-n:], ())
             for n in self.head_lengths:
-                found = self.heads.get(segment[:n])
-                if found:
-                    into.update(found)
+                found += self.heads.get(segment[:n], ())
+        into.update(item for item, literals in found if literals <= present)
 
 
 class DenyIndex(Generic[_Key]):
@@ -118,7 +124,7 @@ class DenyIndex(Generic[_Key]):
                     if anchor is None:
                         self._always.add(item)
                     else:
-                        anchors_of.file(anchor, item)
+                        anchors_of.file(anchor, (item, _literals(spelling)))
 
     def hits(self, path: str) -> frozenset[_Key]:
         """The keys of the groups that deny ``path`` (as :func:`deny_matches` would).
