@@ -12,6 +12,12 @@ no decision is cached across calls:
 Listing and calling share :func:`Engine._check`, so a tool that is not offered to
 a token cannot be called by it under any spelling. Results and refusals are
 JSON-ready dicts so the same interface can be served over HTTP later.
+
+A frozen engine (``chit freeze on``, read from the state store on every call) or
+one serving a read-only edge (``Engine(..., read_only=True)``) offers only tools
+marked read-only; a call to any other tool the token holds fails with
+``engine_frozen`` before its arguments are read. Every call, allowed or refused,
+is appended to the signed call log (engine/calllog.py).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 import policy
-from engine import keys, provenance, sealing, vcs
+from engine import calllog, keys, provenance, sealing, vcs
 from engine import token as tokens
 from engine.catalog import CATALOG_ENCODING, Offer, ToolSpec, offer_for, tool_by_name
 from engine.errors import (
@@ -80,6 +86,14 @@ def load_policy(home: str | os.PathLike[str]) -> policy.Policy:
 class _Checked:
     token: tokens.VerifiedToken
     offer: Offer
+    frozen: bool = False
+
+
+@dataclass
+class _CallFacts:
+    """What a call established before it ended, for its call-log entry."""
+
+    checked: _Checked | None = None
 
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
@@ -92,6 +106,9 @@ class Engine:
         home: The chit home (keyring and ``policy.toml``).
         repo: Path of the git repository the engine works on.
         clock: Returns the current time in unix seconds (injected for tests).
+        read_only: Serve this edge read-only (``chit mcp --read-only``): offer
+            only read-only tools and refuse the rest with ``engine_frozen``,
+            whatever the operator's freeze says.
 
     Raises:
         ConfigurationError: If the keyring, policy or repository is unusable.
@@ -103,8 +120,11 @@ class Engine:
         repo: str | os.PathLike[str],
         *,
         clock: Callable[[], float] = time.time,
+        read_only: bool = False,
     ) -> None:
         self._home = Path(home)
+        self._read_only = read_only
+        self._log_signer = calllog.LogSigner(home)
         self._keyring = Keyring(home)
         self._policy = load_policy(home)
         self._policy_hash = provenance.policy_hash(self._policy)
@@ -194,27 +214,74 @@ class Engine:
             ``{"ok": True, "result": {...}}``; or ``{"ok": False, "error":
             {"error": CODE, "message": ..., ...}}`` for a refusal. A tool that is
             not offered gives the code ``tool_not_offered`` with ``offered``.
+            Either way the call is in the call log first; if it cannot be
+            recorded the answer is ``internal_error`` (the call's effect, if
+            any, stands).
         """
+        facts = _CallFacts()
+        answer: dict[str, Any]
         try:
-            return {
+            answer = {
                 "ok": True,
-                "result": self._invoke(token, tool, arguments, session, offered_catalog_hash),
+                "result": self._invoke(
+                    token, tool, arguments, session, offered_catalog_hash, facts
+                ),
             }
         except ChitError as exc:
-            return {"ok": False, "error": exc.to_dict()}
+            answer = {"ok": False, "error": exc.to_dict()}
         except ConfigurationError:
             logger.error("the engine's configuration is unusable; see `chit keys list`")
-            return {"ok": False, "error": _CONFIG_ERROR}
+            answer = {"ok": False, "error": _CONFIG_ERROR}
         except Exception:
             # Never forward exception text: it can carry paths or secrets.
             logger.exception("tool %s failed unexpectedly", tool if tool_by_name(tool) else "?")
-            return {
+            answer = {
                 "ok": False,
                 "error": {
                     "error": "internal_error",
                     "message": "the engine failed; nothing was changed",
                 },
             }
+        return self._logged(answer, facts, tool, arguments, session)
+
+    def _logged(
+        self,
+        answer: dict[str, Any],
+        facts: _CallFacts,
+        tool: object,
+        arguments: object,
+        session: object,
+    ) -> dict[str, Any]:
+        """Append the call to the call log; the answer, or ``internal_error`` if that fails."""
+        checked = facts.checked
+        code = None if answer["ok"] else str(answer["error"].get("error"))
+        record = calllog.CallRecord(
+            time=self._now(),
+            agent=checked.token.agent if checked else calllog.UNKNOWN_AGENT,
+            chain=tuple(block for block, _agent in checked.token.chain) if checked else (),
+            session=calllog.redact_label(session),
+            tool=calllog.redact_label(tool),
+            arguments=calllog.redact_arguments(arguments),
+            decision="allowed" if code is None else (
+                "failed" if code == "internal_error" else "refused"
+            ),
+            code=code,
+            policy_hash=self._policy_hash,
+            catalog_hash=checked.offer.catalog_hash if checked else None,
+        )
+        try:
+            calllog.append(self._store, self._log_signer, record)
+        except Exception:
+            logger.exception("the call log could not be written; run `chit audit log verify`")
+            return {
+                "ok": False,
+                "error": {
+                    "error": "internal_error",
+                    "message": "the engine could not record this call; check `status` before "
+                    "retrying",
+                },
+            }
+        return answer
 
     # --- the ordered check ---------------------------------------------------
 
@@ -232,8 +299,13 @@ class Engine:
             is_revoked=self._store.any_revoked,
             depth_limit=self._policy.limits.delegation_depth,
         )
-        # 4. the operations and the flag decide the offer.
-        return _Checked(verified, offer_for(verified.operations, verified.delegable))
+        # 4. the operations and the flag decide the offer; a frozen engine (the
+        # operator's mode, read on every call) or a read-only edge offers only
+        # the read-only tools among them.
+        frozen = self._read_only or self._store.freeze_state().frozen
+        return _Checked(
+            verified, offer_for(verified.operations, verified.delegable, frozen), frozen
+        )
 
     def _invoke(
         self,
@@ -242,6 +314,7 @@ class Engine:
         arguments: dict[str, Any] | None,
         session_id: str,
         offered_catalog_hash: str | None,
+        facts: _CallFacts,
     ) -> dict[str, Any]:
         if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
             # It lands in commit trailers and the call log: no newlines, no tricks.
@@ -249,7 +322,20 @@ class Engine:
                 "invalid_argument", "the session id must be 1-128 of [A-Za-z0-9._:-]"
             )
         checked = self._check(token)
+        facts.checked = checked
         spec = checked.offer.get(tool) if isinstance(tool, str) else None
+        if spec is None and checked.frozen:
+            # Read-only mode: a tool the token holds but that is not read-only
+            # fails here, before any argument is read, so none can lift it.
+            held = offer_for(checked.token.operations, checked.token.delegable)
+            if isinstance(tool, str) and held.get(tool) is not None:
+                raise StateError(
+                    "engine_frozen",
+                    "this engine serves read-only tools only"
+                    + ("" if self._read_only else " (frozen by the operator)")
+                    + "; list tools to see them",
+                    offered=checked.offer.names(),
+                )
         if spec is None:
             raise AccessDeniedError(
                 "tool_not_offered",

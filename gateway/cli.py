@@ -1,8 +1,8 @@
 """The ``chit`` command line, for operators, agent hosts and auditors.
 
 Commands (docs/architecture.md): ``init``, ``mint``, ``attenuate``, ``inspect``,
-``revoke``, ``keys list|rotate|retire|export-public``, ``mcp``, ``audit verify``,
-``audit graph`` and ``demo``.
+``revoke``, ``keys list|rotate|retire|export-public``, ``freeze on|off|status``,
+``mcp``, ``audit verify``, ``audit graph``, ``audit log verify|show`` and ``demo``.
 Every engine error is caught in one place, printed as its code and message
 (never a traceback, never a token or key) and turned into exit status 2; a failed
 audit exits 1.
@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -226,9 +227,91 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     home = operator.resolve_home(args.home)
     operator.ensure_home(home)
     token = _read_token(args)
-    engine = Engine(home, args.repo)
+    engine = Engine(home, args.repo, read_only=args.read_only)
     serve_stdio(engine, token)
     return EXIT_OK
+
+
+def _when(seconds: int) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _term(value: object) -> str:
+    """Untrusted text for a terminal: as is if plain printable ASCII, else JSON-escaped."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    if text and all("!" <= c <= "~" for c in text):
+        return text
+    return json.dumps(text, ensure_ascii=True)
+
+
+def cmd_freeze(args: argparse.Namespace) -> int:
+    from engine import oversight
+
+    home = operator_home(args)
+    if args.freeze_command == "status":
+        info = oversight.freeze_status(home)
+    else:
+        on = args.freeze_command == "on"
+        info = oversight.set_freeze(home, on, reason=args.reason if on else "")
+    if args.json:
+        _print_json(info)
+        return EXIT_OK
+    if args.freeze_command != "status":
+        print("frozen: every engine on this home serves read-only tools from its next call"
+              if info["frozen"] else "unfrozen: engines serve every tool their tokens unlock")
+        if not info["logged"]:
+            print("warning: the change could not be recorded in the call log", file=sys.stderr)
+    elif info["frozen"]:
+        reason = f": {_term(info['reason'])}" if info["reason"] else ""
+        print(f"frozen since {_when(info['changed_at'])}{reason}")
+    else:
+        print("not frozen")
+    return EXIT_OK
+
+
+def operator_home(args: argparse.Namespace) -> Path:
+    from engine import operator
+
+    home = operator.resolve_home(args.home)
+    operator.ensure_home(home)
+    return home
+
+
+def cmd_audit_log(args: argparse.Namespace) -> int:
+    from engine import operator, oversight
+
+    home = operator.resolve_home(args.home)
+    if args.log_command == "show":
+        since = oversight.parse_since(args.since) if args.since else None
+        entries = oversight.call_log_entries(home, agent=args.agent, since=since)
+        if args.json:
+            _print_json(list(entries))
+            return EXIT_OK
+        for e in entries:
+            if "undecodable" in e:
+                print(f"{e['seq']:>7} (undecodable: {e['undecodable']})")
+                continue
+            outcome = e["decision"] + (f":{e['code']}" if e["code"] else "")
+            arguments = json.dumps(e["arguments"], sort_keys=True, separators=(",", ":"))
+            print(f"{e['seq']:>7} {_when(e['time'])} {_term(e['agent'])} {_term(e['tool'])} "
+                  f"{_term(outcome)} session={_term(e['session'])} "
+                  + arguments.replace("\x7f", "\\u007f"))
+        return EXIT_OK
+    anchors = dict(oversight.parse_anchor(a) for a in args.anchor or ())
+    report = oversight.verify_call_log(home, _public_keys(args), anchors=anchors)
+    if args.json:
+        _print_json(report)
+    else:
+        for f in report["findings"]:
+            where = f"entry {f['seq']}" if f["seq"] is not None else "log"
+            print(f"{where} {f['check']}: {f['reason']}")
+        head = report["head"]
+        at = f"; head {head['seq']}:{head['hash']}" if head else ""
+        if report["ok"]:
+            print(f"verified: {report['entries']} entries{at}")
+        else:
+            print(f"FAILED: {report['entries']} entries; {len(report['findings'])} findings")
+    return EXIT_OK if report["ok"] else EXIT_FAILED
 
 
 def _public_keys(args: argparse.Namespace) -> dict[str, Any]:
@@ -380,7 +463,24 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mcp", parents=[common], help="serve MCP over stdio for one agent")
     p.add_argument("--repo", required=True, help="the git repository")
     p.add_argument("--token-file", help="file holding the token (else $CHIT_TOKEN)")
+    p.add_argument("--read-only", action="store_true",
+                   help="offer only read-only tools; every other call fails with engine_frozen")
     p.set_defaults(func=cmd_mcp)
+
+    freeze = sub.add_parser(
+        "freeze", help="read-only mode for every engine on this home: on, off, status"
+    ).add_subparsers(dest="freeze_command", required=True)
+    p = freeze.add_parser("on", parents=[common], help="offer only read-only tools from the "
+                          "next call; every other call fails with engine_frozen")
+    p.add_argument("--reason", default="", help="a note kept with the mode and in the call log")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_freeze)
+    p = freeze.add_parser("off", parents=[common], help="serve every tool tokens unlock again")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_freeze)
+    p = freeze.add_parser("status", parents=[common], help="frozen or not, since when, why")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_freeze)
 
     audit = sub.add_parser("audit", help="verify provenance").add_subparsers(
         dest="audit_command", required=True
@@ -405,6 +505,22 @@ def _parser() -> argparse.ArgumentParser:
                    "default: the home's signing keys")
     p.add_argument("--format", choices=("json", "mermaid", "dot"), default="json")
     p.set_defaults(func=cmd_audit_graph)
+    log = audit.add_parser(
+        "log", help="the engine's call log: verify its signed chain, show entries"
+    ).add_subparsers(dest="log_command", required=True)
+    p = log.add_parser("verify", parents=[common],
+                       help="detect edited, deleted, inserted or reordered entries (exit 1)")
+    p.add_argument("--keys", help="trusted public keys (chit keys export-public); "
+                   "default: the home's signing keys")
+    p.add_argument("--anchor", action="append", metavar="SEQ:HASH",
+                   help="an entry and hash recorded from an earlier verify; repeatable")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit_log)
+    p = log.add_parser("show", parents=[common], help="print entries, oldest first (unverified)")
+    p.add_argument("--agent", help="only this agent ('-': tokens that did not verify)")
+    p.add_argument("--since", help="unix seconds or ISO-8601 (no zone: UTC)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit_log)
 
     p = sub.add_parser(
         "demo", parents=[common], help="run chit end to end on a temporary repository"

@@ -49,6 +49,8 @@ written.
 (its own lane agent/<helper>); asking for more than you hold is refused.
 - A refused call returns isError with JSON {"error": CODE, "message": ...}; codes are stable \
 (for example path_outside_scope, path_forbidden, invalid_argument, not_found, conflict). \
+engine_frozen means the operator made the engine read-only: only read tools work until it \
+is lifted; list tools again then. \
 Calling a tool you were not offered is an unknown-tool error listing the tools you have.
 """
 

@@ -1,0 +1,420 @@
+"""The call log: every call recorded, nothing secret in it, tampering detected.
+
+Real engine, real SQLite (``<home>/state.db``), real keys, and the real CLI for
+``chit audit log verify|show``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from engine import calllog, cbor, oversight
+from engine import keys as keymod
+from engine.service import Engine
+from tests.conftest import World
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def cli(world: World, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*world.cli(), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def verify_json(world: World, *extra: str) -> tuple[int, dict[str, Any]]:
+    out = cli(world, "audit", "log", "verify", "--json", *extra)
+    assert out.returncode in (0, 1), out.stderr
+    report: dict[str, Any] = json.loads(out.stdout)
+    return out.returncode, report
+
+
+def entries(world: World, **kw: Any) -> list[dict[str, Any]]:
+    return list(oversight.call_log_entries(world.home, **kw))
+
+
+def call(engine: Engine, token: str, tool: str, args: Any, session: str = "s") -> dict[str, Any]:
+    listed = engine.offer(token).get("catalog_hash")
+    return engine.invoke(token, tool, args, session=session, offered_catalog_hash=listed)
+
+
+SECRET_CONTENT = "TOP-SECRET-FILE-CONTENT 42\n"
+
+
+def _some_calls(world: World) -> dict[str, Any]:
+    """Eight calls: allowed, refused at every stage, with content and a delegation."""
+    engine = Engine(world.home, world.repo)
+    lead = world.mint(agent="lead", ops="read,write,commit,sub-token:issue", paths="src/**",
+                      delegable=True)
+    out: dict[str, Any] = {"lead": lead, "catalog": engine.offer(lead)["catalog_hash"]}
+    call(engine, lead, "write_file", {"path": "src/a.py", "content": SECRET_CONTENT})  # 1
+    binary = base64.b64encode(b"\x00\x01SECRET-BYTES").decode()
+    call(engine, lead, "write_file", {"path": "src/b.bin", "content": binary,
+                                      "encoding": "base64"})  # 2
+    call(engine, lead, "read_file", {"path": "src_old/legacy.py"})  # 3 refused: scope
+    engine.invoke("chit_" + "A" * 40, "read_file", {"path": "src/app.py"}, session="s",
+                  offered_catalog_hash=None)  # 4 refused before the token verifies
+    issued = call(engine, lead, "issue_sub_token", {"agent": "lead.h", "ops": ["read"],
+                                                   "paths": ["src/api/**"], "ttl_seconds": 60})
+    out["child"] = issued["result"]["token"]  # 5
+    call(engine, out["child"], "read_file", {"path": "src/api/v1.py"}, session="c")  # 6
+    call(engine, lead, "obliterate", {"ref": "main"})  # 7 refused: not offered
+    call(engine, lead, "commit", {"message": "two files"})  # 8
+    return out
+
+
+def test_every_call_is_recorded_with_its_decision(world: World) -> None:
+    made = _some_calls(world)
+    log = entries(world)
+    assert [e["seq"] for e in log] == list(range(1, 9))
+    summary = [(e["agent"], e["tool"], e["decision"], e["code"]) for e in log]
+    assert summary == [
+        ("lead", "write_file", "allowed", None),
+        ("lead", "write_file", "allowed", None),
+        ("lead", "read_file", "refused", "path_outside_scope"),
+        ("-", "read_file", "refused", "token_malformed"),
+        ("lead", "issue_sub_token", "allowed", None),
+        ("lead.h", "read_file", "allowed", None),
+        ("lead", "obliterate", "refused", "tool_not_offered"),
+        ("lead", "commit", "allowed", None),
+    ]
+    first = log[0]
+    assert first["arguments"] == {
+        "path": "src/a.py",
+        "content": {"size": len(SECRET_CONTENT.encode()),
+                    "sha256": "sha256:" + hashlib.sha256(SECRET_CONTENT.encode()).hexdigest()},
+    }
+    # base64 content: size and hash of the bytes written, so they match the blob.
+    assert log[1]["arguments"]["content"]["size"] == len(b"\x00\x01SECRET-BYTES")
+    assert log[1]["arguments"]["content"]["sha256"] == (
+        "sha256:" + hashlib.sha256(b"\x00\x01SECRET-BYTES").hexdigest())
+    assert first["catalog_hash"] == made["catalog"]
+    assert first["policy_hash"].startswith("sha256:") and first["session"] == "s"
+    assert first["prev"] == "00" * 32 and first["v"] == "chit-call-log/1"
+    # The refusal before verification names no agent and carries no token material.
+    assert log[3]["chain"] == [] and log[3]["catalog_hash"] is None
+    # The helper's entry names the whole delegation chain, root first.
+    assert len(log[5]["chain"]) == 2 and log[5]["chain"][0] == log[0]["chain"][0]
+    # Each entry's prev is the SHA-256 of the one before.
+    rows = list(sqlite3.connect(world.home / "state.db").execute(
+        "SELECT seq, entry FROM call_log ORDER BY seq"))
+    for (_, before), after in zip(rows, log[1:], strict=False):
+        assert after["prev"] == hashlib.sha256(before).hexdigest()
+    code, report = verify_json(world)
+    assert code == 0 and report["ok"] and report["entries"] == 8
+    assert report["head"]["seq"] == 8
+
+
+def test_no_token_key_or_file_content_reaches_the_log(world: World) -> None:
+    """Threat: the audit trail becoming a leak of tokens, keys or protected content."""
+    made = _some_calls(world)
+    engine = Engine(world.home, world.repo)
+    lead = made["lead"]
+    # An agent pastes tokens into every place it controls.
+    body = lead.removeprefix("chit_")
+    call(engine, lead, "read_file", {"path": lead, "ref": body}, session=lead)
+    call(engine, lead, "write_file", {"path": "src/c.py", "content": lead,
+                                      "note": {"deep": [lead]}}, session="t")
+    call(engine, lead, lead, {"message": "Bearer " + made["child"]}, session="t")
+    seeds = [k.seed for k in keymod.signing_keys(world.home)]
+    raw = b"".join(
+        p.read_bytes() for p in world.home.glob("state.db*") if p.is_file()
+    )
+    for secret in (lead, body, made["child"], made["child"].removeprefix("chit_")):
+        assert secret.encode() not in raw
+    assert SECRET_CONTENT.encode() not in raw and b"SECRET-BYTES" not in raw
+    for seed in seeds:
+        assert seed not in raw and base64.urlsafe_b64encode(seed).rstrip(b"=") not in raw
+    for path in (world.home / "keys" / "root").glob("*.json"):
+        secret = json.loads(path.read_text())["secret"]
+        assert secret.encode() not in raw
+    tail = entries(world)[-3:]
+    assert tail[0]["session"] == "~token-like"
+    assert tail[0]["arguments"]["path"]["redacted"] == "token-like text"
+    assert tail[2]["tool"] == "~token-like"
+    shown = cli(world, "audit", "log", "show").stdout
+    assert lead not in shown and body not in shown
+
+
+def test_redaction_bounds_every_argument() -> None:
+    long = "a line of text " * 70
+    nfd = unicodedata.normalize("NFD", "caf\u00e9")
+    out = calllog.redact_arguments({
+        "long": long, "nfd": nfd, "surrogate": "a\ud800", "big": 2**100, "float": 1.5,
+        "deep": [[[[["too deep"]]]]], "many": list(range(100)), 7: "int key",
+        "content": {"not": "a string"},
+    })
+    assert out["long"]["prefix"] == long[:256] and out["long"]["size"] == len(long)
+    assert out["long"]["sha256"] == "sha256:" + hashlib.sha256(long.encode()).hexdigest()
+    assert out["nfd"]["text"] == "not NFC UTF-8" and "prefix" not in out["nfd"]
+    assert out["surrogate"]["text"] == "not NFC UTF-8"
+    assert out["big"] == {"int_bits": 101} and out["float"] == {"float": "1.5"}
+    assert out["deep"] == [[[{"omitted": "nested too deep"}]]]
+    assert len(out["many"]) == 33 and out["many"][-1] == {"omitted_items": 68}
+    assert out["~7"] == "int key"
+    assert set(out["content"]) == {"size", "sha256"}
+    huge = calllog.redact_arguments({f"k{i}": ["a few words " * 20] * 8 for i in range(8)})
+    assert huge["omitted"] == "arguments too large"
+    assert calllog.redact_label("\x1b]0;x\x07") == "\x1b]0;x\x07"  # stored; escaped by show
+    # A long run of base64url alone may be a token without its prefix: dropped.
+    assert calllog.redact_arguments({"x": "A" * 96}) == {
+        "x": {"redacted": "token-like text", "chars": 96}}
+    assert calllog.redact_label(5) == "~not-text"
+    assert calllog.redact_label("t " * 100) == "~too-long"
+
+
+def test_audit_doc_tables_exactly_the_call_log_checks() -> None:
+    doc = (ROOT / "docs" / "audit.md").read_text("utf-8")
+    section = doc.split("\n## 8. The call log", 1)[1]
+    checks = section.split("### The checks", 1)[1].split("\n### ", 1)[0]
+    table = set(re.findall(r"^\| `([a-z_]+)` \|", checks, flags=re.MULTILINE))
+    source = (ROOT / "engine" / "calllog.py").read_text("utf-8")
+    used = set(re.findall(r'report\.add\([^"]*"([a-z_]+)"', source))
+    assert table == used == {"decodes", "signature", "sequence", "chain", "columns", "head",
+                             "anchor"}
+
+
+# --- tampering --------------------------------------------------------------------------
+
+
+def _db(world: World) -> sqlite3.Connection:
+    return sqlite3.connect(world.home / "state.db", isolation_level=None)
+
+
+def _entry(db: sqlite3.Connection, seq: int) -> tuple[bytes, bytes]:
+    row = db.execute("SELECT entry, sig FROM call_log WHERE seq = ?", (seq,)).fetchone()
+    return bytes(row[0]), bytes(row[1])
+
+
+def _edit(world: World) -> None:
+    db = _db(world)
+    entry = cbor.decode(_entry(db, 3)[0])
+    assert isinstance(entry, dict)
+    entry.update(decision="allowed", code=None)  # hide a refusal
+    db.execute("UPDATE call_log SET entry = ? WHERE seq = 3", (cbor.encode(entry),))
+
+
+def _edit_column(world: World) -> None:
+    _db(world).execute("UPDATE call_log SET agent = 'someone' WHERE seq = 3")
+
+
+def _delete(world: World) -> None:
+    _db(world).execute("DELETE FROM call_log WHERE seq = 3")
+
+
+def _delete_tail(world: World) -> None:
+    _db(world).execute("DELETE FROM call_log WHERE seq >= 7")
+
+
+def _delete_head(world: World) -> None:
+    db = _db(world)
+    db.execute("DELETE FROM call_log WHERE seq >= 7")
+    db.execute("DELETE FROM call_log_head")
+
+
+def _insert(world: World) -> None:
+    """A forged entry 3 slipped in, later entries renumbered, signed with a stranger's key."""
+    db = _db(world)
+    real = cbor.decode(_entry(db, 3)[0])
+    assert isinstance(real, dict)
+    db.execute("UPDATE call_log SET seq = seq + 1000 WHERE seq >= 3")
+    db.execute("UPDATE call_log SET seq = seq - 999 WHERE seq >= 1000")
+    forged = dict(real, tool="read_file", decision="allowed", code=None)
+    data = cbor.encode(forged)
+    sig = Ed25519PrivateKey.generate().sign(calllog.ENTRY_CONTEXT + data)
+    db.execute("INSERT INTO call_log (seq, time, agent, entry, sig) VALUES (3, ?, ?, ?, ?)",
+               (forged["time"], forged["agent"], data, sig))
+
+
+def _insert_copy(world: World) -> None:
+    """A genuine, validly signed entry replayed at the end."""
+    db = _db(world)
+    entry, sig = _entry(db, 2)
+    db.execute("INSERT INTO call_log (seq, time, agent, entry, sig)"
+               " SELECT 9, time, agent, ?, ? FROM call_log WHERE seq = 2", (entry, sig))
+
+
+def _reorder(world: World) -> None:
+    db = _db(world)
+    three, five = _entry(db, 3), _entry(db, 5)
+    db.execute("UPDATE call_log SET entry = ?, sig = ? WHERE seq = 3", five)
+    db.execute("UPDATE call_log SET entry = ?, sig = ? WHERE seq = 5", three)
+
+
+def _reorder_rows(world: World) -> None:
+    db = _db(world)
+    db.execute("UPDATE call_log SET seq = 100 WHERE seq = 4")
+    db.execute("UPDATE call_log SET seq = 4 WHERE seq = 5")
+    db.execute("UPDATE call_log SET seq = 5 WHERE seq = 100")
+
+
+@pytest.mark.parametrize(
+    ("tamper", "expected"),
+    [
+        (_edit, [(3, "signature"), (4, "chain")]),
+        (_edit_column, [(3, "columns")]),
+        (_delete, [(4, "sequence"), (4, "chain")]),
+        (_delete_tail, [(8, "head")]),
+        (_delete_head, [(6, "head")]),
+        (_insert, [(3, "signature"), (4, "sequence"), (4, "chain"), (9, "head")]),
+        (_insert_copy, [(9, "sequence"), (9, "chain"), (9, "head")]),
+        (_reorder, [(3, "sequence"), (3, "chain"), (5, "sequence"), (5, "chain")]),
+        (_reorder_rows, [(4, "sequence"), (4, "chain"), (5, "sequence"), (5, "chain")]),
+    ],
+    ids=lambda v: v.__name__.strip("_") if callable(v) else "",
+)
+def test_call_log_tamper_detection(world: World, tamper: Any, expected: list[Any]) -> None:
+    """Threat: someone with write access to state.db rewrites what agents did.
+
+    Edited, deleted, inserted and reordered entries, a cut tail and a lost head are
+    each found by ``chit audit log verify`` (exit 1), naming the entry.
+    """
+    _some_calls(world)
+    assert verify_json(world)[0] == 0
+    tamper(world)
+    code, report = verify_json(world)
+    assert code == 1 and not report["ok"]
+    found = {(f["seq"], f["check"]) for f in report["findings"]}
+    assert set(expected) <= found, report["findings"]
+    text = cli(world, "audit", "log", "verify")
+    assert text.returncode == 1
+    seq, check = expected[0]
+    assert f"entry {seq} {check}:" in text.stdout and "FAILED" in text.stdout
+
+
+def test_deleted_entry_is_named_in_the_reason(world: World) -> None:
+    _some_calls(world)
+    _delete(world)
+    _code, report = verify_json(world)
+    assert any("entry 3 is missing" in f["reason"] for f in report["findings"])
+    _delete_tail(world)
+    _code, report = verify_json(world)
+    assert any("entries 7..8 are missing" in f["reason"] for f in report["findings"])
+
+
+def test_an_anchor_catches_a_cut_back_to_an_old_head(world: World) -> None:
+    """The documented limit, and its remedy: an old head replayed after cutting the tail."""
+    engine = Engine(world.home, world.repo)
+    token = world.mint()
+    for _ in range(3):
+        call(engine, token, "status", {})
+    db = _db(world)
+    old_head = db.execute("SELECT seq, hash, head, sig FROM call_log_head").fetchone()
+    for _ in range(3):
+        call(engine, token, "status", {})
+    _code, report = verify_json(world)
+    anchor = f"{report['head']['seq']}:{report['head']['hash']}"
+    db.execute("DELETE FROM call_log WHERE seq > 3")
+    db.execute("UPDATE call_log_head SET seq = ?, hash = ?, head = ?, sig = ?", old_head)
+    # Without an anchor the shortened log is consistent: this is the limit.
+    assert verify_json(world)[0] == 0
+    code, report = verify_json(world, "--anchor", anchor)
+    assert code == 1 and report["findings"] == [
+        {"seq": 6, "check": "anchor", "reason": "anchored entry 6 is missing"}]
+    bad = cli(world, "audit", "log", "verify", "--anchor", "6:nothex")
+    assert bad.returncode == 2 and "--anchor" in bad.stderr
+
+
+def test_a_row_inserted_behind_the_engines_back_fails_the_next_call_closed(
+    world: World,
+) -> None:
+    engine = Engine(world.home, world.repo)
+    token = world.mint()
+    assert call(engine, token, "status", {})["ok"]
+    db = _db(world)
+    entry, sig = _entry(db, 1)
+    db.execute("INSERT INTO call_log (seq, time, agent, entry, sig) VALUES (2, 0, 'x', ?, ?)",
+               (entry, sig))
+    answer = call(engine, token, "status", {})
+    assert answer["ok"] is False and answer["error"]["error"] == "internal_error"
+    assert verify_json(world)[0] == 1
+
+
+def test_verify_with_exported_keys_and_with_the_wrong_keys(world: World, tmp_path: Path) -> None:
+    _some_calls(world)
+    exported = tmp_path / "engine-keys.json"
+    assert cli(world, "keys", "export-public", "--out", str(exported)).returncode == 0
+    code, report = verify_json(world, "--keys", str(exported))
+    assert code == 0 and report["entries"] == 8
+    # Another engine's keys: nothing verifies.
+    other = tmp_path / "other"
+    from engine import operator
+
+    operator.init_home(other)
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps(operator.export_public(other)))
+    code, report = verify_json(world, "--keys", str(wrong))
+    assert code == 1
+    assert {f["check"] for f in report["findings"]} == {"signature", "head"}
+    # After a signing key rotation old entries still verify (retired keys are exported).
+    assert cli(world, "keys", "rotate", "--signing").returncode == 0
+    Engine(world.home, world.repo).offer(world.mint())
+    call(Engine(world.home, world.repo), world.mint(), "status", {})
+    code, report = verify_json(world)
+    assert code == 0 and report["entries"] == 9
+    kids = {e["kid"] for e in entries(world)}
+    assert len(kids) == 2
+
+
+def test_show_filters_and_escapes(world: World) -> None:
+    _some_calls(world)
+    engine = Engine(world.home, world.repo)
+    bob = world.mint(agent="bob", ops="read")
+    call(engine, bob, "\x1b[2Jevil", {"path": "\x1b]0;title\x07"}, session="b")
+    shown = cli(world, "audit", "log", "show", "--agent", "bob")
+    assert shown.returncode == 0
+    lines = shown.stdout.splitlines()
+    assert len(lines) == 1 and "\x1b" not in shown.stdout and "tool_not_offered" in lines[0]
+    assert [e["agent"] for e in entries(world, agent="-")] == ["-"]
+    first = entries(world)[0]
+    later = cli(world, "audit", "log", "show", "--since", str(first["time"] + 10**6), "--json")
+    assert json.loads(later.stdout) == []
+    iso = cli(world, "audit", "log", "show", "--since", "2000-01-01T00:00:00", "--json")
+    assert len(json.loads(iso.stdout)) == 9
+    bad = cli(world, "audit", "log", "show", "--since", "yesterday")
+    assert bad.returncode == 2 and "--since" in bad.stderr
+
+
+_WORKER = """
+import sys
+from engine.service import Engine
+home, repo, token, name = sys.argv[1:5]
+engine = Engine(home, repo)
+listed = engine.offer(token)["catalog_hash"]
+for i in range(25):
+    tool = "status" if i % 2 else "read_file"
+    engine.invoke(token, tool, {"path": "src/app.py"} if tool == "read_file" else {},
+                  session=name, offered_catalog_hash=listed)
+"""
+
+
+def test_appends_from_several_processes_never_fork_the_chain(world: World) -> None:
+    """Threat: a forked chain (two entries claiming one predecessor) hiding entries."""
+    token = world.mint(ops="read")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(world.home), str(world.repo), token, f"p{n}"],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        for n in range(4)
+    ]
+    for proc in procs:
+        _out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    log = entries(world)
+    assert [e["seq"] for e in log] == list(range(1, 101))
+    assert sorted(e["session"] for e in log) == sorted(f"p{n}" for n in range(4) for _ in range(25))
+    code, report = verify_json(world)
+    assert code == 0 and report["entries"] == 100
