@@ -33,6 +33,7 @@ from engine.errors import (
 )
 from engine.keys import SigningKey
 from engine.paths import MAX_GLOB_CHARS, glob_contained, validate_glob
+from engine.policyfile import denied
 from engine.state import Delegation, Store
 from engine.token import VerifiedToken
 
@@ -98,16 +99,19 @@ class CallContext:
     keys: Callable[[str], bytes | None] = field(repr=False)
     store: Store = field(repr=False)
     policy_hash: str = ""
+    tool: str = ""  # the tool called: what a listing's paths are evaluated as (a read)
     signing_key: Callable[[], SigningKey] | None = field(default=None, repr=False)
     public_keys: Callable[[], Mapping[str, Ed25519PublicKey]] | None = field(
         default=None, repr=False
     )
 
     def visible(self, path: str) -> bool:
-        """True iff the caller may see ``path``: in scope and not forbidden by policy."""
+        """True iff the caller may see ``path``: in scope, and the policy lets this tool read it."""
         if not self.token.allows_path(path):
             return False
-        request = policy.Request(agent=self.token.agent, tool="", operation="read", paths=(path,))
+        request = policy.Request(
+            agent=self.token.agent, tool=self.tool, operation="read", paths=(path,)
+        )
         return policy.evaluate(self.policy, request).allowed
 
     def enforce_sizes(
@@ -129,11 +133,7 @@ class CallContext:
         )
         decision = policy.evaluate(self.policy, request)
         if not decision.allowed:
-            raise AccessDeniedError(
-                decision.code or "policy_denied",
-                "; ".join(decision.reasons) or "refused by policy",
-                rule=decision.rule,
-            )
+            raise denied(decision)
 
 
 def effective_scope(ctx: CallContext, _args: s.NoArgs) -> s.EffectiveScope:
@@ -352,6 +352,21 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     if staged.conflicts:
         raise _unresolved(ctx, staged)
     files = len(staged.changes)
+    decision = policy.evaluate(
+        ctx.policy,
+        policy.Request(
+            agent=ctx.token.agent,
+            tool="commit",
+            operation="commit",
+            paths=tuple(sorted(staged.changes)),
+            staged_bytes=staged.byte_size(),
+            staged_files=files,
+            commit_files=files,
+            message=message,
+        ),
+    )
+    if not decision.allowed:
+        raise denied(decision)
     trailers = {
         "Chit-Agent": ctx.token.agent,
         "Chit-Session": ctx.session.session_id,

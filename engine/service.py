@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 import policy
-from engine import calllog, keys, provenance, sealing, vcs
+from engine import calllog, keys, sealing, vcs
 from engine import token as tokens
 from engine.catalog import CATALOG_ENCODING, Offer, ToolSpec, offer_for, tool_by_name
 from engine.errors import (
@@ -50,6 +50,8 @@ from engine.errors import (
 from engine.handlers import CallContext, Session
 from engine.keys import Keyring
 from engine.paths import glob_may_match_below, validate_path
+from engine.policyfile import PolicyFile, PolicySnapshot, denied
+from engine.ratelimit import RateLimiter
 from engine.state import open_store
 from policy.paths import deny_matches
 
@@ -87,6 +89,7 @@ class _Checked:
     token: tokens.VerifiedToken
     offer: Offer
     frozen: bool = False
+    policy: PolicySnapshot | None = None  # the policy this call is decided under
 
 
 @dataclass
@@ -126,8 +129,9 @@ class Engine:
         self._read_only = read_only
         self._log_signer = calllog.LogSigner(home)
         self._keyring = Keyring(home)
-        self._policy = load_policy(home)
-        self._policy_hash = provenance.policy_hash(self._policy)
+        # Re-read on every call when the file changes; fail closed if it turns invalid.
+        self._policies = PolicyFile(self._home / "policy.toml")
+        self._rates = RateLimiter()
         keys.active_signing_key(home)  # refuse to start without a signing key
         # Protected content is sealed in the commit path and opened on reads
         # (docs/sealing.md); protection follows whichever policy is current.
@@ -142,6 +146,15 @@ class Engine:
 
     def __repr__(self) -> str:
         return "Engine()"
+
+    @property
+    def _policy(self) -> policy.Policy:
+        """The newest policy that loaded (a call uses its own :class:`_Checked` snapshot)."""
+        return self._policies.last_good.policy
+
+    @property
+    def _policy_hash(self) -> str:
+        return self._policies.last_good.hash
 
     def _protects(self, path: str) -> bool:
         """Whether the current policy lists ``path`` under ``[paths] protected``."""
@@ -266,7 +279,7 @@ class Engine:
                 "failed" if code == "internal_error" else "refused"
             ),
             code=code,
-            policy_hash=self._policy_hash,
+            policy_hash=checked.policy.hash if checked and checked.policy else self._policy_hash,
             catalog_hash=checked.offer.catalog_hash if checked else None,
         )
         try:
@@ -292,19 +305,20 @@ class Engine:
         # 1-2. validity and chain: MAC, engine-made delegation blocks, depth,
         # expiry, revocation of any block (so of every ancestor).
         self._keyring.refresh()
+        current = self._policies.current()  # this call's policy, start to end
         verified = tokens.verify_at_time(
             token,
             self._keyring.lookup,
             self._now(),
             is_revoked=self._store.any_revoked,
-            depth_limit=self._policy.limits.delegation_depth,
+            depth_limit=current.policy.limits.delegation_depth,
         )
         # 4. the operations and the flag decide the offer; a frozen engine (the
         # operator's mode, read on every call) or a read-only edge offers only
         # the read-only tools among them.
         frozen = self._read_only or self._store.freeze_state().frozen
         return _Checked(
-            verified, offer_for(verified.operations, verified.delegable, frozen), frozen
+            verified, offer_for(verified.operations, verified.delegable, frozen), frozen, current
         )
 
     def _invoke(
@@ -358,8 +372,9 @@ class Engine:
             # Results are pruned to scope; the filter itself must not probe outside.
             paths.append(self._check_filter(checked.token, validate_path(value)))
         # 5. policy.
+        current = checked.policy or self._policies.current()
         decision = policy.evaluate(
-            self._policy,
+            current.policy,
             policy.Request(
                 agent=checked.token.agent,
                 tool=spec.name,
@@ -368,11 +383,7 @@ class Engine:
             ),
         )
         if not decision.allowed:
-            raise AccessDeniedError(
-                decision.code or "policy_denied",
-                "; ".join(decision.reasons) or "refused by policy",
-                rule=decision.rule,
-            )
+            raise denied(decision)
         if not spec.read_only and offered_catalog_hash != checked.offer.catalog_hash:
             # A write must be made having been shown the catalog it records.
             raise StateError(
@@ -383,6 +394,10 @@ class Engine:
                 catalog_hash=checked.offer.catalog_hash,
             )
         session = self._session(session_id, checked.token)
+        # Rate limits count only calls that get this far (docs/policy.md).
+        limited = self._rates.admit(current.policy, checked.token.agent, spec.name, self._clock())
+        if limited is not None:
+            raise denied(limited)
         if spec.handler is None:  # unreachable: offers hold only tools with handlers
             raise AccessDeniedError(
                 "tool_not_offered", "tool withheld", offered=checked.offer.names()
@@ -399,14 +414,15 @@ class Engine:
                 token=checked.token,
                 session=session,
                 repo=self._repo,
-                policy=self._policy,
+                policy=current.policy,
                 now=self._now(),
                 offer=checked.offer,
                 catalog_store=CATALOG_STORE_REF,
                 token_text=token,
                 keys=self._keyring.lookup,
                 store=self._store,
-                policy_hash=self._policy_hash,
+                policy_hash=current.hash,
+                tool=spec.name,
                 signing_key=functools.partial(keys.active_signing_key, self._home),
                 public_keys=self._public_keys,
             )
