@@ -256,3 +256,43 @@ def test_rate_limit_counts_survive_a_reload_that_keeps_the_entry(world: World) -
     assert refused(alice("status"))["rule"] == "rate_limits[0]"
     write_policy(world, limit.replace("calls = 1", "calls = 2"))
     assert alice("status")["ok"]  # a changed entry starts a fresh count
+
+
+def test_token_lifetime_limit_at_its_boundary(world: World) -> None:
+    from engine import operator
+
+    write_policy(world, "[limits]\ntoken_lifetime_seconds = 600\n")
+    assert world.mint(ttl=600)
+    with pytest.raises(ValueError, match="token_lifetime_seconds"):
+        operator.mint_token(world.home, agent="alice", operations=["read"], paths=["**"],
+                            ttl_seconds=601)
+    engine = Engine(world.home, world.repo)
+    lead = Agent(engine, world.mint(agent="lead", ops="read,sub-token:issue", ttl=600,
+                                    delegable=True))
+    ok = lead("issue_sub_token", agent="lead.a", ops=["read"], paths=["src/**"],
+              ttl_seconds=500)
+    assert ok["ok"], ok
+    write_policy(world, "[limits]\ntoken_lifetime_seconds = 499\n")  # takes effect next call
+    error = refused(lead("issue_sub_token", agent="lead.b", ops=["read"], paths=["src/**"],
+                         ttl_seconds=500))
+    assert (error["error"], error["rule"]) == ("limit_exceeded", "limits.token_lifetime_seconds")
+    assert lead("issue_sub_token", agent="lead.c", ops=["read"], paths=["src/**"],
+                ttl_seconds=499)["ok"]
+
+
+def test_delegation_depth_limit_at_its_boundary_and_on_reload(world: World) -> None:
+    write_policy(world, "[limits]\ndelegation_depth = 1\n")
+    engine = Engine(world.home, world.repo)
+    lead = Agent(engine, world.mint(agent="lead", ops="read,sub-token:issue", delegable=True))
+    child = lead("issue_sub_token", agent="lead.a", ops=["read", "sub-token:issue"],
+                 paths=["src/**"], ttl_seconds=300, delegable=True)
+    assert child["ok"], child
+    helper = Agent(engine, child["result"]["token"], session="s2")
+    assert helper("status")["ok"]  # depth 1: at the limit
+    error = refused(helper("issue_sub_token", agent="lead.a.b", ops=["read"],
+                           paths=["src/**"], ttl_seconds=100))
+    assert error["error"] == "delegation_depth_exceeded"
+    write_policy(world, "[limits]\ndelegation_depth = 0\n")
+    assert refused(helper("status"))["error"] == "delegation_depth_exceeded"
+    assert refused(lead("issue_sub_token", agent="lead.z", ops=["read"], paths=["src/**"],
+                        ttl_seconds=100))["error"] == "delegation_depth_exceeded"
