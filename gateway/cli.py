@@ -2,7 +2,8 @@
 
 Commands (docs/architecture.md): ``init``, ``mint``, ``attenuate``, ``inspect``,
 ``revoke``, ``keys list|rotate|retire|export-public``, ``freeze on|off|status``,
-``mcp``, ``audit verify``, ``audit graph``, ``audit log verify|show`` and ``demo``.
+``mcp``, ``engine serve``, ``audit verify``, ``audit graph``, ``audit log verify|show``
+and ``demo``.
 Every engine error is caught in one place, printed as its code and message
 (never a traceback, never a token or key) and turned into exit status 2; a failed
 audit exits 1.
@@ -220,6 +221,8 @@ def _shown(value: object) -> str:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    if args.engine:
+        return _mcp_remote(args)
     from engine import operator
     from engine.service import Engine
     from gateway.mcp_server import serve_stdio
@@ -229,6 +232,46 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     token = _read_token(args)
     engine = Engine(home, args.repo, read_only=args.read_only)
     serve_stdio(engine, token)
+    return EXIT_OK
+
+
+def _mcp_remote(args: argparse.Namespace) -> int:
+    """``chit mcp --engine URL``: an edge with no keys, no repository and no home."""
+    from gateway.mcp_server import serve_stdio
+    from gateway.remote_engine import RemoteEngine
+
+    if getattr(args, "read_only", False):
+        raise ValueError("--read-only applies to an embedded engine; with --engine, the "
+                         "engine decides (chit freeze on)")
+    token = _read_token(args)
+    with RemoteEngine(args.engine) as engine:
+        health = engine.health()
+        if not health.get("ok"):
+            logging.getLogger("chit.gateway").warning(
+                "the engine at %s does not answer yet; calls fail until it does", args.engine
+            )
+        serve_stdio(engine, token)
+    return EXIT_OK
+
+
+def cmd_engine_serve(args: argparse.Namespace) -> int:
+    from engine import operator
+    from engine.service import Engine
+    from gateway import engine_server
+
+    home = operator.resolve_home(args.home)
+    operator.ensure_home(home)
+    if args.socket_group and args.listen:
+        raise ValueError("--socket-group applies to --socket, not --listen")
+    if args.max_request_bytes < 1024:
+        raise ValueError("--max-request-bytes must be at least 1024")
+    engine = Engine(home, args.repo)  # refuses an unusable keyring, policy or repository
+    if args.listen:
+        listener = engine_server.bind_tcp(*engine_server.parse_listen(args.listen))
+    else:
+        path = args.socket or home / engine_server.DEFAULT_SOCKET_NAME
+        listener = engine_server.bind_unix(path, group=args.socket_group)
+    engine_server.serve(engine, listener, max_request_bytes=args.max_request_bytes)
     return EXIT_OK
 
 
@@ -461,11 +504,31 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_keys)
 
     p = sub.add_parser("mcp", parents=[common], help="serve MCP over stdio for one agent")
-    p.add_argument("--repo", required=True, help="the git repository")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--repo", help="the git repository (the engine runs in this process)")
+    where.add_argument("--engine", metavar="unix:PATH|http://HOST:PORT",
+                       help="a separate engine (chit engine serve); this edge holds no keys")
     p.add_argument("--token-file", help="file holding the token (else $CHIT_TOKEN)")
     p.add_argument("--read-only", action="store_true",
                    help="offer only read-only tools; every other call fails with engine_frozen")
     p.set_defaults(func=cmd_mcp)
+
+    eng = sub.add_parser(
+        "engine", help="run the engine as a separate process (docs/engine-api.md)"
+    ).add_subparsers(dest="engine_command", required=True)
+    p = eng.add_parser("serve", parents=[common],
+                       help="serve chit-engine/1 on a unix socket (0600) or loopback TCP")
+    p.add_argument("--repo", required=True, help="the git repository")
+    listen = p.add_mutually_exclusive_group()
+    listen.add_argument("--socket", help="unix socket path (default: <home>/engine.sock)")
+    listen.add_argument("--listen", metavar="HOST:PORT",
+                        help="loopback TCP instead (127.0.0.1:PORT, [::1]:PORT); any local "
+                        "user can connect")
+    p.add_argument("--socket-group", metavar="GROUP",
+                   help="let this group connect too (socket mode 0660)")
+    p.add_argument("--max-request-bytes", type=int, default=16 * 1024 * 1024,
+                   help="largest request body (default 16 MiB)")
+    p.set_defaults(func=cmd_engine_serve)
 
     freeze = sub.add_parser(
         "freeze", help="read-only mode for every engine on this home: on, off, status"

@@ -14,9 +14,8 @@ import anyio
 import pygit2
 from mcp import Client
 
-from gateway.demo import stdio_server_params
 from tests.conftest import World
-from tests.gateway.mcp_client import payload
+from tests.gateway.mcp_client import Edge, payload
 
 AGENTS = 4
 SESSIONS_PER_AGENT = 4
@@ -38,9 +37,9 @@ def _with_line(text: str, label: str, value: str) -> str:
     )
 
 
-async def _session(world: World, token: str, agent: str, label: str,
+async def _session(edge: Edge, token: str, agent: str, label: str,
                    log: list[dict[str, Any]]) -> None:
-    async with Client(stdio_server_params(world.home, world.repo, token)) as client:
+    async with Client(edge.params(token)) as client:
         await client.list_tools()
         session = payload(await client.call_tool("status", {}))["session"]
         shared = f"src/{agent}/shared.txt"
@@ -74,7 +73,7 @@ async def _session(world: World, token: str, agent: str, label: str,
                 raise AssertionError(f"{label} could not land commit {i}: {last}")
 
 
-def test_sixteen_sessions_four_agents_no_write_lands_elsewhere(world: World) -> None:
+def test_sixteen_sessions_four_agents_no_write_lands_elsewhere(world: World, edge: Edge) -> None:
     tokens = {f"a{n}": world.mint(agent=f"a{n}", ops="read,write,commit", paths="src/**")
               for n in range(AGENTS)}
     # Each agent's sessions share one file (a line each), committed to main first.
@@ -96,7 +95,7 @@ def test_sixteen_sessions_four_agents_no_write_lands_elsewhere(world: World) -> 
             async with anyio.create_task_group() as group:
                 for agent, token in tokens.items():
                     for s in range(SESSIONS_PER_AGENT):
-                        group.start_soon(_session, world, token, agent, f"{agent}s{s}", log)
+                        group.start_soon(_session, edge, token, agent, f"{agent}s{s}", log)
 
     anyio.run(run)
 

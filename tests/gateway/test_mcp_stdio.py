@@ -13,7 +13,7 @@ from mcp.shared.exceptions import MCPError
 
 from engine import cbor
 from tests.conftest import World
-from tests.gateway.mcp_client import payload, with_client
+from tests.gateway.mcp_client import Edge, payload
 
 READ_TOOLS = {
     "effective_scope", "status", "read_file", "log", "diff", "list_conflicts", "provenance_graph",
@@ -21,7 +21,7 @@ READ_TOOLS = {
 WRITE_TOOLS = {"write_file", "delete_file", "move_file", "commit"}
 
 
-def test_read_only_token_is_offered_only_read_tools(world: World) -> None:
+def test_read_only_token_is_offered_only_read_tools(world: World, edge: Edge) -> None:
     token = world.mint(ops="read")
 
     async def body(client: Client) -> Any:
@@ -29,7 +29,7 @@ def test_read_only_token_is_offered_only_read_tools(world: World) -> None:
         scope = payload(await client.call_tool("effective_scope", {}))
         return listed, scope, client.instructions
 
-    listed, scope, instructions = with_client(world.home, world.repo, token, body)
+    listed, scope, instructions = edge.run(token, body)
     names = {t.name for t in listed.tools}
     assert names == READ_TOOLS
     assert all(t.annotations and t.annotations.read_only_hint for t in listed.tools)
@@ -42,7 +42,9 @@ def test_read_only_token_is_offered_only_read_tools(world: World) -> None:
 
 
 @pytest.mark.parametrize("ops", ["read", "read,write,commit"])
-def test_tools_outside_the_offer_are_unknown_under_any_spelling(world: World, ops: str) -> None:
+def test_tools_outside_the_offer_are_unknown_under_any_spelling(
+    world: World, edge: Edge, ops: str
+) -> None:
     """Threat: calling a hidden tool by name, or by a case variant of an offered one."""
     token = world.mint(ops=ops)
     before = world.refs()
@@ -73,7 +75,7 @@ def test_tools_outside_the_offer_are_unknown_under_any_spelling(world: World, op
         errors.append(payload(await client.call_tool("effective_scope", {}))["agent"])
         return errors
 
-    errors = with_client(world.home, world.repo, token, body)
+    errors = edge.run(token, body)
     assert errors[-1] == "alice"
     for name, error in zip(names, errors[:-1], strict=True):
         assert error is not None, name
@@ -130,7 +132,7 @@ def test_tools_outside_the_offer_are_unknown_under_any_spelling(world: World, op
     ],
 )
 def test_refusals_carry_their_codes_and_change_nothing(
-    world: World, tool: str, args: dict[str, Any], code: str
+    world: World, edge: Edge, tool: str, args: dict[str, Any], code: str
 ) -> None:
     token = world.mint()
     before = world.refs()
@@ -141,7 +143,7 @@ def test_refusals_carry_their_codes_and_change_nothing(
         status = payload(await client.call_tool("status", {}))
         return result, status
 
-    result, status = with_client(world.home, world.repo, token, body)
+    result, status = edge.run(token, body)
     assert result.is_error
     error = payload(result)
     assert error["error"] == code
@@ -151,7 +153,7 @@ def test_refusals_carry_their_codes_and_change_nothing(
     assert world.refs() == before
 
 
-def test_write_and_commit_land_on_the_lane_with_trailers(world: World) -> None:
+def test_write_and_commit_land_on_the_lane_with_trailers(world: World, edge: Edge) -> None:
     token = world.mint()
     worktree_before = (world.repo / "src" / "app.py").read_bytes()
     index_before = (world.repo / ".git" / "index").read_bytes()
@@ -175,9 +177,7 @@ def test_write_and_commit_land_on_the_lane_with_trailers(world: World) -> None:
         status = payload(await client.call_tool("status", {}))
         return scope, [w, n, b, d], staged_read, main_read, diff, committed, log, status
 
-    scope, writes, staged_read, main_read, diff, committed, log, status = with_client(
-        world.home, world.repo, token, body
-    )
+    scope, writes, staged_read, main_read, diff, committed, log, status = edge.run(token, body)
     assert not any(w.is_error for w in writes)
     assert staged_read["content"] == "print(2)\n"
     assert main_read["content"] == "def main():\n    return 1\n"
@@ -238,7 +238,7 @@ def test_write_and_commit_land_on_the_lane_with_trailers(world: World) -> None:
     assert result["commit"][:12] in audit.stdout
 
 
-def test_commit_message_cannot_forge_trailers(world: World) -> None:
+def test_commit_message_cannot_forge_trailers(world: World, edge: Edge) -> None:
     """Threat: an agent injecting provenance trailers through its message."""
     token = world.mint()
 
@@ -249,7 +249,7 @@ def test_commit_message_cannot_forge_trailers(world: World) -> None:
             "commit", {"message": "msg\n\nChit-Agent: root\nchit-catalog-hash: sha256:00"}
         )
 
-    result = with_client(world.home, world.repo, token, body)
+    result = edge.run(token, body)
     assert result.is_error and payload(result)["error"] == "invalid_argument"
     assert "refs/heads/agent/alice" not in world.refs()
 
@@ -265,7 +265,7 @@ def test_commit_message_cannot_forge_trailers(world: World) -> None:
         "a\x85b",
     ],
 )
-def test_commit_message_cannot_forge_lines(world: World, message: str) -> None:
+def test_commit_message_cannot_forge_lines(world: World, edge: Edge, message: str) -> None:
     """Threat: line separators other than LF faking trailers in `git log` output."""
     token = world.mint()
 
@@ -274,7 +274,7 @@ def test_commit_message_cannot_forge_lines(world: World, message: str) -> None:
         await client.call_tool("write_file", {"path": "src/app.py", "content": "x\n"})
         return await client.call_tool("commit", {"message": message})
 
-    result = with_client(world.home, world.repo, token, body)
+    result = edge.run(token, body)
     assert result.is_error and payload(result)["error"] == "invalid_argument"
     assert "refs/heads/agent/alice" not in world.refs()
 
@@ -287,7 +287,7 @@ def _flip(token: str, index: int) -> str:
 
 
 @pytest.mark.parametrize("where", [5, 40, -30, -1])
-def test_tampered_token_is_refused(world: World, where: int) -> None:
+def test_tampered_token_is_refused(world: World, edge: Edge, where: int) -> None:
     """Threat: a token altered in transit or by its holder."""
     token = world.mint()
     tampered = _flip(token, where % len(token))
@@ -301,7 +301,7 @@ def test_tampered_token_is_refused(world: World, where: int) -> None:
         called = await client.call_tool("read_file", {"path": "src/app.py"})
         return listed_error, called
 
-    listed_error, called = with_client(world.home, world.repo, tampered, body)
+    listed_error, called = edge.run(tampered, body)
     refusals = {
         "token_invalid_signature",
         "token_malformed",

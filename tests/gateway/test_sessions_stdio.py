@@ -8,18 +8,17 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from gateway.demo import stdio_server_params
 from tests.conftest import World
-from tests.gateway.mcp_client import payload
+from tests.gateway.mcp_client import Edge, payload
 
 
-def test_delegate_then_revoke_the_parent_kills_the_live_child(world: World) -> None:
+def test_delegate_then_revoke_the_parent_kills_the_live_child(world: World, edge: Edge) -> None:
     lead = world.mint(agent="lead", ops="read,write,commit,sub-token:issue", paths="src/**",
                       delegable=True)
 
     async def run() -> dict[str, Any]:
         out: dict[str, Any] = {}
-        async with Client(stdio_server_params(world.home, world.repo, lead)) as parent:
+        async with Client(edge.params(lead)) as parent:
             listed = {t.name for t in (await parent.list_tools()).tools}
             out["parent_tools"] = listed
             issued = await parent.call_tool("issue_sub_token", {
@@ -31,7 +30,7 @@ def test_delegate_then_revoke_the_parent_kills_the_live_child(world: World) -> N
                 "ttl_seconds": 600})
             out["widened"] = payload(widened)
             child_token = out["issued"]["token"]
-            async with Client(stdio_server_params(world.home, world.repo, child_token)) as child:
+            async with Client(edge.params(child_token)) as child:
                 out["child_tools"] = {t.name for t in (await child.list_tools()).tools}
                 scope = payload(await child.call_tool("effective_scope", {}))
                 out["child_scope"] = scope
@@ -68,15 +67,15 @@ def test_delegate_then_revoke_the_parent_kills_the_live_child(world: World) -> N
     assert audit.returncode == 0, audit.stdout
 
 
-def test_two_live_sessions_of_one_token_diverge_and_resolve(world: World) -> None:
+def test_two_live_sessions_of_one_token_diverge_and_resolve(world: World, edge: Edge) -> None:
     """Divergence over real MCP: same token, two connections, one file edited twice."""
     token = world.mint(paths="**")
 
     async def run() -> dict[str, Any]:
         out: dict[str, Any] = {}
         async with (
-            Client(stdio_server_params(world.home, world.repo, token)) as a,
-            Client(stdio_server_params(world.home, world.repo, token)) as b,
+            Client(edge.params(token)) as a,
+            Client(edge.params(token)) as b,
         ):
             await a.list_tools()
             await b.list_tools()

@@ -1,0 +1,250 @@
+"""The edge's side of ``chit-engine/1``: the engine's interface over HTTP.
+
+:class:`RemoteEngine` has :class:`engine.service.Engine`'s ``offer`` and
+``invoke`` and returns the engine's answers unchanged, so the MCP server runs the
+same code embedded or remote. It holds no key, no repository and no state but
+the connection; the token is forwarded on every call, in the request body.
+
+It never raises for a failure of the engine or the transport: an unreachable
+engine, a timeout, or an answer it cannot read becomes the stable refusal
+``internal_error``, so the agent's MCP session keeps running. A call cut off
+after it was sent is not retried (a ``commit`` may have landed): the message
+says to check ``status`` first.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx2
+
+from gateway import __version__, _wire
+
+__all__ = ["MAX_ANSWER_BYTES", "RemoteEngine", "parse_engine_url"]
+
+logger = logging.getLogger("chit.gateway")
+
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+CONNECT_TIMEOUT = 10.0  # seconds to reach the engine
+CALL_TIMEOUT = 300.0  # seconds for one answer (a merge or project_context can be slow)
+IDLE_SECONDS = 10.0  # a kept-alive connection is dropped before the server's 30 s
+_UNIX_HOST = "chit-engine"  # the Host header on a unix socket (any name would do)
+
+_UNREACHABLE = "the engine is unreachable"
+_CUT_OFF = "the engine did not answer; the call may have taken effect, check `status` first"
+_UNREADABLE = "the engine's answer could not be read"
+_BUSY = "the engine is busy; try again shortly"
+
+
+def parse_engine_url(url: str) -> tuple[str | None, str]:
+    """Split ``--engine`` into a unix socket path or a loopback base URL.
+
+    Args:
+        url: ``unix:PATH`` (also ``unix://PATH``) or ``http://HOST:PORT`` with a
+            loopback ``HOST`` (``127.0.0.0/8``, ``[::1]`` or ``localhost``).
+
+    Returns:
+        ``(socket_path, base_url)``: the path (``None`` for TCP) and the base URL
+        the client sends requests to.
+
+    Raises:
+        ValueError: For any other form, a non-loopback host, or a path, query,
+            user or fragment in the HTTP form.
+    """
+    if url.startswith("unix:"):
+        path = url.removeprefix("unix:")
+        if path.startswith("//"):
+            path = path[2:]
+        if not path or "\x00" in path:
+            raise ValueError("--engine unix:PATH needs a socket path")
+        return path, f"http://{_UNIX_HOST}"
+    parts = urlsplit(url)
+    if parts.scheme != "http":
+        raise ValueError("--engine takes unix:PATH or http://HOST:PORT (loopback)")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise ValueError("--engine http://HOST:PORT takes no user, query or fragment")
+    if parts.path not in ("", "/"):
+        raise ValueError("--engine http://HOST:PORT takes no path (the API is under /v1)")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("--engine http://HOST:PORT needs a valid port") from None
+    host = parts.hostname or ""
+    if port is None:
+        raise ValueError("--engine http://HOST:PORT needs a port")
+    if host != "localhost":
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            loopback = False
+        if not loopback:
+            raise ValueError(
+                "--engine must be a unix socket or a loopback address: the token "
+                "travels in clear text"
+            )
+    shown = f"[{host}]" if ":" in host else host
+    return None, f"http://{shown}:{port}"
+
+
+def _is_error(doc: dict[str, Any]) -> bool:
+    error = doc.get("error")
+    return (
+        doc.get("ok") is False
+        and isinstance(error, dict)
+        and isinstance(error.get("error"), str)
+        and isinstance(error.get("message"), str)
+    )
+
+
+def _is_tool(tool: Any) -> bool:
+    if not isinstance(tool, dict):
+        return False
+    annotations = tool.get("annotations")
+    return (
+        isinstance(tool.get("name"), str)
+        and isinstance(tool.get("description"), str)
+        and isinstance(tool.get("input_schema"), dict)
+        and isinstance(tool.get("output_schema"), dict | None)
+        and isinstance(annotations, dict)
+        and isinstance(annotations.get("readOnlyHint"), bool)
+        and isinstance(annotations.get("destructiveHint"), bool)
+    )
+
+
+class RemoteEngine:
+    """A client of ``chit engine serve``, with the engine's ``offer``/``invoke``.
+
+    Args:
+        url: ``unix:PATH`` or ``http://HOST:PORT`` (loopback), see
+            :func:`parse_engine_url`.
+        connect_timeout: Seconds to connect.
+        call_timeout: Seconds to wait for one answer.
+
+    Raises:
+        ValueError: If ``url`` is not one of the accepted forms.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        call_timeout: float = CALL_TIMEOUT,
+    ) -> None:
+        socket_path, base_url = parse_engine_url(url)
+        limits = httpx2.Limits(
+            max_connections=16, max_keepalive_connections=4, keepalive_expiry=IDLE_SECONDS
+        )
+        # retries: only failed connects are retried (nothing was sent); trust_env
+        # off, so no proxy, .netrc or certificate setting from the environment
+        # ever sees the token.
+        transport = httpx2.HTTPTransport(uds=socket_path, retries=2, limits=limits,
+                                         trust_env=False)
+        self._client = httpx2.Client(
+            base_url=base_url,
+            transport=transport,
+            trust_env=False,
+            follow_redirects=False,
+            timeout=httpx2.Timeout(call_timeout, connect=connect_timeout),
+            headers={"user-agent": f"chit-edge/{__version__}", "accept": "application/json"},
+        )
+        self.url = url
+
+    def __repr__(self) -> str:
+        return f"RemoteEngine(url={self.url!r})"
+
+    def __enter__(self) -> RemoteEngine:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._client.close()
+
+    # --- the engine's interface -------------------------------------------------
+
+    def offer(self, token: str) -> dict[str, Any]:
+        """See :meth:`engine.service.Engine.offer`; never raises."""
+        doc = self._post(_wire.OFFER_PATH, {"token": token})
+        if _is_error(doc):
+            return doc
+        tools = doc.get("tools")
+        if (
+            doc.get("ok") is True
+            and isinstance(tools, list)
+            and all(_is_tool(t) for t in tools)
+            and isinstance(doc.get("catalog_hash"), str)
+        ):
+            return doc
+        return _wire.error("internal_error", _UNREADABLE)
+
+    def invoke(
+        self,
+        token: str,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        *,
+        session: str,
+        offered_catalog_hash: str | None = None,
+    ) -> dict[str, Any]:
+        """See :meth:`engine.service.Engine.invoke`; never raises."""
+        doc = self._post(
+            _wire.INVOKE_PATH,
+            {
+                "token": token,
+                "tool": tool,
+                "arguments": arguments,
+                "session": session,
+                "offered_catalog_hash": offered_catalog_hash,
+            },
+        )
+        if _is_error(doc) or (doc.get("ok") is True and isinstance(doc.get("result"), dict)):
+            return doc
+        return _wire.error("internal_error", _UNREADABLE)
+
+    def health(self) -> dict[str, Any]:
+        """``GET /v1/health``: ``{"ok": true, "api": ...}``, or the refusal; never raises."""
+        return self._request("GET", _wire.HEALTH_PATH, None)
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (TypeError, ValueError, UnicodeEncodeError):
+            return _wire.error("invalid_argument", "the arguments are not JSON the engine reads")
+        return self._request("POST", path, content)
+
+    def _request(self, method: str, path: str, content: bytes | None) -> dict[str, Any]:
+        headers = {"content-type": "application/json"} if content is not None else {}
+        try:
+            with self._client.stream(method, path, content=content, headers=headers) as response:
+                raw = bytearray()
+                for chunk in response.iter_bytes():
+                    raw += chunk
+                    if len(raw) > MAX_ANSWER_BYTES:
+                        logger.error("the engine's answer exceeded %d bytes", MAX_ANSWER_BYTES)
+                        return _wire.error("internal_error", _UNREADABLE)
+                status = response.status_code
+        except (httpx2.ConnectError, httpx2.ConnectTimeout):
+            logger.warning("the engine at %s is unreachable", self.url)
+            return _wire.error("internal_error", _UNREACHABLE)
+        except httpx2.HTTPError as exc:
+            # Never the exception's text in an answer; its class is enough here.
+            logger.warning("the call to the engine failed (%s)", type(exc).__name__)
+            cut_off = path == _wire.INVOKE_PATH  # it may have run: say so, never retry
+            return _wire.error("internal_error", _CUT_OFF if cut_off else _UNREACHABLE)
+        try:
+            doc = _wire.loads_strict(bytes(raw))
+        except _wire.WireError:
+            if status == 503:  # uvicorn's own answer at its connection limit
+                return _wire.error("internal_error", _BUSY)
+            logger.error("the engine answered %d with a body that is not strict JSON", status)
+            return _wire.error("internal_error", _UNREADABLE)
+        if not isinstance(doc, dict) or (status != 200 and not _is_error(doc)):
+            return _wire.error("internal_error", _UNREADABLE)
+        return doc
