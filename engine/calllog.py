@@ -36,7 +36,7 @@ import re
 import threading
 import time
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -179,7 +179,7 @@ def _content(value: object, encoding: object) -> dict[str, Any]:
     return _digest(data)
 
 
-def _value(value: object, depth: int) -> Any:
+def _value(value: object, depth: int, sealed: Callable[[str], bool] | None = None) -> Any:
     if value is None or type(value) is bool:
         return value
     if type(value) is int:
@@ -192,15 +192,17 @@ def _value(value: object, depth: int) -> Any:
         if depth >= MAX_ARGUMENT_DEPTH:
             return {"omitted": "nested too deep"}
         if isinstance(value, dict):
-            return _object(value, depth)
-        items = [_value(v, depth + 1) for v in value[:MAX_ITEMS]]
+            return _object(value, depth, sealed)
+        items = [_value(v, depth + 1, sealed) for v in value[:MAX_ITEMS]]
         if len(value) > MAX_ITEMS:
             items.append({"omitted_items": len(value) - MAX_ITEMS})
         return items
     return {"type": type(value).__name__[:MAX_KEY_CHARS]}
 
 
-def _object(value: Mapping[Any, Any], depth: int) -> dict[str, Any]:
+def _object(
+    value: Mapping[Any, Any], depth: int, sealed: Callable[[str], bool] | None = None
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     encoding = value.get("encoding")
     for i, (key, item) in enumerate(value.items()):
@@ -212,12 +214,23 @@ def _object(value: Mapping[Any, Any], depth: int) -> dict[str, Any]:
             name += "~"
         if name in CONTENT_FIELDS:
             out[name] = _content(item, encoding)
+            path = value.get("path")
+            if sealed is not None and isinstance(path, str) and _sealed_path(sealed, path):
+                # A hash of protected plaintext would let a short secret be guessed.
+                out[name] = {"size": out[name]["size"], "sealed": True}
         else:
-            out[name] = _value(item, depth + 1)
+            out[name] = _value(item, depth + 1, sealed)
     return out
 
 
-def redact_arguments(arguments: object) -> Any:
+def _sealed_path(sealed: Callable[[str], bool], path: str) -> bool:
+    try:
+        return bool(sealed(path))
+    except Exception:  # an invalid path: err on the side of not hashing
+        return True
+
+
+def redact_arguments(arguments: object, sealed: Callable[[str], bool] | None = None) -> Any:
     """Tool arguments as the log keeps them.
 
     Every field named ``content`` (at any depth, under any tool name) becomes
@@ -229,13 +242,18 @@ def redact_arguments(arguments: object) -> Any:
     If the result still encodes to more than :data:`MAX_ARGUMENTS_BYTES`, only
     its size and hash are kept.
 
+    Content written to a path ``sealed`` says is protected (sealed at rest) keeps
+    only its size: a hash of protected plaintext would let a short secret be
+    guessed from the log.
+
     Args:
         arguments: The JSON arguments object as the edge sent it (untrusted).
+        sealed: Whether a repository path is protected by the policy now.
 
     Returns:
         A ``chit-det/1`` value.
     """
-    out = _value(arguments, 0)
+    out = _value(arguments, 0, sealed)
     # repr() is never shorter than a quarter of the encoding (UTF-8 takes at most
     # 4 bytes per character, and each CBOR head is matched by repr's quotes,
     # brackets or separators), so small arguments skip the exact check.

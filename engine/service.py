@@ -274,7 +274,7 @@ class Engine:
             chain=tuple(block for block, _agent in checked.token.chain) if checked else (),
             session=calllog.redact_label(session),
             tool=calllog.redact_label(tool),
-            arguments=calllog.redact_arguments(arguments),
+            arguments=calllog.redact_arguments(arguments, self._protects),
             decision="allowed" if code is None else (
                 "failed" if code == "internal_error" else "refused"
             ),

@@ -418,3 +418,20 @@ def test_appends_from_several_processes_never_fork_the_chain(world: World) -> No
     assert sorted(e["session"] for e in log) == sorted(f"p{n}" for n in range(4) for _ in range(25))
     code, report = verify_json(world)
     assert code == 0 and report["entries"] == 100
+
+
+def test_protected_content_leaves_no_hash_in_the_log(world: World) -> None:
+    """Threat: the SHA-256 of a short protected secret, kept in the call log, lets
+    anyone who reads state.db guess the secret by hashing candidates."""
+    (world.home / "policy.toml").write_text('version = 1\n[paths]\nprotected = ["src/vault/**"]\n')
+    engine = Engine(world.home, world.repo)
+    token = world.mint()
+    secret = "PIN=4711\n"
+    assert call(engine, token, "write_file", {"path": "src/vault/pin.txt", "content": secret})["ok"]
+    assert call(engine, token, "write_file", {"path": "src/open.txt", "content": secret})["ok"]
+    sealed, plain = entries(world)[-2:]
+    assert sealed["arguments"]["content"] == {"size": len(secret), "sealed": True}
+    assert set(plain["arguments"]["content"]) == {"size", "sha256"}
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    assert digest in json.dumps(plain) and digest not in json.dumps(sealed)
+    assert cli(world, "audit", "log", "verify").returncode == 0
