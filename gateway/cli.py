@@ -265,9 +265,10 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
         raise ValueError("--socket-group applies to --socket, not --listen")
     if args.max_request_bytes < 1024:
         raise ValueError("--max-request-bytes must be at least 1024")
+    address = engine_server.parse_listen(args.listen) if args.listen else None
     engine = Engine(home, args.repo)  # refuses an unusable keyring, policy or repository
-    if args.listen:
-        listener = engine_server.bind_tcp(*engine_server.parse_listen(args.listen))
+    if address is not None:
+        listener = engine_server.bind_tcp(*address)
     else:
         path = args.socket or home / engine_server.DEFAULT_SOCKET_NAME
         listener = engine_server.bind_unix(path, group=args.socket_group)

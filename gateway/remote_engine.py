@@ -137,7 +137,7 @@ class RemoteEngine:
     ) -> None:
         socket_path, base_url = parse_engine_url(url)
         limits = httpx2.Limits(
-            max_connections=16, max_keepalive_connections=4, keepalive_expiry=IDLE_SECONDS
+            max_connections=16, max_keepalive_connections=2, keepalive_expiry=IDLE_SECONDS
         )
         # retries: only failed connects are retried (nothing was sent); trust_env
         # off, so no proxy, .netrc or certificate setting from the environment
