@@ -198,6 +198,27 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_policy_check(args: argparse.Namespace) -> int:
+    from engine import operator
+    from engine.policyfile import check_file
+
+    path = args.file or str(operator.resolve_home(args.home) / "policy.toml")
+    report = check_file(path)
+    if args.json:
+        _print_json(report)
+    else:
+        errors: list[dict[str, Any]] = report["errors"]  # type: ignore[assignment]
+        for error in errors:
+            where = f"{path}:{error['line']}" if error["line"] is not None else path
+            print(f"{where}: {error['location']}: {error['message']}")
+        if report["ok"]:
+            print(f"{path}: valid ({report['rules']} rules, {report['rate_limits']} rate "
+                  f"limits); policy hash {report['policy_hash']}")
+        else:
+            print(f"{path}: invalid ({len(errors)} errors)", file=sys.stderr)
+    return EXIT_OK if report["ok"] else EXIT_FAILED
+
+
 def _read_token(args: argparse.Namespace) -> str:
     if args.token_file:
         with open(args.token_file, "rb") as fh:
@@ -503,6 +524,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("kid")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_keys)
+
+    pol = sub.add_parser("policy", parents=[common], help="check a policy file")
+    pol_sub = pol.add_subparsers(dest="policy_command", required=True)
+    p = pol_sub.add_parser(
+        "check", parents=[common],
+        help="report each error with its line and field; exit 1 if any (docs/policy.md)",
+    )
+    p.add_argument("file", nargs="?", help="the policy file (default: <home>/policy.toml)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_policy_check)
 
     p = sub.add_parser("mcp", parents=[common], help="serve MCP over stdio for one agent")
     where = p.add_mutually_exclusive_group(required=True)
