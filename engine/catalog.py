@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from engine import cbor, handlers
 from engine import schemas as s
+from engine.semantic import tools as semantic
 
 __all__ = [
     "CATALOG_ENCODING",
@@ -179,7 +180,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.SymbolContextArgs,
         s.SymbolContext,
         R,
-        None,
+        semantic.symbol_context,
     ),
     _tool(
         "symbol_relations",
@@ -187,7 +188,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.SymbolRelationsArgs,
         s.Relations,
         R,
-        None,
+        semantic.symbol_relations,
     ),
     _tool(
         "search_symbols",
@@ -195,7 +196,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.SearchSymbolsArgs,
         s.Symbols,
         R,
-        None,
+        semantic.search_symbols,
     ),
     _tool(
         "change_impact",
@@ -204,7 +205,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.ChangeImpactArgs,
         s.Impact,
         R,
-        None,
+        semantic.change_impact,
     ),
     _tool(
         "project_context",
@@ -213,7 +214,7 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.ProjectContextArgs,
         s.ProjectContext,
         R,
-        None,
+        semantic.project_context,
     ),
     _tool(
         "provenance_graph",

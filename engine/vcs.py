@@ -776,6 +776,49 @@ class Repository:
             raise RepositoryError("not_found", "file not found")
         return data
 
+    def view_files(
+        self, agent: str, staged: StagedChange | None, *, limit: int = 100_000
+    ) -> tuple[str, dict[str, str], Callable[[str], bytes | None]]:
+        """List the regular files of a session's view and bind a reader to that view.
+
+        For the semantic index (engine/semantic): it keys parsed files by blob
+        id, so only changed files are parsed again.
+
+        Args:
+            agent: A validated agent name.
+            staged: The session's staged change, or ``None``.
+            limit: Most files listed (the walk stops there).
+
+        Returns:
+            ``(tree id, {path: blob id (hex)}, read)``: the base tree's id, every
+            regular file (``0o100644`` or ``0o100755``; symlinks and submodules
+            are left out) with staged writes and deletions applied (a staged
+            file's id is its content's blob id), and ``read(path)``, which
+            returns the plaintext in that same view (sealed blobs opened, as
+            :meth:`view_read`) or ``None`` if there is none. ``read`` raises
+            :class:`RepositoryError` ``seal_invalid`` for a seal that does not open.
+        """
+        tree = self._session_commit(agent, staged).tree
+        changes = dict(staged.changes) if staged is not None else {}
+        modes = dict(staged.modes) if staged is not None else {}
+        view = _View(tree, changes, modes, self._sealing)
+        files: dict[str, str] = {}
+        stack: list[tuple[pygit2.Tree, str]] = [(tree, "")]
+        while stack and len(files) < limit:
+            folder, prefix = stack.pop()
+            for child in folder:
+                full = prefix + (child.name or "")
+                if isinstance(child, pygit2.Tree):
+                    stack.append((child, full + "/"))
+                elif child.filemode in (MODE_FILE, MODE_EXECUTABLE) and len(files) < limit:
+                    files[full] = str(child.id)
+        for path, data in changes.items():
+            if data is None or modes.get(path, MODE_FILE) not in (MODE_FILE, MODE_EXECUTABLE):
+                files.pop(path, None)
+            else:
+                files[path] = str(pygit2.hash(data))
+        return str(tree.id), files, view.data
+
     def read_at(self, rev: str, path: str) -> bytes:
         """Read a file at a revision given by an agent.
 

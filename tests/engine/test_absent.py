@@ -177,6 +177,7 @@ DEFAULTS: dict[str, Any] = {
     "path": "src/app.py", "content": "x\n", "encoding": "utf-8", "source": "src/api/v1.py",
     "destination": "src/moved.py", "resolution": "ours", "message": "m", "agent": "root-bot.h",
     "ops": ["read"], "paths": ["src/**"], "ttl_seconds": 60, "handle": "main",
+    "symbol": "ROUTES", "query": "main",
 }
 
 

@@ -40,13 +40,7 @@ DESIGN_TOOLS = {
 }
 # Tools whose handlers come in later work. Both directions are pinned: a tool
 # gaining a handler must be removed from here, and none may silently lose one.
-WITHHELD = {
-    "symbol_context",
-    "symbol_relations",
-    "search_symbols",
-    "change_impact",
-    "project_context",
-}
+WITHHELD: set[str] = set()
 ALL_OPS = frozenset({"read", "write", "commit", "sub-token:issue"})
 VECTORS = Path(__file__).parent.parent / "vectors" / "catalog_chit_catalog1.json"
 
@@ -72,7 +66,8 @@ def test_effective_scope_always_offered() -> None:
     ("ops", "expected"),
     [
         ({"read"}, {"effective_scope", "status", "read_file", "log", "diff", "list_conflicts",
-                    "provenance_graph"}),
+                    "provenance_graph", "symbol_context", "symbol_relations", "search_symbols",
+                    "change_impact", "project_context"}),
         ({"write"}, {"effective_scope", "write_file", "delete_file", "move_file",
                      "resolve_conflict"}),
         ({"commit"}, {"effective_scope", "commit"}),

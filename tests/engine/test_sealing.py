@@ -5,9 +5,10 @@ reads protected files; an agent without access reads them through chit's read
 tools. Real keys, real git (libgit2 and the git CLI) and the engine's own
 interface; the format itself is tested in test_sealing_format.py.
 
-``search_symbols`` and ``project_context`` are withheld tools (no handler yet):
-no token is offered them, so nothing can leak through them today; the test
-below pins that they stay withheld until they are built on the same view.
+The semantic tools (``search_symbols``, ``symbol_context``, ``project_context``,
+...) index the same opened view and prune by the same check: the last tests
+below show a protected file's symbols to a token allowed to read it and nothing
+of them to one that is not.
 """
 
 from __future__ import annotations
@@ -422,8 +423,44 @@ def test_an_auditor_repository_opens_no_seal(protected: Engine, world: World) ->
         Repository(world.repo).read_at(commit, "src/secret/api.toml")
 
 
-def test_symbol_tools_are_withheld(protected: Engine, world: World) -> None:
-    """search_symbols and project_context do not exist yet: no token can reach them."""
-    offer = protected.offer(world.mint(agent="alice", ops="read", paths="**"))
-    names = {t["name"] for t in offer["tools"]}
-    assert not names & {"search_symbols", "project_context", "symbol_context"}
+SECRET_CODE = (
+    'def rotate_vault_key(days):\n    """Rotate the s3cret-7f2e key."""\n    return days\n'
+)
+
+
+def _commit_secret_code(engine: Engine, world: World) -> None:
+    alice = world.mint(agent="alice")
+    path = "src/secret/vault.py"
+    ok(call(engine, alice, "write_file", {"path": path, "content": SECRET_CODE}))
+    ok(call(engine, alice, "write_file", {"path": "src/use.py",
+                                          "content": "rotate_vault_key(3)\n"}))
+    ok(call(engine, alice, "commit", {"message": "vault"}))
+
+
+def test_symbol_tools_show_protected_symbols_only_to_allowed_tokens(
+    protected: Engine, world: World
+) -> None:
+    """Threat: a protected file's names, docstrings or code leak through the symbol index."""
+    _commit_secret_code(protected, world)
+    # The blob in git is sealed; the engine indexes the plaintext it opens.
+    allowed = world.mint(agent="alice", ops="read", paths="src/**")
+    found = ok(call(protected, allowed, "search_symbols", {"query": "rotate_vault_key"}))
+    assert [(x["symbol"], x["path"]) for x in found["symbols"]] == [
+        ("rotate_vault_key", "src/secret/vault.py")
+    ]
+    context = ok(call(protected, allowed, "symbol_context", {"symbol": "rotate_vault_key"}))
+    assert "s3cret-7f2e" in (context["doc"] or "")
+    # A token on the same lane without the protected folder sees nothing of it.
+    narrow = world.mint(agent="alice", ops="read", paths="src/use.py,src/app.py")
+    answers = [
+        call(protected, narrow, "search_symbols", {"query": "rotate_vault_key"}),
+        call(protected, narrow, "search_symbols", {"query": "rotate"}),
+        call(protected, narrow, "symbol_relations", {"symbol": "rotate_vault_key"}),
+        call(protected, narrow, "symbol_context", {"symbol": "rotate_vault_key"}),
+        call(protected, narrow, "change_impact", {"symbols": ["rotate_vault_key"]}),
+        call(protected, narrow, "project_context", {"paths": ["src/use.py"]}),
+    ]
+    assert not any(leaks(a) or "vault.py" in json.dumps(a) for a in answers)
+    assert ok(answers[0])["symbols"] == [] and ok(answers[0])["pruned"] == 1
+    assert err(answers[2]) == err(answers[3]) == "not_found"
+

@@ -48,6 +48,11 @@ def test_offer_and_call_share_one_check(engine: Engine, world: World) -> None:
         "read_file",
         "log",
         "diff",
+        "symbol_context",
+        "symbol_relations",
+        "search_symbols",
+        "change_impact",
+        "project_context",
     }
     answer = call(engine, token, "write_file", {"path": "src/a.py", "content": "x"})
     assert error(answer) == "tool_not_offered"

@@ -1,0 +1,19 @@
+"""The semantic index: tree-sitter records shaped like SCIP, per blob, per view.
+
+See docs/semantic.md. ``engine.semantic.tools`` holds the tool handlers.
+"""
+
+from engine.semantic.index import Indexer, TreeIndex, indexer_for
+from engine.semantic.records import Definition, FileIndex, Import, Occurrence, Range, Role
+
+__all__ = [
+    "Definition",
+    "FileIndex",
+    "Import",
+    "Indexer",
+    "Occurrence",
+    "Range",
+    "Role",
+    "TreeIndex",
+    "indexer_for",
+]

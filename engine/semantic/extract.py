@@ -1,0 +1,838 @@
+"""Extract SCIP-shaped records from one file with tree-sitter (pure: bytes in, records out).
+
+One walk over the syntax tree finds, per language:
+
+* definitions, with kind, range, signature (the header up to the body),
+  docstring or leading comment, enclosing scope and parent classes;
+* calls (the callee's name) and other references (identifiers), each with the
+  definition it occurs in;
+* imports.
+
+Names are what the source spells; nothing is resolved across files here
+(engine/semantic/index.py resolves by name at query time). Bounds:
+:data:`MAX_FILE_BYTES` per file (larger files are not indexed),
+:data:`MAX_DEFINITIONS` and :data:`MAX_OCCURRENCES` per file (the rest is cut and
+the record says ``truncated``).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tree_sitter import Node
+
+from engine.semantic.languages import parser_for
+from engine.semantic.records import (
+    Definition,
+    FileIndex,
+    Import,
+    Occurrence,
+    Range,
+    Role,
+    scip_symbol,
+)
+
+__all__ = ["MAX_DEFINITIONS", "MAX_FILE_BYTES", "MAX_OCCURRENCES", "extract"]
+
+MAX_FILE_BYTES = 1_000_000
+MAX_DEFINITIONS = 10_000
+MAX_OCCURRENCES = 50_000
+MAX_SIGNATURE_CHARS = 300
+MAX_DOC_CHARS = 2_000
+_MAX_DEPTH = 400  # deeper syntax is not walked (pathological input)
+
+_WS = re.compile(r"\s+")
+_CLASSLIKE = frozenset({"class", "interface", "struct", "enum", "trait", "type", "impl"})
+
+
+def _text(node: Node | None) -> str:
+    if node is None or node.text is None:
+        return ""
+    return node.text.decode("utf-8", "replace")
+
+
+def _range(node: Node) -> Range:
+    return Range(node.start_point[0], node.start_point[1], node.end_point[0], node.end_point[1])
+
+
+def _last_name(node: Node | None) -> Node | None:
+    """The rightmost name of ``a``, ``a.b``, ``a::b``, ``a.b<T>``: the identifier that matters."""
+    while node is not None:
+        if node.type in _NAME_TYPES:
+            return node
+        nxt = None
+        for name in ("name", "property", "field", "attribute", "function", "type", "value"):
+            nxt = node.child_by_field_name(name)
+            if nxt is not None:
+                break
+        if nxt is None:
+            named = [c for c in node.named_children if c.type not in ("type_arguments", "comment")]
+            nxt = named[-1] if named else None
+        node = nxt
+    return None
+
+
+_NAME_TYPES = frozenset(
+    {
+        "identifier",
+        "type_identifier",
+        "property_identifier",
+        "field_identifier",
+        "constant",
+        "shorthand_property_identifier",
+    }
+)
+
+
+@dataclass
+class _Found:
+    """A definition found at a node."""
+
+    name: Node
+    kind: str
+    bases: tuple[str, ...] = ()
+    opens_scope: bool = True
+    body: Node | None = None
+
+
+@dataclass
+class _Lang:
+    """How one language spells definitions, calls, imports and names."""
+
+    define: Callable[[Node, str | None], _Found | None]
+    calls: dict[str, Callable[[Node], Node | None]]
+    imports: dict[str, Callable[[Node, str | None], list[Import]]]
+    identifiers: frozenset[str]
+    comments: frozenset[str]
+    wrappers: frozenset[str] = frozenset()
+    skip_before: frozenset[str] = frozenset()
+    scope_of: Callable[[Node], tuple[str, str] | None] | None = None
+    docstring: Callable[[Node], str | None] | None = None
+    impl_of: Callable[[Node], tuple[str, str] | None] | None = None
+    def_types: frozenset[str] = frozenset()
+    interesting: frozenset[str] = field(init=False)
+    opaque: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        scopes = {"impl_item"} if self.scope_of is not None else set()
+        self.interesting = self.def_types | set(self.calls) | set(self.imports) | scopes
+        self.opaque = frozenset(self.imports) | self.comments
+
+
+def _names_in(node: Node | None, types: frozenset[str] = _NAME_TYPES) -> tuple[str, ...]:
+    """Names of the types in a heritage clause: each top-level type's last name."""
+    if node is None:
+        return ()
+    out: list[str] = []
+    for child in node.named_children:
+        if child.type in ("type_arguments", "comment", "keyword_argument", "arguments"):
+            continue
+        if child.type in types:
+            out.append(_text(child))
+        elif child.type in (
+            "attribute",
+            "member_expression",
+            "scoped_type_identifier",
+            "generic_type",
+            "scoped_identifier",
+            "qualified_type",
+            "nested_type_identifier",
+        ):
+            last = _last_name(child)
+            if child.type == "generic_type":
+                last = child.child_by_field_name("name") or _first_named(child)
+                last = _last_name(last) if last is not None else None
+            if last is not None:
+                out.append(_text(last))
+        else:
+            out.extend(_names_in(child, types))
+    return tuple(out)
+
+
+def _first_named(node: Node) -> Node | None:
+    return node.named_children[0] if node.named_children else None
+
+
+# --- Python ------------------------------------------------------------------
+
+
+def _py_define(node: Node, scope_kind: str | None) -> _Found | None:
+    t = node.type
+    if t == "function_definition":
+        name = node.child_by_field_name("name")
+        if name is None:
+            return None
+        kind = "method" if scope_kind == "class" else "function"
+        return _Found(name, kind, body=node.child_by_field_name("body"))
+    if t == "class_definition":
+        name = node.child_by_field_name("name")
+        if name is None:
+            return None
+        bases = _names_in(node.child_by_field_name("superclasses"))
+        return _Found(name, "class", bases, body=node.child_by_field_name("body"))
+    if t == "assignment" and scope_kind in (None, "class"):
+        parent = node.parent
+        if parent is None or parent.type != "expression_statement":
+            return None
+        left = node.child_by_field_name("left")
+        if left is None or left.type != "identifier":
+            return None
+        name_text = _text(left)
+        kind = "constant" if name_text.isupper() and scope_kind is None else "variable"
+        if scope_kind == "class":
+            kind = "field"
+        return _Found(left, kind, opens_scope=False)
+    return None
+
+
+def _py_docstring(node: Node) -> str | None:
+    body = node.child_by_field_name("body")
+    if body is None or not body.named_children:
+        return None
+    first = body.named_children[0]
+    if first.type != "expression_statement" or not first.named_children:
+        return None
+    string = first.named_children[0]
+    if string.type != "string":
+        return None
+    content = "".join(_text(c) for c in string.named_children if c.type == "string_content")
+    return _clean_doc(content)
+
+
+def _py_import(node: Node, enclosing: str | None) -> list[Import]:
+    line = node.start_point[0]
+    out: list[Import] = []
+    if node.type == "import_statement":
+        for child in node.children_by_field_name("name"):
+            if child.type == "aliased_import":
+                out.append(
+                    Import(
+                        _text(child.child_by_field_name("name")),
+                        None,
+                        _text(child.child_by_field_name("alias")) or None,
+                        line,
+                        enclosing,
+                    )
+                )
+            else:
+                out.append(Import(_text(child), None, None, line, enclosing))
+        return out
+    module = _text(node.child_by_field_name("module_name"))
+    names = node.children_by_field_name("name")
+    if not names:
+        return [Import(module, "*", None, line, enclosing)]
+    for child in names:
+        if child.type == "aliased_import":
+            out.append(
+                Import(
+                    module,
+                    _text(child.child_by_field_name("name")),
+                    _text(child.child_by_field_name("alias")) or None,
+                    line,
+                    enclosing,
+                )
+            )
+        else:
+            out.append(Import(module, _text(child), None, line, enclosing))
+    return out
+
+
+def _py_callee(node: Node) -> Node | None:
+    return _last_name(node.child_by_field_name("function"))
+
+
+# --- JavaScript and TypeScript ----------------------------------------------------
+
+
+def _js_define(node: Node, scope_kind: str | None) -> _Found | None:
+    t = node.type
+    name = node.child_by_field_name("name")
+    if t in ("function_declaration", "generator_function_declaration", "function_signature"):
+        return None if name is None else _Found(name, "function")
+    if t in ("class_declaration", "abstract_class_declaration", "class"):
+        if name is None:
+            return None
+        heritage = next((c for c in node.named_children if c.type == "class_heritage"), None)
+        return _Found(name, "class", _names_in(heritage))
+    if t in ("method_definition", "method_signature", "abstract_method_signature"):
+        if name is None:
+            return None
+        kind = "constructor" if _text(name) == "constructor" else "method"
+        return _Found(name, kind)
+    if t == "interface_declaration":
+        if name is None:
+            return None
+        ext = next((c for c in node.named_children if c.type == "extends_type_clause"), None)
+        return _Found(name, "interface", _names_in(ext))
+    if t == "type_alias_declaration":
+        return None if name is None else _Found(name, "type", opens_scope=False)
+    if t == "enum_declaration":
+        return None if name is None else _Found(name, "enum")
+    if t in ("internal_module", "module") and name is not None:
+        return _Found(_last_name(name) or name, "module")
+    if t in ("public_field_definition", "field_definition") and scope_kind == "class":
+        prop = name or node.child_by_field_name("property")
+        return None if prop is None else _Found(prop, "field", opens_scope=False)
+    if t == "variable_declarator":
+        if name is None or name.type != "identifier":
+            return None
+        value = node.child_by_field_name("value")
+        if value is not None and value.type in (
+            "arrow_function",
+            "function_expression",
+            "function",
+            "generator_function",
+        ):
+            return _Found(name, "function", body=value.child_by_field_name("body"))
+        if value is not None and value.type == "class":
+            return _Found(name, "class")
+        if scope_kind is None:
+            decl = node.parent
+            is_const = decl is not None and decl.children and _text(decl.children[0]) == "const"
+            return _Found(name, "constant" if is_const else "variable", opens_scope=False)
+    return None
+
+
+def _js_callee(node: Node) -> Node | None:
+    target = node.child_by_field_name("function") or node.child_by_field_name("constructor")
+    return _last_name(target)
+
+
+def _js_import(node: Node, enclosing: str | None) -> list[Import]:
+    line = node.start_point[0]
+    source = node.child_by_field_name("source")
+    module = "".join(_text(c) for c in source.named_children) if source is not None else ""
+    clause = next((c for c in node.named_children if c.type == "import_clause"), None)
+    if clause is None:
+        return [Import(module, None, None, line, enclosing)]
+    out: list[Import] = []
+    for child in clause.named_children:
+        if child.type == "identifier":
+            out.append(Import(module, "default", _text(child), line, enclosing))
+        elif child.type == "namespace_import":
+            out.append(Import(module, "*", _text(_first_named(child)) or None, line, enclosing))
+        elif child.type == "named_imports":
+            for spec in child.named_children:
+                if spec.type != "import_specifier":
+                    continue
+                alias = spec.child_by_field_name("alias")
+                out.append(
+                    Import(
+                        module,
+                        _text(spec.child_by_field_name("name")),
+                        _text(alias) or None,
+                        line,
+                        enclosing,
+                    )
+                )
+    return out
+
+
+# --- Go ------------------------------------------------------------------------
+
+
+def _go_receiver(node: Node) -> str | None:
+    receiver = node.child_by_field_name("receiver")
+    if receiver is None:
+        return None
+    for param in receiver.named_children:
+        typ = param.child_by_field_name("type")
+        while typ is not None and typ.type in ("pointer_type", "generic_type"):
+            typ = typ.child_by_field_name("type") or _first_named(typ)
+        if typ is not None:
+            return _text(typ)
+    return None
+
+
+def _go_define(node: Node, scope_kind: str | None) -> _Found | None:
+    t = node.type
+    name = node.child_by_field_name("name")
+    if t == "function_declaration":
+        return None if name is None else _Found(name, "function")
+    if t == "method_declaration":
+        return None if name is None else _Found(name, "method")
+    if t == "type_spec" or t == "type_alias":
+        if name is None:
+            return None
+        typ = node.child_by_field_name("type")
+        kind = {"struct_type": "struct", "interface_type": "interface"}.get(
+            typ.type if typ is not None else "", "type"
+        )
+        bases: tuple[str, ...] = ()
+        if typ is not None and typ.type == "struct_type":
+            fields = _first_named(typ)
+            embedded = []
+            for f in fields.named_children if fields is not None else []:
+                if f.type == "field_declaration" and f.child_by_field_name("name") is None:
+                    last = _last_name(f.child_by_field_name("type"))
+                    if last is not None:
+                        embedded.append(_text(last))
+            bases = tuple(embedded)
+        elif typ is not None and typ.type == "interface_type":
+            bases = tuple(_text(_last_name(e)) for e in typ.named_children if e.type == "type_elem")
+        return _Found(name, kind, bases)
+    if t in ("const_spec", "var_spec") and scope_kind is None:
+        return (
+            None
+            if name is None
+            else _Found(name, "constant" if t == "const_spec" else "variable", opens_scope=False)
+        )
+    if t == "method_elem" or t == "method_spec":
+        return None if name is None else _Found(name, "method", opens_scope=False)
+    return None
+
+
+def _go_callee(node: Node) -> Node | None:
+    return _last_name(node.child_by_field_name("function"))
+
+
+def _go_import(node: Node, enclosing: str | None) -> list[Import]:
+    path = node.child_by_field_name("path")
+    alias = node.child_by_field_name("name")
+    module = _text(path).strip('"`')
+    return [Import(module, None, _text(alias) or None, node.start_point[0], enclosing)]
+
+
+# --- Rust ----------------------------------------------------------------------
+
+
+def _rust_type_name(node: Node | None) -> str | None:
+    while node is not None and node.type in (
+        "generic_type",
+        "reference_type",
+        "scoped_type_identifier",
+        "pointer_type",
+    ):
+        nxt = node.child_by_field_name("type") or node.child_by_field_name("name")
+        node = nxt
+    return _text(node) if node is not None else None
+
+
+def _rust_define(node: Node, scope_kind: str | None) -> _Found | None:
+    t = node.type
+    name = node.child_by_field_name("name")
+    if name is None:
+        return None
+    if t in ("function_item", "function_signature_item"):
+        kind = "method" if scope_kind in ("impl", "trait") else "function"
+        return _Found(name, kind, opens_scope=t == "function_item")
+    kinds = {
+        "struct_item": "struct",
+        "enum_item": "enum",
+        "union_item": "struct",
+        "trait_item": "trait",
+        "type_item": "type",
+        "mod_item": "module",
+        "const_item": "constant",
+        "static_item": "variable",
+        "macro_definition": "macro",
+    }
+    item_kind = kinds.get(t)
+    if item_kind is None:
+        return None
+    bases = _names_in(node.child_by_field_name("bounds")) if t == "trait_item" else ()
+    opens = item_kind in ("struct", "enum", "trait", "module")
+    return _Found(name, item_kind, bases, opens_scope=opens)
+
+
+def _rust_scope(node: Node) -> tuple[str, str] | None:
+    if node.type != "impl_item":
+        return None
+    name = _rust_type_name(node.child_by_field_name("type"))
+    return (name, "impl") if name else None
+
+
+def _rust_impl(node: Node) -> tuple[str, str] | None:
+    if node.type != "impl_item":
+        return None
+    trait = node.child_by_field_name("trait")
+    typ = _rust_type_name(node.child_by_field_name("type"))
+    if trait is None or not typ:
+        return None
+    last = _last_name(trait)
+    return (typ, _text(last)) if last is not None else None
+
+
+def _rust_callee(node: Node) -> Node | None:
+    if node.type == "macro_invocation":
+        return _last_name(node.child_by_field_name("macro"))
+    target = node.child_by_field_name("function")
+    if target is not None and target.type == "generic_function":
+        target = target.child_by_field_name("function")
+    return _last_name(target)
+
+
+def _rust_import(node: Node, enclosing: str | None) -> list[Import]:
+    argument = node.child_by_field_name("argument")
+    text = _WS.sub("", _text(argument))
+    line = node.start_point[0]
+    head, sep, tail = text.partition("::{")
+    if sep:
+        names = [n.strip() for n in tail.rstrip("}").split(",") if n.strip()]
+        return [Import(head, n, None, line, enclosing) for n in names]
+    module, _, last = text.rpartition("::")
+    if " as " in _text(argument):
+        last_text, _, alias = _text(argument).rpartition(" as ")
+        module, _, last = _WS.sub("", last_text).rpartition("::")
+        return [Import(module, last, alias.strip(), line, enclosing)]
+    return [Import(module or last, last if module else None, None, line, enclosing)]
+
+
+# --- Java ------------------------------------------------------------------------
+
+
+def _java_define(node: Node, scope_kind: str | None) -> _Found | None:
+    t = node.type
+    if t == "field_declaration" or t == "constant_declaration":
+        declarator = node.child_by_field_name("declarator")
+        name = declarator.child_by_field_name("name") if declarator is not None else None
+        return None if name is None else _Found(name, "field", opens_scope=False)
+    name = node.child_by_field_name("name")
+    if name is None:
+        return None
+    if t in ("class_declaration", "record_declaration"):
+        bases = _names_in(node.child_by_field_name("superclass")) + _names_in(
+            node.child_by_field_name("interfaces")
+        )
+        return _Found(name, "class", bases)
+    if t in ("interface_declaration", "annotation_type_declaration"):
+        ext = next((c for c in node.named_children if c.type == "extends_interfaces"), None)
+        return _Found(name, "interface", _names_in(ext))
+    if t == "enum_declaration":
+        return _Found(name, "enum", _names_in(node.child_by_field_name("interfaces")))
+    if t == "method_declaration":
+        return _Found(name, "method")
+    if t == "constructor_declaration":
+        return _Found(name, "constructor")
+    return None
+
+
+def _java_callee(node: Node) -> Node | None:
+    if node.type == "object_creation_expression":
+        return _last_name(node.child_by_field_name("type"))
+    return node.child_by_field_name("name")
+
+
+def _java_import(node: Node, enclosing: str | None) -> list[Import]:
+    parts = [c for c in node.named_children if c.type in ("scoped_identifier", "identifier")]
+    text = _text(parts[0]) if parts else ""
+    if any(c.type == "asterisk" for c in node.named_children):
+        return [Import(text, "*", None, node.start_point[0], enclosing)]
+    module, _, name = text.rpartition(".")
+    return [Import(module, name, None, node.start_point[0], enclosing)]
+
+
+_JS_DEFS = frozenset(
+    {
+        "function_declaration",
+        "generator_function_declaration",
+        "function_signature",
+        "class_declaration",
+        "abstract_class_declaration",
+        "class",
+        "method_definition",
+        "method_signature",
+        "abstract_method_signature",
+        "interface_declaration",
+        "type_alias_declaration",
+        "enum_declaration",
+        "internal_module",
+        "module",
+        "public_field_definition",
+        "field_definition",
+        "variable_declarator",
+    }
+)
+_C_COMMENTS = frozenset({"comment", "line_comment", "block_comment"})
+
+_LANGS: dict[str, _Lang] = {
+    "python": _Lang(
+        def_types=frozenset({"function_definition", "class_definition", "assignment"}),
+        define=_py_define,
+        calls={"call": _py_callee},
+        imports={"import_statement": _py_import, "import_from_statement": _py_import},
+        identifiers=frozenset({"identifier"}),
+        comments=frozenset({"comment"}),
+        wrappers=frozenset({"decorated_definition"}),
+        docstring=_py_docstring,
+    ),
+    "javascript": _Lang(
+        def_types=_JS_DEFS,
+        define=_js_define,
+        calls={"call_expression": _js_callee, "new_expression": _js_callee},
+        imports={"import_statement": _js_import},
+        identifiers=frozenset({"identifier", "property_identifier"}),
+        comments=frozenset({"comment"}),
+        wrappers=frozenset({"export_statement", "lexical_declaration", "variable_declaration"}),
+        skip_before=frozenset({"decorator"}),
+    ),
+    "go": _Lang(
+        def_types=frozenset(
+            {
+                "function_declaration",
+                "method_declaration",
+                "type_spec",
+                "type_alias",
+                "const_spec",
+                "var_spec",
+                "method_elem",
+                "method_spec",
+            }
+        ),
+        define=_go_define,
+        calls={"call_expression": _go_callee},
+        imports={"import_spec": _go_import},
+        identifiers=frozenset({"identifier", "type_identifier", "field_identifier"}),
+        comments=frozenset({"comment"}),
+        wrappers=frozenset({"type_declaration", "const_declaration", "var_declaration"}),
+    ),
+    "rust": _Lang(
+        def_types=frozenset(
+            {
+                "function_item",
+                "function_signature_item",
+                "struct_item",
+                "enum_item",
+                "union_item",
+                "trait_item",
+                "type_item",
+                "mod_item",
+                "const_item",
+                "static_item",
+                "macro_definition",
+                "impl_item",
+            }
+        ),
+        define=_rust_define,
+        calls={"call_expression": _rust_callee, "macro_invocation": _rust_callee},
+        imports={"use_declaration": _rust_import},
+        identifiers=frozenset({"identifier", "type_identifier", "field_identifier"}),
+        comments=frozenset({"line_comment", "block_comment"}),
+        skip_before=frozenset({"attribute_item"}),
+        scope_of=_rust_scope,
+        impl_of=_rust_impl,
+    ),
+    "java": _Lang(
+        def_types=frozenset(
+            {
+                "field_declaration",
+                "constant_declaration",
+                "class_declaration",
+                "record_declaration",
+                "interface_declaration",
+                "annotation_type_declaration",
+                "enum_declaration",
+                "method_declaration",
+                "constructor_declaration",
+            }
+        ),
+        define=_java_define,
+        calls={"method_invocation": _java_callee, "object_creation_expression": _java_callee},
+        imports={"import_declaration": _java_import},
+        identifiers=frozenset({"identifier", "type_identifier"}),
+        comments=_C_COMMENTS,
+    ),
+}
+_LANGS["typescript"] = _Lang(
+    def_types=_JS_DEFS,
+    define=_js_define,
+    calls=_LANGS["javascript"].calls,
+    imports=_LANGS["javascript"].imports,
+    identifiers=frozenset({"identifier", "property_identifier", "type_identifier"}),
+    comments=frozenset({"comment"}),
+    wrappers=_LANGS["javascript"].wrappers | {"ambient_declaration"},
+    skip_before=frozenset({"decorator"}),
+)
+_LANGS["tsx"] = _LANGS["typescript"]
+
+
+def _clean_doc(raw: str) -> str | None:
+    doc = textwrap.dedent(raw).strip()
+    if not doc:
+        return None
+    lines = doc.splitlines()
+    doc = (lines[0].strip() + "\n" + textwrap.dedent("\n".join(lines[1:]))).strip()
+    return doc[:MAX_DOC_CHARS]
+
+
+_COMMENT_MARKS = re.compile(r"^\s*(?:/\*\*?|\*/|\*(?!/)|///?!?|#!?|//)?\s?")
+
+
+def _leading_comment(lang: _Lang, node: Node) -> str | None:
+    anchor = node
+    while anchor.parent is not None and anchor.parent.type in lang.wrappers:
+        anchor = anchor.parent
+    prev = anchor.prev_sibling
+    expected = anchor.start_point[0]
+    while prev is not None and prev.type in lang.skip_before:
+        expected = prev.start_point[0]
+        prev = prev.prev_sibling
+    lines: list[str] = []
+    while prev is not None and prev.type in lang.comments and prev.end_point[0] >= expected - 1:
+        text = _text(prev)
+        if text.endswith("*/"):
+            text = text[:-2]
+        block = [_COMMENT_MARKS.sub("", line, count=1).rstrip() for line in text.splitlines()]
+        lines[:0] = block
+        expected = prev.start_point[0]
+        prev = prev.prev_sibling
+    return _clean_doc("\n".join(lines)) if lines else None
+
+
+def _signature(node: Node, body: Node | None, data: bytes) -> str:
+    anchor = node
+    if node.type == "variable_declarator" and node.parent is not None:
+        anchor = node.parent
+    end = body.start_byte if body is not None and body.start_byte > anchor.start_byte else None
+    if end is None:
+        raw = data[anchor.start_byte : anchor.end_byte].split(b"\n", 1)[0]
+        if node.type in ("type_spec", "type_alias"):
+            raw = b"type " + raw.split(b"{", 1)[0]
+    else:
+        raw = data[anchor.start_byte : end]
+    text = _WS.sub(" ", raw.decode("utf-8", "replace")).strip()
+    text = text.removesuffix("{").removesuffix(":").rstrip()
+    if len(text) > MAX_SIGNATURE_CHARS:
+        text = text[: MAX_SIGNATURE_CHARS - 1] + "…"
+    return text
+
+
+@dataclass
+class _Walk:
+    path: str
+    lang: _Lang
+    data: bytes
+    definitions: list[Definition] = field(default_factory=list)
+    occurrences: list[Occurrence] = field(default_factory=list)
+    imports: list[Import] = field(default_factory=list)
+    impls: list[tuple[str, str, int]] = field(default_factory=list)
+    skip: set[tuple[int, int]] = field(default_factory=set)
+    truncated: bool = False
+
+
+def extract(path: str, blob: str, data: bytes, language: str) -> FileIndex:
+    """Index one file.
+
+    Args:
+        path: The file's repository path (it names the records' symbols).
+        blob: The git blob id the content came from (hex), recorded as is.
+        data: The file's plaintext, at most :data:`MAX_FILE_BYTES` bytes.
+        language: A name from ``engine.semantic.languages.LANGUAGES``.
+
+    Returns:
+        The file's :class:`FileIndex`; an empty one for oversized input.
+    """
+    if len(data) > MAX_FILE_BYTES:
+        return FileIndex(path, blob, language, (), (), (), (), True)
+    lang = _LANGS[language]
+    tree = parser_for(language).parse(data)
+    walk = _Walk(path, lang, data)
+    # (node, scope qualname, kinds of the scope's components, depth)
+    stack: list[tuple[Node, str | None, tuple[str, ...], int]] = [(tree.root_node, None, (), 0)]
+    while stack:
+        node, scope, kinds, depth = stack.pop()
+        if depth > _MAX_DEPTH:
+            walk.truncated = True
+            continue
+        child_scope, child_kinds = _visit(walk, node, scope, kinds)
+        if node.type in lang.opaque:
+            continue  # imported names are imports, not references; strings hold no names
+        for child in reversed(node.named_children):
+            stack.append((child, child_scope, child_kinds, depth + 1))
+    return FileIndex(
+        path,
+        blob,
+        language,
+        tuple(walk.definitions),
+        tuple(walk.occurrences),
+        tuple(walk.imports),
+        tuple(walk.impls),
+        walk.truncated,
+    )
+
+
+def _visit(
+    walk: _Walk, node: Node, scope: str | None, kinds: tuple[str, ...]
+) -> tuple[str | None, tuple[str, ...]]:
+    lang = walk.lang
+    t = node.type
+    if t in lang.identifiers:
+        if (node.start_byte, node.end_byte) not in walk.skip:
+            _occur(walk, node, Role.READ_ACCESS, scope)
+        return scope, kinds
+    if t not in lang.interesting:
+        return scope, kinds
+    scope_kind = kinds[-1] if kinds else None
+    if scope_kind not in (None, *_CLASSLIKE, "module"):
+        scope_kind = "function"
+    if lang.impl_of is not None:
+        impl = lang.impl_of(node)
+        if impl is not None:
+            walk.impls.append((impl[0], impl[1], node.start_point[0]))
+    if lang.scope_of is not None:
+        opened = lang.scope_of(node)
+        if opened is not None:
+            return opened[0], (opened[1],)
+    found = lang.define(node, scope_kind)
+    if found is not None:
+        return _define(walk, node, found, scope, kinds)
+    callee_of = lang.calls.get(t)
+    if callee_of is not None:
+        callee = callee_of(node)
+        if callee is not None and callee.type in _NAME_TYPES:
+            walk.skip.add((callee.start_byte, callee.end_byte))
+            _occur(walk, callee, Role.READ_ACCESS | Role.CALL, scope)
+    importer = lang.imports.get(t)
+    if importer is not None:
+        walk.imports.extend(importer(node, scope))
+    return scope, kinds
+
+
+def _define(
+    walk: _Walk, node: Node, found: _Found, scope: str | None, kinds: tuple[str, ...]
+) -> tuple[str | None, tuple[str, ...]]:
+    name = _text(found.name)
+    outer, outer_kinds = scope, kinds
+    if node.type == "method_declaration" and walk.lang is _LANGS["go"]:
+        receiver = _go_receiver(node)
+        if receiver:
+            outer, outer_kinds = receiver, ("type",)
+    qualname = f"{outer}.{name}" if outer else name
+    all_kinds = (*outer_kinds, found.kind)
+    walk.skip.add((found.name.start_byte, found.name.end_byte))
+    if len(walk.definitions) >= MAX_DEFINITIONS:
+        walk.truncated = True
+    else:
+        lang = walk.lang
+        body = found.body or node.child_by_field_name("body")
+        doc = lang.docstring(node) if lang.docstring is not None else None
+        if doc is None:
+            doc = _leading_comment(lang, node)
+        walk.definitions.append(
+            Definition(
+                symbol=scip_symbol(walk.path, qualname, all_kinds),
+                name=name,
+                qualname=qualname,
+                kind=found.kind,
+                path=walk.path,
+                range=_range(node),
+                name_range=_range(found.name),
+                signature=_signature(node, body, walk.data),
+                doc=doc,
+                scope=outer,
+                bases=found.bases,
+            )
+        )
+    if found.opens_scope:
+        return qualname, all_kinds
+    return scope, kinds
+
+
+def _occur(walk: _Walk, node: Node, roles: Role, scope: str | None) -> None:
+    if len(walk.occurrences) >= MAX_OCCURRENCES:
+        walk.truncated = True
+        return
+    walk.occurrences.append(Occurrence(_text(node), _range(node), roles, scope))

@@ -1,0 +1,642 @@
+"""Handlers of the semantic tools.
+
+search_symbols, symbol_context, symbol_relations, change_impact and project_context.
+
+Each reads the index of the caller's session view (its staged edits over its
+lane) and prunes by ``ctx.visible`` (scope and policy, as for any read): no
+result names a path, symbol or snippet the caller may not see, and ``pruned``
+says how many were left out, never what. A symbol that is only defined outside
+the caller's view is ``not_found``, exactly as one that does not exist.
+
+Results are bounded by :data:`RESULT_BYTE_BUDGET`: list items are added while
+the UTF-8 JSON of the items so far stays within it, then ``truncated`` is set
+(docs/semantic.md). Relations and impact are resolved by name (no type
+checker runs), so they over-approximate where names repeat.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import threading
+import time
+import weakref
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+from engine import schemas as s
+from engine import vcs
+from engine.errors import AccessDeniedError, RepositoryError
+from engine.paths import glob_may_match_below, validate_path
+from engine.semantic.extract import extract
+from engine.semantic.index import TreeIndex, indexer_for, rank_key
+from engine.semantic.languages import language_for
+from engine.semantic.records import Definition, Role
+
+if TYPE_CHECKING:
+    from engine.handlers import CallContext, Session
+
+__all__ = [
+    "CODE_WINDOW_LINES",
+    "CONVENTION_FILES",
+    "IMPACT_DEPTH",
+    "INTENT_TTL_SECONDS",
+    "RESULT_BYTE_BUDGET",
+    "change_impact",
+    "project_context",
+    "search_symbols",
+    "symbol_context",
+    "symbol_relations",
+]
+
+RESULT_BYTE_BUDGET = 32_768
+"""Bytes of UTF-8 JSON that a result's list items (or code window) may take."""
+CODE_WINDOW_LINES = 60
+IMPACT_DEPTH = 3
+IMPACT_MAX_NODES = 2_000
+AMBIGUOUS_NAME_DEFINITIONS = 8
+CONVENTION_MAX_BYTES = 8_192
+INTENT_TTL_SECONDS = 3_600
+CONVENTION_FILES = (
+    "AGENTS.md",
+    "CONTRIBUTING.md",
+    "CONVENTIONS.md",
+    ".editorconfig",
+    "pyproject.toml",
+    "setup.cfg",
+    "tox.ini",
+    "ruff.toml",
+    ".ruff.toml",
+    ".flake8",
+    ".pylintrc",
+    "mypy.ini",
+    ".eslintrc",
+    ".eslintrc.js",
+    ".eslintrc.cjs",
+    ".eslintrc.json",
+    ".eslintrc.yml",
+    ".eslintrc.yaml",
+    "eslint.config.js",
+    "eslint.config.mjs",
+    ".prettierrc",
+    ".prettierrc.json",
+    "biome.json",
+    "tsconfig.json",
+    ".golangci.yml",
+    ".golangci.yaml",
+    "rustfmt.toml",
+    ".rustfmt.toml",
+    "clippy.toml",
+    "checkstyle.xml",
+)
+_TEST_PATH = re.compile(
+    r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*\.py$|_test\.(py|go)$|"
+    r"\.(test|spec)\.[jt]sx?$|(^|/)src/test/|Tests?\.java$"
+)
+
+T = TypeVar("T", bound=BaseModel)
+
+
+def _index(ctx: CallContext) -> TreeIndex:
+    _note_session(ctx)
+    return indexer_for(ctx.repo).view(ctx.repo, ctx.token.agent, ctx.session.staged)
+
+
+def _symbol(d: Definition, line: int | None = None, kind: str | None = None) -> s.Symbol:
+    return s.Symbol(
+        symbol=d.qualname,
+        kind=kind or d.kind,
+        path=d.path,
+        line=(d.name_range.start_line if line is None else line) + 1,
+    )
+
+
+def _fit(items: Iterable[T], budget: int = RESULT_BYTE_BUDGET) -> tuple[list[T], bool]:
+    """Take items while their JSON fits the byte budget; say whether any were cut."""
+    out: list[T] = []
+    used = 0
+    for item in items:
+        size = len(json.dumps(item.model_dump(mode="json"), ensure_ascii=False).encode()) + 1
+        if used + size > budget:
+            return out, True
+        used += size
+        out.append(item)
+    return out, False
+
+
+def _not_found() -> RepositoryError:
+    return RepositoryError("not_found", "no such symbol in your view")
+
+
+def _visible_defs(ctx: CallContext, defs: list[Definition]) -> list[Definition]:
+    return [d for d in defs if ctx.visible(d.path)]
+
+
+# --- search_symbols ----------------------------------------------------------------
+
+
+def _score(query: str, lowered: str, name: str) -> tuple[float, ...] | None:
+    low = name.lower()
+    if name == query:
+        return (0,)
+    if low == lowered:
+        return (1,)
+    if name.startswith(query):
+        return (2, len(name))
+    if low.startswith(lowered):
+        return (3, len(name))
+    if lowered in low:
+        return (4, low.index(lowered), len(name))
+    return None
+
+
+def search_symbols(ctx: CallContext, args: s.SearchSymbolsArgs) -> s.Symbols:
+    """Find definitions by name: exact, then prefix, substring and fuzzy matches."""
+    index = _index(ctx)
+    query = args.query.strip()
+    lowered = query.lower()
+    scored: list[tuple[tuple[float, ...], Definition]] = []
+    matched: set[str] = set()
+    if "." in query:
+        for d in index.by_qualname.get(query, ()):
+            scored.append(((0,), d))
+        matched.add(query.rsplit(".", 1)[1])
+    for name, defs in index.by_name.items():
+        score = _score(query, lowered, name)
+        if score is not None and name not in matched:
+            scored.extend((score, d) for d in defs)
+            matched.add(name)
+    lower_names: dict[str, list[str]] = {}
+    for name in index.by_name:
+        if name not in matched:
+            lower_names.setdefault(name.lower(), []).append(name)
+    for close in difflib.get_close_matches(lowered, list(lower_names), n=50, cutoff=0.7):
+        ratio = difflib.SequenceMatcher(None, lowered, close).ratio()
+        for name in lower_names[close]:
+            scored.extend(((5, -ratio), d) for d in index.by_name[name])
+    scored.sort(key=lambda pair: (pair[0], rank_key(pair[1])))
+    symbols: list[s.Symbol] = []
+    pruned = 0
+    for _score_value, d in scored:
+        if not ctx.visible(d.path):
+            pruned += 1
+        elif len(symbols) < args.limit:
+            symbols.append(_symbol(d))
+    kept, cut = _fit(symbols)
+    return s.Symbols(
+        symbols=kept,
+        pruned=pruned,
+        truncated=cut or index.truncated or len(scored) - pruned > args.limit,
+    )
+
+
+# --- symbol_context ----------------------------------------------------------------
+
+
+def _read(ctx: CallContext, path: str) -> bytes | None:
+    try:
+        return ctx.repo.view_read(ctx.token.agent, ctx.session.staged, path)
+    except RepositoryError:
+        return None
+
+
+def symbol_context(ctx: CallContext, args: s.SymbolContextArgs) -> s.SymbolContext:
+    """A symbol's definition, signature, doc, enclosing scope and a window of its code."""
+    index = _index(ctx)
+    found = _visible_defs(ctx, index.resolve(args.symbol, args.path))
+    if not found:
+        raise _not_found()
+    d = found[0]
+    data = _read(ctx, d.path) or b""
+    lines = data.decode("utf-8", "replace").splitlines()
+    start = max(0, d.range.start_line - 2)
+    end = min(len(lines), d.range.end_line + 1, start + CODE_WINDOW_LINES)
+    truncated = end < d.range.end_line + 1
+    code_lines: list[str] = []
+    used = 0
+    for line in lines[start:end]:
+        used += len(line.encode()) + 1
+        if used > RESULT_BYTE_BUDGET // 2:
+            truncated = True
+            break
+        code_lines.append(line)
+    return s.SymbolContext(
+        symbol=_symbol(d),
+        signature=d.signature or None,
+        doc=d.doc,
+        scope=d.scope,
+        code="\n".join(code_lines),
+        truncated=truncated,
+    )
+
+
+# --- symbol_relations --------------------------------------------------------------
+
+
+_ALL_KINDS = ("callers", "callees", "references", "imports", "parents", "children")
+
+
+def _module_of(path: str) -> str:
+    stem = path.rsplit(".", 1)[0]
+    parts = [p for p in stem.split("/") if p not in ("src", "lib")]
+    if parts and parts[-1] in ("__init__", "index", "mod"):
+        parts.pop()
+    return ".".join(parts)
+
+
+def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relations:
+    """Callers, callees, references, imports, parents and children of a symbol, by name."""
+    index = _index(ctx)
+    found = _visible_defs(ctx, index.resolve(args.symbol, args.path))
+    if not found:
+        raise _not_found()
+    d = found[0]
+    kinds: list[str] = list(args.kinds or _ALL_KINDS)
+    relations: list[s.Relation] = []
+    pruned = 0
+    seen: set[tuple[str, str, str, int]] = set()
+
+    def add(kind: str, sym: s.Symbol, path: str) -> None:
+        nonlocal pruned
+        key = (kind, sym.symbol, sym.path, sym.line)
+        if key in seen:
+            return
+        seen.add(key)
+        if ctx.visible(path):
+            relations.append(s.Relation(kind=kind, symbol=sym))
+        else:
+            pruned += 1
+
+    for kind in kinds:
+        if kind in ("callers", "references"):
+            want_call = kind == "callers"
+            for path, occ in index.uses.get(d.name, ()):
+                if bool(occ.roles & Role.CALL) != want_call:
+                    continue
+                enclosing = index.enclosing(path, occ)
+                line = occ.range.start_line
+                if enclosing is None:
+                    sym = s.Symbol(symbol=_module_of(path), kind="module", path=path, line=line + 1)
+                else:
+                    sym = _symbol(enclosing, line=line)
+                add(kind, sym, path)
+        elif kind == "callees":
+            for occ in index.calls_in(d):
+                targets = index.by_name.get(occ.name, [])
+                target = next((t for t in targets if t.path == d.path), None)
+                target = target or next(iter(sorted(targets, key=rank_key)), None)
+                if target is None:
+                    sym = s.Symbol(
+                        symbol=occ.name,
+                        kind="unresolved",
+                        path=d.path,
+                        line=occ.range.start_line + 1,
+                    )
+                    add(kind, sym, d.path)
+                else:
+                    add(kind, _symbol(target), target.path)
+        elif kind == "imports":
+            module = _module_of(d.path)
+            for path, imp in index.imports:
+                named = imp.name == d.name or (
+                    imp.name is None and imp.module.rsplit(".", 1)[-1] == d.name
+                )
+                if named or (imp.name in ("*", None) and module and imp.module == module):
+                    label = f"{imp.module}.{imp.name}" if imp.name else imp.module
+                    sym = s.Symbol(symbol=label, kind="import", path=path, line=imp.line + 1)
+                    add(kind, sym, path)
+        elif kind == "parents":
+            bases = list(d.bases) + [t for p, typ, t, _l in index.impls if typ == d.name and p]
+            for base in bases:
+                targets = sorted(index.by_name.get(base, []), key=rank_key)
+                if targets:
+                    add(kind, _symbol(targets[0]), targets[0].path)
+                else:
+                    sym = s.Symbol(
+                        symbol=base, kind="unresolved", path=d.path, line=d.range.start_line + 1
+                    )
+                    add(kind, sym, d.path)
+        elif kind == "children":
+            for child in index.children.get(d.name, ()):
+                add(kind, _symbol(child), child.path)
+    kept, cut = _fit(relations)
+    return s.Relations(symbol=d.qualname, relations=kept, pruned=pruned, truncated=cut)
+
+
+# --- change_impact -----------------------------------------------------------------
+
+
+def _check_paths(ctx: CallContext, paths: list[str]) -> list[str]:
+    """Validate path arguments: each a file or folder with something in scope under it."""
+    out = []
+    for raw in paths:
+        path = validate_path(raw)
+        token = ctx.token
+        below = bool(token.path_scopes) and all(
+            any(glob_may_match_below(g, path) for g in globs) for globs in token.path_scopes
+        )
+        if not (token.allows_path(path) or below):
+            raise AccessDeniedError("path_outside_scope", f"{path!r} is outside this token's scope")
+        out.append(path)
+    return out
+
+
+def _under(path: str, prefixes: Iterable[str]) -> bool:
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in prefixes)
+
+
+def _changed_defs(ctx: CallContext, index: TreeIndex) -> list[Definition]:
+    """Definitions the staged change touches: overlapping changed lines, or removed."""
+    staged = ctx.session.staged
+    touched: list[Definition] = []
+    base = staged.base
+    for path, data in staged.changes.items():
+        language = language_for(path)
+        if language is None:
+            continue
+        old: bytes | None = None
+        if base is not None:
+            try:
+                old = ctx.repo.read_at(str(base), path)
+            except RepositoryError:
+                old = None
+        record = index.indexed.get(path)
+        new_defs = list(record.definitions) if record is not None and data is not None else []
+        if old is None:
+            touched.extend(new_defs)
+            continue
+        old_lines = old.decode("utf-8", "replace").splitlines()
+        new_lines = (data or b"").decode("utf-8", "replace").splitlines()
+        changed: list[tuple[int, int]] = []
+        matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+        for tag, _i1, _i2, j1, j2 in matcher.get_opcodes():
+            if tag != "equal":
+                changed.append((j1, max(j1, j2 - 1)))
+        for nd in new_defs:
+            if any(a <= nd.range.end_line and nd.range.start_line <= b for a, b in changed):
+                touched.append(nd)
+        old_record = extract(path, "", old, language) if len(old) else None
+        kept = {nd.qualname for nd in new_defs}
+        if old_record is not None:
+            touched.extend(od for od in old_record.definitions if od.qualname not in kept)
+    return touched
+
+
+def _uses_reaching(index: TreeIndex, d: Definition) -> list[tuple[str, Any]]:
+    """Uses that reach a definition, by name.
+
+    A dunder method (``__init__``) or a method whose name many definitions share
+    is reached through its class's name instead, so one touched constructor does
+    not pull in every constructor of the tree.
+    """
+    name = d.name
+    if d.scope and (
+        (name.startswith("__") and name.endswith("__"))
+        or len(index.by_name.get(name, ())) > AMBIGUOUS_NAME_DEFINITIONS
+    ):
+        name = d.scope.rsplit(".", 1)[-1]
+    return list(index.uses.get(name, ()))
+
+
+def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
+    """Symbols a change touches, their reverse-reference closure, and the tests that reach them."""
+    index = _index(ctx)
+    pruned = 0
+    touched: list[Definition] = []
+    if args.paths is None and args.symbols is None:
+        touched = _changed_defs(ctx, index)
+    if args.paths:
+        folders = _check_paths(ctx, args.paths)
+        touched.extend(
+            d for p, rec in index.indexed.items() if _under(p, folders) for d in rec.definitions
+        )
+    for symbol in args.symbols or ():
+        touched.extend(index.resolve(symbol))
+    visible_touched: dict[tuple[str, str], Definition] = {}
+    for d in touched:
+        if ctx.visible(d.path):
+            visible_touched.setdefault((d.path, d.qualname), d)
+        else:
+            pruned += 1
+    # Reverse references, breadth first, over visible definitions only.
+    depth_of: dict[tuple[str, str], int] = {}
+    hits: dict[tuple[str, str], int] = {}
+    places: dict[tuple[str, str], Definition] = {}
+    tests: dict[str, int] = {}
+    hidden: set[tuple[str, int]] = set()
+    frontier = list(visible_touched.values())
+    truncated = index.truncated
+    for depth in range(1, IMPACT_DEPTH + 1):
+        following: list[Definition] = []
+        for d in frontier:
+            for path, occ in _uses_reaching(index, d):
+                if not ctx.visible(path):
+                    hidden.add((path, occ.range.start_line))
+                    continue
+                if _TEST_PATH.search(path):
+                    tests[path] = min(tests.get(path, depth), depth)
+                enclosing = index.enclosing(path, occ)
+                if enclosing is None:
+                    continue
+                key = (enclosing.path, enclosing.qualname)
+                if key in visible_touched:
+                    continue
+                hits[key] = hits.get(key, 0) + 1
+                if key not in depth_of:
+                    if len(depth_of) >= IMPACT_MAX_NODES:
+                        truncated = True
+                        continue
+                    depth_of[key] = depth
+                    places[key] = enclosing
+                    following.append(enclosing)
+        frontier = following
+    pruned += len(hidden)
+    affected_keys = sorted(depth_of, key=lambda k: (depth_of[k], -hits[k], rank_key(places[k])))
+    touched_symbols, cut1 = _fit(
+        (_symbol(d) for d in sorted(visible_touched.values(), key=rank_key)),
+        RESULT_BYTE_BUDGET // 4,
+    )
+    affected, cut2 = _fit((_symbol(places[k]) for k in affected_keys), RESULT_BYTE_BUDGET // 2)
+    for d in visible_touched.values():
+        if _TEST_PATH.search(d.path):
+            tests.setdefault(d.path, 0)
+    test_paths = sorted(tests, key=lambda p: (tests[p], p))
+    kept_tests: list[str] = []
+    used = 0
+    for path in test_paths:
+        used += len(path.encode()) + 3
+        if used > RESULT_BYTE_BUDGET // 4:
+            truncated = True
+            break
+        kept_tests.append(path)
+    return s.Impact(
+        touched=touched_symbols,
+        affected=affected,
+        tests=kept_tests,
+        pruned=pruned,
+        truncated=truncated or cut1 or cut2,
+    )
+
+
+# --- project_context and intents ------------------------------------------------------
+
+
+@dataclass
+class _Intent:
+    agent: str
+    paths: tuple[str, ...]
+    expires_at: float
+
+
+@dataclass
+class _Peers:
+    """Per-engine (per repository object, so per process) intents and sessions seen."""
+
+    lock: threading.Lock
+    intents: dict[str, _Intent]
+    sessions: weakref.WeakValueDictionary[str, Session]
+
+
+_PEERS: weakref.WeakKeyDictionary[vcs.Repository, _Peers] = weakref.WeakKeyDictionary()
+_PEERS_LOCK = threading.Lock()
+
+
+def _peers(repo: vcs.Repository) -> _Peers:
+    with _PEERS_LOCK:
+        found = _PEERS.get(repo)
+        if found is None:
+            found = _Peers(threading.Lock(), {}, weakref.WeakValueDictionary())
+            _PEERS[repo] = found
+        return found
+
+
+def _note_session(ctx: CallContext) -> None:
+    """Remember a session that used the index, so peers see its staged paths."""
+    peers = _peers(ctx.repo)
+    with peers.lock:
+        peers.sessions[ctx.session.session_id] = ctx.session
+
+
+def _overlaps(a: str, b: str) -> bool:
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+def _staged_paths(session: Session) -> tuple[str, ...]:
+    for _attempt in range(3):
+        try:
+            return tuple(session.staged.changes)
+        except RuntimeError:  # changed size while copied: try again
+            continue
+    return ()
+
+
+def _peer_intents(
+    ctx: CallContext, mine: list[str], names: set[str], index: TreeIndex, now: float
+) -> tuple[list[s.PeerIntent], int]:
+    peers = _peers(ctx.repo)
+    with peers.lock:
+        for sid in [k for k, v in peers.intents.items() if v.expires_at <= now]:
+            del peers.intents[sid]
+        declared = dict(peers.intents)
+        sessions = dict(peers.sessions.items())
+    me = ctx.session.session_id
+    wanted: dict[str, tuple[str, set[str]]] = {}
+    for sid, intent in declared.items():
+        if sid != me:
+            wanted.setdefault(sid, (intent.agent, set()))[1].update(intent.paths)
+    for sid, session in sessions.items():
+        if sid != me:
+            wanted.setdefault(sid, (session.agent, set()))[1].update(_staged_paths(session))
+    out: list[s.PeerIntent] = []
+    pruned = 0
+    for _sid, (agent, paths) in sorted(wanted.items()):
+        overlapping = set()
+        for path in paths:
+            if any(_overlaps(path, m) for m in mine):
+                overlapping.add(path)
+            elif names and any(d.name in names for d in _defs_in(index, path)):
+                overlapping.add(path)  # touches a symbol the caller's paths define
+        if not overlapping:
+            continue
+        shown = sorted(p for p in overlapping if ctx.visible(p))
+        pruned += len(overlapping) - len(shown)
+        if shown:
+            out.append(s.PeerIntent(agent=agent, paths=shown))
+    return out, pruned
+
+
+def _defs_in(index: TreeIndex, path: str) -> tuple[Definition, ...]:
+    record = index.indexed.get(path)
+    return record.definitions if record is not None else ()
+
+
+def _conventions(
+    ctx: CallContext, index: TreeIndex, paths: list[str]
+) -> tuple[list[s.FileContent], int, bool]:
+    order: list[str] = []
+    for path in paths:
+        is_file = path in index.files
+        folders = path.split("/")[:-1] if is_file else path.rstrip("/").split("/")
+        for depth in range(len(folders), -1, -1):
+            prefix = "/".join(folders[:depth])
+            for name in CONVENTION_FILES:
+                candidate = f"{prefix}/{name}" if prefix else name
+                if candidate in index.files and candidate not in order:
+                    order.append(candidate)
+    found: list[s.FileContent] = []
+    pruned = 0
+    truncated = False
+    used = 0
+    for path in order:
+        if not ctx.visible(path):
+            pruned += 1
+            continue
+        data = _read(ctx, path)
+        if data is None:
+            continue
+        size = len(data)
+        if size > CONVENTION_MAX_BYTES:
+            data = data[:CONVENTION_MAX_BYTES]
+            truncated = True
+        text = data.decode("utf-8", "replace")
+        if used + len(text.encode()) > RESULT_BYTE_BUDGET // 2:
+            truncated = True
+            break
+        used += len(text.encode())
+        found.append(s.FileContent(path=path, ref=None, encoding="utf-8", content=text, size=size))
+    return found, pruned, truncated
+
+
+def project_context(ctx: CallContext, args: s.ProjectContextArgs) -> s.ProjectContext:
+    """A pre-write briefing for some paths, recording the caller's intent for them."""
+    paths = _check_paths(ctx, args.paths)
+    index = _index(ctx)
+    now = time.time()
+    pruned = 0
+    defs: list[Definition] = []
+    for path, record in sorted(index.indexed.items()):
+        if _under(path, paths):
+            if ctx.visible(path):
+                defs.extend(record.definitions)
+            else:
+                pruned += len(record.definitions)
+    defs.sort(key=lambda d: (d.scope is not None, d.path, d.range.start_line))
+    symbols, cut_symbols = _fit((_symbol(d) for d in defs), RESULT_BYTE_BUDGET // 4)
+    conventions, hidden, cut_conventions = _conventions(ctx, index, paths)
+    names = {d.name for d in defs if d.scope is None}
+    peers, hidden_peers = _peer_intents(ctx, paths, names, index, now)
+    registry = _peers(ctx.repo)
+    expires = min(now + INTENT_TTL_SECONDS, float(ctx.token.expires_at))
+    with registry.lock:
+        registry.intents[ctx.session.session_id] = _Intent(ctx.token.agent, tuple(paths), expires)
+    return s.ProjectContext(
+        symbols=symbols,
+        conventions=conventions,
+        peers=peers,
+        pruned=pruned + hidden + hidden_peers,
+        truncated=cut_symbols or cut_conventions or index.truncated,
+    )
