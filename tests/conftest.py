@@ -17,7 +17,8 @@ from engine.seed import create_repository
 
 # Tests assert behaviour, never timing: no per-example deadline (a loaded CI
 # machine must not turn a slow example into a failure).
-settings.register_profile("chit", deadline=None)
+# No example database: runs do not depend on (or write) a local .hypothesis folder.
+settings.register_profile("chit", deadline=None, database=None)
 settings.load_profile("chit")
 
 FILES: dict[str, bytes] = {
