@@ -87,6 +87,25 @@ def cmd_mint(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_exchange(args: argparse.Namespace) -> int:
+    """``chit exchange --jwt FILE``: an identity provider's JWT for a root token (operator-side)."""
+    from engine import exchange, operator
+
+    home = operator.resolve_home(args.home)
+    operator.ensure_home(home)
+    if args.jwt == "-":
+        text = sys.stdin.read(exchange.MAX_JWT_CHARS + 2)
+    else:
+        with open(args.jwt, encoding="ascii") as fh:
+            text = fh.read(exchange.MAX_JWT_CHARS + 2)
+    info = exchange.exchange(home, text)
+    if args.json:
+        _print_json(info)
+    else:
+        print(info["token"])
+    return EXIT_OK
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     from engine import operator
 
@@ -242,6 +261,8 @@ def _shown(value: object) -> str:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    if args.http:
+        return _mcp_http(args)
     if args.engine:
         return _mcp_remote(args)
     from engine import operator
@@ -253,6 +274,40 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     token = _read_token(args)
     engine = Engine(home, args.repo, read_only=args.read_only)
     serve_stdio(engine, token)
+    return EXIT_OK
+
+
+def _mcp_http(args: argparse.Namespace) -> int:
+    """``chit mcp --http HOST:PORT``: streamable HTTP, a bearer token on every request."""
+    from gateway.http_edge import HttpSettings, parse_listen_address, serve_http
+
+    if args.token_file:
+        raise ValueError("--token-file is for stdio; over HTTP every request carries its own "
+                         "bearer token")
+    host, port = parse_listen_address(args.http)
+    settings = HttpSettings(
+        host=host,
+        port=port,
+        allow_non_loopback=args.unsafe_non_loopback,
+        allowed_hosts=tuple(args.allowed_host or ()),
+        public_url=args.public_url,
+        watch_interval=args.watch_interval,
+    )
+    if getattr(args, "engine", None):
+        from gateway.remote_engine import RemoteEngine
+
+        if args.read_only:
+            raise ValueError("--read-only applies to an embedded engine; with --engine, the "
+                             "engine decides (chit freeze on)")
+        with RemoteEngine(args.engine) as remote:
+            serve_http(remote, settings)
+        return EXIT_OK
+    from engine import operator
+    from engine.service import Engine
+
+    home = operator.resolve_home(args.home)
+    operator.ensure_home(home)
+    serve_http(Engine(home, args.repo, read_only=args.read_only), settings)
     return EXIT_OK
 
 
@@ -276,7 +331,9 @@ def _mcp_remote(args: argparse.Namespace) -> int:
 
 
 def cmd_engine_serve(args: argparse.Namespace) -> int:
-    from engine import operator
+    import functools
+
+    from engine import exchange, operator
     from engine.service import Engine
     from gateway import engine_server
 
@@ -293,7 +350,10 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
     else:
         path = args.socket or home / engine_server.DEFAULT_SOCKET_NAME
         listener = engine_server.bind_unix(path, group=args.socket_group)
-    engine_server.serve(engine, listener, max_request_bytes=args.max_request_bytes)
+    engine_server.serve(
+        engine, listener, max_request_bytes=args.max_request_bytes,
+        exchange=functools.partial(exchange.exchange, home),
+    )
     return EXIT_OK
 
 
@@ -474,6 +534,14 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_mint)
 
     p = sub.add_parser(
+        "exchange", parents=[common],
+        help="exchange an identity provider's JWT for a root token (docs/exchange.md)",
+    )
+    p.add_argument("--jwt", required=True, metavar="FILE", help="the JWT file, or - for stdin")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_exchange)
+
+    p = sub.add_parser(
         "inspect", parents=[common], help="show a token's id, blocks and caveats (never its tag)"
     )
     p.add_argument("token", help="the token, or - to read it from stdin")
@@ -535,7 +603,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_policy_check)
 
-    p = sub.add_parser("mcp", parents=[common], help="serve MCP over stdio for one agent")
+    p = sub.add_parser("mcp", parents=[common], help="serve MCP: over stdio for one token, "
+                       "or streamable HTTP (--http) with a bearer token on every request")
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--repo", help="the git repository (the engine runs in this process)")
     where.add_argument("--engine", metavar="unix:PATH|http://HOST:PORT",
@@ -543,6 +612,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--token-file", help="file holding the token (else $CHIT_TOKEN)")
     p.add_argument("--read-only", action="store_true",
                    help="offer only read-only tools; every other call fails with engine_frozen")
+    p.add_argument("--http", metavar="HOST:PORT",
+                   help="serve streamable HTTP at http://HOST:PORT/mcp (loopback; port 0 picks "
+                   "one) instead of stdio (docs/http.md)")
+    p.add_argument("--unsafe-non-loopback", action="store_true",
+                   help="with --http, allow a non-loopback HOST (put TLS in front)")
+    p.add_argument("--allowed-host", action="append", metavar="NAME:PORT",
+                   help="with --http, another accepted Host header (repeatable)")
+    p.add_argument("--public-url", metavar="URL",
+                   help="with --http, the origin agents use when a proxy is in front")
+    p.add_argument("--watch-interval", type=float, default=2.0, metavar="SECONDS",
+                   help="with --http, how often connected tokens' offers are re-checked "
+                   "for tools/list_changed (default 2)")
     p.set_defaults(func=cmd_mcp)
 
     eng = sub.add_parser(

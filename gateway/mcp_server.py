@@ -29,7 +29,14 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-__all__ = ["INSTRUCTIONS", "EngineClient", "build_server", "serve_stdio"]
+__all__ = [
+    "INSTRUCTIONS",
+    "EngineClient",
+    "build_server",
+    "call_result",
+    "listing_result",
+    "serve_stdio",
+]
 
 logger = logging.getLogger("chit.gateway")
 
@@ -73,6 +80,72 @@ class EngineClient(Protocol):
         """See :meth:`engine.service.Engine.invoke`."""
 
 
+ENGINE_UNAVAILABLE: dict[str, Any] = {
+    "ok": False,
+    "error": {"error": "internal_error", "message": "engine unavailable"},
+}
+
+
+def listing_result(answer: dict[str, Any]) -> types.ListToolsResult:
+    """Translate the engine's offer into the ``tools/list`` result (every transport).
+
+    Args:
+        answer: What :meth:`engine.service.Engine.offer` returned.
+
+    Returns:
+        The tools offered, with their schemas and annotations.
+
+    Raises:
+        MCPError: JSON-RPC -32001 with the refusal as ``data`` if the token was refused.
+    """
+    if not answer.get("ok"):
+        error = answer.get("error") or {"error": "internal_error", "message": "refused"}
+        raise MCPError(TOKEN_REFUSED, f"token refused: {error.get('error')}", error)
+    tools = [
+        types.Tool(
+            name=t["name"],
+            description=t["description"],
+            input_schema=t["input_schema"],
+            output_schema=t["output_schema"],
+            annotations=types.ToolAnnotations(
+                read_only_hint=t["annotations"]["readOnlyHint"],
+                destructive_hint=t["annotations"]["destructiveHint"],
+            ),
+        )
+        for t in answer["tools"]
+    ]
+    return types.ListToolsResult(tools=tools)
+
+
+def call_result(name: str, answer: dict[str, Any]) -> types.CallToolResult:
+    """Translate the engine's answer to a call into the ``tools/call`` result (every transport).
+
+    Args:
+        name: The tool name the client sent (echoed, truncated, in the unknown-tool error).
+        answer: What :meth:`engine.service.Engine.invoke` returned.
+
+    Returns:
+        The result, or a refusal as ``isError: true`` with JSON ``{"error": CODE, ...}``.
+
+    Raises:
+        MCPError: JSON-RPC -32602 with ``{"error": "tool_not_offered", "offered": [...]}``.
+    """
+    if answer.get("ok"):
+        result = answer["result"]
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=json.dumps(result, sort_keys=True))],
+            structured_content=result,
+            is_error=False,
+        )
+    error = answer.get("error") or {"error": "internal_error", "message": "refused"}
+    if error.get("error") == "tool_not_offered":
+        raise MCPError(INVALID_PARAMS, f"Unknown tool: {name[:100]}", error)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(error, sort_keys=True))],
+        is_error=True,
+    )
+
+
 class _Edge:
     """Per-connection state: the token, a session id, the last listed catalog hash."""
 
@@ -94,24 +167,9 @@ class _Edge:
         answer = await anyio.to_thread.run_sync(
             self._engine.offer, self._token, limiter=self._limiter
         )
-        if not answer.get("ok"):
-            error = answer.get("error") or {"error": "internal_error", "message": "refused"}
-            raise MCPError(TOKEN_REFUSED, f"token refused: {error.get('error')}", error)
+        result = listing_result(answer)
         self.listed_hash = answer["catalog_hash"]
-        tools = [
-            types.Tool(
-                name=t["name"],
-                description=t["description"],
-                input_schema=t["input_schema"],
-                output_schema=t["output_schema"],
-                annotations=types.ToolAnnotations(
-                    read_only_hint=t["annotations"]["readOnlyHint"],
-                    destructive_hint=t["annotations"]["destructiveHint"],
-                ),
-            )
-            for t in answer["tools"]
-        ]
-        return types.ListToolsResult(tools=tools)
+        return result
 
     async def call_tool(
         self, _ctx: Any, params: types.CallToolRequestParams
@@ -122,24 +180,8 @@ class _Edge:
             )
         except Exception:
             logger.exception("edge failed to reach the engine")
-            answer = {
-                "ok": False,
-                "error": {"error": "internal_error", "message": "engine unavailable"},
-            }
-        if answer.get("ok"):
-            result = answer["result"]
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=json.dumps(result, sort_keys=True))],
-                structured_content=result,
-                is_error=False,
-            )
-        error = answer.get("error") or {"error": "internal_error", "message": "refused"}
-        if error.get("error") == "tool_not_offered":
-            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name[:100]}", error)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(error, sort_keys=True))],
-            is_error=True,
-        )
+            answer = ENGINE_UNAVAILABLE
+        return call_result(params.name, answer)
 
     def _call(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
         return self._engine.invoke(

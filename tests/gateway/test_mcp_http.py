@@ -1,0 +1,446 @@
+"""``chit mcp --http``: a real uvicorn server on loopback, driven by the official MCP client.
+
+Both protocol eras are exercised: the 2025-11-25 session protocol (``mode="legacy"``:
+``initialize``, ``Mcp-Session-Id``, the GET stream) and the stateless 2026-07-28
+protocol (``mode="2026-07-28"``, and ``mode="auto"``, which discovers it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pygit2
+import pytest
+from mcp import Client
+from mcp.client.subscriptions import ToolsListChanged
+from mcp.shared.exceptions import MCPError
+
+from engine import operator, oversight
+from tests.conftest import World
+from tests.gateway.http_client import Edge, http_client, running_edge, start, stop
+from tests.gateway.mcp_client import TOKEN_TEXT, engine_server, payload
+
+MODERN = "2026-07-28"
+ERAS = ["legacy", MODERN]
+INIT = {
+    "jsonrpc": "2.0", "id": 1, "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "raw", "version": "0"}},
+}
+JSON_HEADERS = {"Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json"}
+
+
+def _run(body: Any) -> Any:
+    return anyio.run(body)
+
+
+def _token_id(token: str) -> str:
+    return str(operator.inspect_token(token)["id"])
+
+
+def _mcp_error(exc: BaseException) -> MCPError:
+    """The MCPError inside ``exc`` (the client raises connect failures in a group)."""
+    if isinstance(exc, MCPError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            with contextlib.suppress(AssertionError):
+                return _mcp_error(inner)
+    raise AssertionError(f"no MCPError in {exc!r}")
+
+
+@pytest.mark.parametrize("mode", ["legacy", MODERN, "auto"])
+def test_both_eras_offer_per_token_and_commit_on_the_lane(world: World, mode: str) -> None:
+    writer = world.mint(agent="alice")
+    reader = world.mint(agent="rita", ops="read")
+
+    async def body(edge: Edge) -> Any:
+        async with http_client(edge.url, writer, mode=mode) as (client, _):
+            version = client.protocol_version
+            tools = (await client.list_tools()).tools
+            listed = {t.name for t in tools}
+            read_only = {t.name for t in tools if t.annotations and t.annotations.read_only_hint}
+            scope = payload(await client.call_tool("effective_scope", {}))
+            wrote = payload(await client.call_tool(
+                "write_file", {"path": "src/new.py", "content": "NEW = 1\n"}))
+            committed = payload(await client.call_tool("commit", {"message": "add new.py"}))
+        async with http_client(edge.url, reader, mode=mode) as (client, _):
+            read_listed = {t.name for t in (await client.list_tools()).tools}
+        return version, listed, read_only, scope, wrote, committed, read_listed
+
+    with running_edge(world) as edge:
+        version, listed, read_only, scope, wrote, committed, read_listed = _run(
+            lambda: body(edge))
+    assert version == ("2025-11-25" if mode == "legacy" else MODERN)
+    assert {"effective_scope", "read_file", "write_file", "commit"} <= listed
+    # tools/list is computed from each request's token: the read token sees the read tools.
+    assert read_listed == read_only and "read_file" in read_only
+    assert "write_file" not in read_listed
+    assert scope["agent"] == "alice" and scope["lane"] == "agent/alice"
+    assert wrote["change"] == "added"
+    assert committed["lane"] == "agent/alice"
+    repo = pygit2.Repository(str(world.repo))
+    lane = repo.references["refs/heads/agent/alice"].peel(pygit2.Commit)
+    assert lane.message.startswith("add new.py")
+    assert repo.references["refs/heads/main"].target == pygit2.Oid(hex=world.main_id)
+
+
+def test_writes_need_a_listed_catalog_in_the_stateless_era_too(world: World) -> None:
+    """Threat: a write made without having been shown the catalog it records."""
+    token = world.mint()
+
+    async def body(edge: Edge) -> Any:
+        async with http_client(edge.url, token, mode=MODERN) as (client, _):
+            before = payload(await client.call_tool(
+                "write_file", {"path": "src/x.py", "content": "x\n"}))
+            await client.list_tools()
+            after = payload(await client.call_tool(
+                "write_file", {"path": "src/x.py", "content": "x\n"}))
+        return before, after
+
+    with running_edge(world) as edge:
+        before, after = _run(lambda: body(edge))
+    assert before["error"] == "catalog_changed"
+    assert after["change"] == "added"
+
+
+def test_no_token_is_401_with_rfc9728_metadata(world: World) -> None:
+    """Threat: anonymous use; the challenge tells a client where the metadata lives."""
+    with running_edge(world) as edge:
+        with httpx2.Client(timeout=30) as http:
+            bare = http.post(edge.url, json=INIT, headers=JSON_HEADERS)
+            garbage = http.post(edge.url, json=INIT,
+                                headers=JSON_HEADERS | {"Authorization": "Bearer chit_AAAA"})
+            basic = http.post(edge.url, json=INIT,
+                              headers=JSON_HEADERS | {"Authorization": "Basic dXNlcjpwYXNz"})
+            modern = http.post(edge.url, json=INIT,
+                               headers=JSON_HEADERS | {"MCP-Protocol-Version": MODERN})
+            get = http.get(edge.url, headers={"Accept": "text/event-stream"})
+            meta_url = edge.origin + "/.well-known/oauth-protected-resource/mcp"
+            meta = http.get(meta_url)
+            root_meta = http.get(edge.origin + "/.well-known/oauth-protected-resource")
+    expected = f'Bearer resource_metadata="{meta_url}"'
+    for response in (bare, basic, modern, get):
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"] == expected
+    assert garbage.status_code == 401
+    assert garbage.headers["www-authenticate"] == (
+        f'Bearer error="invalid_token", resource_metadata="{meta_url}"')
+    assert garbage.json()["error"]["data"]["error"] == "token_malformed"
+    assert meta.status_code == 200 and root_meta.json() == meta.json()
+    doc = meta.json()
+    assert doc["resource"] == edge.url
+    assert doc["bearer_methods_supported"] == ["header"]
+    assert "authorization_servers" not in doc  # no exchange endpoint yet
+
+
+def test_a_token_the_engine_refuses_opens_no_session(world: World) -> None:
+    token = world.mint()
+    operator.revoke(world.home, _token_id(token))
+
+    async def body(edge: Edge) -> Any:
+        with pytest.raises(BaseException) as legacy:
+            async with http_client(edge.url, token, mode="legacy"):
+                pass
+        async with http_client(edge.url, token, mode=MODERN) as (client, _):
+            with pytest.raises(MCPError) as modern:
+                await client.list_tools()
+            refused = payload(await client.call_tool("effective_scope", {}))
+        return _mcp_error(legacy.value).error, modern.value.error, refused
+
+    with running_edge(world) as edge:
+        legacy, modern, refused = _run(lambda: body(edge))
+    assert legacy.data["error"] == "token_revoked"
+    assert modern.code == -32001 and modern.data["error"] == "token_revoked"
+    assert refused["error"] == "token_revoked"
+
+
+def test_foreign_host_is_421_and_foreign_origin_403(world: World) -> None:
+    """Threat: DNS rebinding, a web page driving the local edge through the browser."""
+    token = world.mint()
+    auth = {"Authorization": f"Bearer {token}"}
+    with running_edge(world) as edge:
+        port = edge.authority.rpartition(":")[2]
+        with httpx2.Client(timeout=30) as http:
+            def post(**headers: str) -> httpx2.Response:
+                return http.post(edge.url, json=INIT, headers=JSON_HEADERS | auth | headers)
+
+            foreign_host = post(Host=f"attacker.example:{port}")
+            foreign_host_meta = http.get(edge.origin + "/.well-known/oauth-protected-resource",
+                                         headers={"Host": "attacker.example"})
+            foreign_host_no_token = http.post(edge.url, json=INIT, headers=JSON_HEADERS
+                                              | {"Host": f"attacker.example:{port}"})
+            foreign_origin = post(Origin=f"http://attacker.example:{port}")
+            null_origin = post(Origin="null")
+            own_origin = post(Origin=edge.origin)
+            localhost = post(Host=f"localhost:{port}", Origin=f"http://localhost:{port}")
+    assert foreign_host.status_code == 421
+    assert foreign_host_meta.status_code == 421
+    assert foreign_host_no_token.status_code == 421  # before authentication
+    assert foreign_origin.status_code == 403
+    assert null_origin.status_code == 403
+    assert own_origin.status_code == 200 and own_origin.headers["mcp-session-id"]
+    assert localhost.status_code == 200
+
+
+def test_a_session_id_alone_grants_nothing(world: World) -> None:
+    """Threat: session hijack with a stolen Mcp-Session-Id."""
+    alice = world.mint(agent="alice")
+    narrower = operator.attenuate_token(alice, operations=["read"])["token"]
+    bob = world.mint(agent="bob")
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    with running_edge(world) as edge, httpx2.Client(timeout=30) as http:
+        opened = http.post(edge.url, json=INIT,
+                           headers=JSON_HEADERS | {"Authorization": f"Bearer {alice}"})
+        session = {"Mcp-Session-Id": opened.headers["mcp-session-id"],
+                   "MCP-Protocol-Version": "2025-11-25"}
+
+        def post(token: str | None, doc: dict[str, Any]) -> httpx2.Response:
+            auth = {"Authorization": f"Bearer {token}"} if token else {}
+            return http.post(edge.url, json=doc, headers=JSON_HEADERS | session | auth)
+
+        post(alice, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        bare = post(None, listing)
+        other = post(bob, listing)
+        mine = post(alice, listing)
+        attenuated = post(narrower, listing)  # the same identity, narrowed by its holder
+        unknown = http.post(edge.url, json=listing, headers=JSON_HEADERS | session | {
+            "Authorization": f"Bearer {alice}", "Mcp-Session-Id": "f" * 32})
+    assert bare.status_code == 401
+    assert other.status_code == 403
+    error = other.json()["error"]
+    assert error["data"]["error"] == "session_token_mismatch"
+    assert mine.status_code == 200 and "write_file" in mine.text
+    assert attenuated.status_code == 200 and "write_file" not in attenuated.text
+    assert unknown.status_code == 404
+
+
+def test_session_token_mismatch_reaches_the_official_client(world: World) -> None:
+    alice = world.mint(agent="alice")
+    bob = world.mint(agent="bob")
+
+    async def body(edge: Edge) -> Any:
+        async with http_client(edge.url, alice, mode="legacy") as (client, http):
+            await client.list_tools()
+            http.headers["Authorization"] = f"Bearer {bob}"  # same session, another token
+            with pytest.raises(MCPError) as mismatch:
+                await client.call_tool("effective_scope", {})
+            http.headers["Authorization"] = f"Bearer {alice}"
+            scope = payload(await client.call_tool("effective_scope", {}))
+        return mismatch.value.error, scope
+
+    with running_edge(world) as edge:
+        error, scope = _run(lambda: body(edge))
+    assert error.data["error"] == "session_token_mismatch"
+    assert scope["agent"] == "alice"
+
+
+class _Heard:
+    """Collects notifications/tools/list_changed seen by one legacy client."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.event = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self.count += 1
+            self.event.set()
+
+
+def test_list_changed_on_revocation_reaches_only_that_session(world: World) -> None:
+    """Legacy era: the notification rides the revoked token's GET stream, no other."""
+    alice = world.mint(agent="alice")
+    bob = world.mint(agent="bob")
+    heard_a, heard_b = _Heard(), _Heard()
+
+    async def body(edge: Edge) -> Any:
+        async with (
+            http_client(edge.url, alice, message_handler=heard_a) as (a, _),
+            http_client(edge.url, bob, message_handler=heard_b) as (b, _),
+        ):
+            assert a.server_capabilities.tools and a.server_capabilities.tools.list_changed
+            await a.list_tools()
+            await b.list_tools()
+            await anyio.sleep(1.0)  # a few checks pass: nothing changed, nothing is sent
+            quiet = (heard_a.count, heard_b.count)
+            operator.revoke(world.home, _token_id(alice))
+            with anyio.fail_after(15):
+                await heard_a.event.wait()
+            await anyio.sleep(1.5)
+            refused = payload(await a.call_tool("effective_scope", {}))
+            with pytest.raises(MCPError) as relist:
+                await a.list_tools()
+            still = payload(await b.call_tool("effective_scope", {}))
+            return quiet, heard_a.count, heard_b.count, refused, relist.value.error, still
+
+    with running_edge(world) as edge:
+        quiet, count_a, count_b, refused, relist, still = _run(lambda: body(edge))
+    assert quiet == (0, 0)
+    assert count_a == 1  # once per change, not once per check
+    assert count_b == 0
+    assert refused["error"] == "token_revoked"
+    assert relist.code == -32001 and relist.data["error"] == "token_revoked"
+    assert still["agent"] == "bob"
+
+
+def test_list_changed_on_revocation_reaches_only_that_listen_stream(world: World) -> None:
+    """2026-07-28 era: subscriptions/listen streams hear only their own token's changes."""
+    parent = world.mint(agent="alice", delegable=True, ops="read,write,commit,sub-token:issue")
+    bob = world.mint(agent="bob")
+    events: dict[str, list[Any]] = {"alice": [], "bob": []}
+
+    async def listen(client: Client, name: str, acked: anyio.Event, done: anyio.Event) -> None:
+        async with client.listen(tools_list_changed=True) as sub:
+            acked.set()
+            with anyio.move_on_after(30):
+                async for event in sub:
+                    events[name].append(event)
+                    if done.is_set():
+                        break
+                    if name == "alice":
+                        done.set()
+                        break
+
+    async def body(edge: Edge) -> Any:
+        async with (
+            http_client(edge.url, parent, mode=MODERN) as (a, _),
+            http_client(edge.url, bob, mode=MODERN) as (b, _),
+        ):
+            await a.list_tools()
+            await b.list_tools()
+            done = anyio.Event()
+            acked = [anyio.Event(), anyio.Event()]
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(listen, a, "alice", acked[0], done)
+                tg.start_soon(listen, b, "bob", acked[1], done)
+                with anyio.fail_after(15):
+                    for event in acked:
+                        await event.wait()
+                await anyio.sleep(1.0)
+                quiet = (len(events["alice"]), len(events["bob"]))
+                operator.revoke(world.home, _token_id(parent))
+                with anyio.fail_after(15):
+                    await done.wait()
+                await anyio.sleep(1.5)
+                tg.cancel_scope.cancel()
+            refused = payload(await a.call_tool("effective_scope", {}))
+            return quiet, refused
+
+    with running_edge(world) as edge:
+        quiet, refused = _run(lambda: body(edge))
+    assert quiet == (0, 0)
+    assert [type(e) for e in events["alice"]] == [ToolsListChanged]
+    assert events["bob"] == []
+    assert refused["error"] == "token_revoked"
+
+
+@pytest.mark.parametrize("mode", ERAS)
+def test_freeze_notifies_every_connection(world: World, mode: str) -> None:
+    """A freeze changes every token's offer: each connection hears it and relists."""
+    token = world.mint()
+    heard = _Heard()
+
+    async def body(edge: Edge) -> Any:
+        async with http_client(edge.url, token, mode=mode, message_handler=heard) as (client, _):
+            tools = (await client.list_tools()).tools
+            before = {t.name for t in tools}
+            read_only = {t.name for t in tools if t.annotations and t.annotations.read_only_hint}
+            if mode == "legacy":
+                oversight.set_freeze(world.home, True, reason="test")
+                with anyio.fail_after(15):
+                    await heard.event.wait()
+            else:
+                async with client.listen(tools_list_changed=True) as sub:
+                    oversight.set_freeze(world.home, True, reason="test")
+                    with anyio.fail_after(15):
+                        async for event in sub:
+                            assert isinstance(event, ToolsListChanged)
+                            break
+            after = {t.name for t in (await client.list_tools()).tools}
+        return before, read_only, after
+
+    with running_edge(world) as edge:
+        before, read_only, after = _run(lambda: body(edge))
+    assert "write_file" in before
+    assert after == read_only and "read_file" in after
+
+
+def test_non_loopback_bind_is_refused_without_the_unsafe_flag(world: World) -> None:
+    done = subprocess.run(
+        [*world.cli(), "mcp", "--repo", str(world.repo), "--http", "0.0.0.0:0"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 2
+    assert "TLS" in done.stderr and "--unsafe-non-loopback" in done.stderr
+
+
+def test_each_session_stages_its_own_change(world: World) -> None:
+    """Two sessions of one token: a write staged in one is not seen by the other's commit."""
+    token = world.mint()
+
+    async def body(edge: Edge) -> Any:
+        async with (
+            http_client(edge.url, token) as (one, _),
+            http_client(edge.url, token) as (two, _),
+        ):
+            await one.list_tools()
+            await two.list_tools()
+            await one.call_tool("write_file", {"path": "src/one.py", "content": "1\n"})
+            empty = payload(await two.call_tool("commit", {"message": "nothing"}))
+            status = payload(await one.call_tool("status", {}))
+        return empty, status
+
+    with running_edge(world) as edge:
+        empty, status = _run(lambda: body(edge))
+    assert empty["error"] == "invalid_argument"
+    assert json.dumps(status).count("src/one.py") >= 1
+
+
+def test_http_edge_in_front_of_a_separate_engine(world: World, tmp_path: Path) -> None:
+    """``chit mcp --engine URL --http``: an edge with an empty home; the engine still decides."""
+    alice = world.mint(agent="alice")
+    bob = world.mint(agent="bob")
+    edge_home = tmp_path / "edge-home"
+    edge_home.mkdir()
+    heard_a, heard_b = _Heard(), _Heard()
+
+    async def body(edge: Edge) -> Any:
+        async with (
+            http_client(edge.url, alice, message_handler=heard_a) as (a, _),
+            http_client(edge.url, bob, message_handler=heard_b) as (b, _),
+        ):
+            await a.list_tools()
+            await b.list_tools()
+            await a.call_tool("write_file", {"path": "src/remote.py", "content": "R = 1\n"})
+            committed = payload(await a.call_tool("commit", {"message": "via the engine"}))
+            operator.revoke(world.home, _token_id(alice))
+            with anyio.fail_after(15):
+                await heard_a.event.wait()
+            await anyio.sleep(1.0)
+            refused = payload(await a.call_tool("effective_scope", {}))
+        async with http_client(edge.url, bob, mode=MODERN) as (b, _):
+            modern = {t.name for t in (await b.list_tools()).tools}
+        return committed, refused, heard_b.count, modern
+
+    with engine_server(world.home, world.repo) as server:
+        edge = start([sys.executable, "-m", "gateway.cli", "--home", str(edge_home), "mcp",
+                      "--engine", server.url, "--http", "127.0.0.1:0", "--watch-interval", "0.2"])
+        try:
+            committed, refused, bob_heard, modern = _run(lambda: body(edge))
+        finally:
+            stop(edge)
+    assert committed["lane"] == "agent/alice"
+    assert refused["error"] == "token_revoked"
+    assert bob_heard == 0
+    assert "write_file" in modern
+    assert list(edge_home.iterdir()) == []
+    assert not TOKEN_TEXT.search("".join(edge.stderr))
