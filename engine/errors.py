@@ -41,6 +41,7 @@ CODES: frozenset[str] = frozenset(
         "limit_exceeded",
         "engine_frozen",
         "seal_invalid",
+        "exchange_refused",
         "internal_error",
     }
 )

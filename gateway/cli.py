@@ -87,6 +87,25 @@ def cmd_mint(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_exchange(args: argparse.Namespace) -> int:
+    """``chit exchange --jwt FILE``: an identity provider's JWT for a root token (operator-side)."""
+    from engine import exchange, operator
+
+    home = operator.resolve_home(args.home)
+    operator.ensure_home(home)
+    if args.jwt == "-":
+        text = sys.stdin.read(exchange.MAX_JWT_CHARS + 2)
+    else:
+        with open(args.jwt, encoding="ascii") as fh:
+            text = fh.read(exchange.MAX_JWT_CHARS + 2)
+    info = exchange.exchange(home, text)
+    if args.json:
+        _print_json(info)
+    else:
+        print(info["token"])
+    return EXIT_OK
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
     from engine import operator
 
@@ -312,7 +331,9 @@ def _mcp_remote(args: argparse.Namespace) -> int:
 
 
 def cmd_engine_serve(args: argparse.Namespace) -> int:
-    from engine import operator
+    import functools
+
+    from engine import exchange, operator
     from engine.service import Engine
     from gateway import engine_server
 
@@ -329,7 +350,10 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
     else:
         path = args.socket or home / engine_server.DEFAULT_SOCKET_NAME
         listener = engine_server.bind_unix(path, group=args.socket_group)
-    engine_server.serve(engine, listener, max_request_bytes=args.max_request_bytes)
+    engine_server.serve(
+        engine, listener, max_request_bytes=args.max_request_bytes,
+        exchange=functools.partial(exchange.exchange, home),
+    )
     return EXIT_OK
 
 
@@ -508,6 +532,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the token to this new file (0600) instead of stdout")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_mint)
+
+    p = sub.add_parser(
+        "exchange", parents=[common],
+        help="exchange an identity provider's JWT for a root token (docs/exchange.md)",
+    )
+    p.add_argument("--jwt", required=True, metavar="FILE", help="the JWT file, or - for stdin")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_exchange)
 
     p = sub.add_parser(
         "inspect", parents=[common], help="show a token's id, blocks and caveats (never its tag)"

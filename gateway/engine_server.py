@@ -8,7 +8,9 @@ connection. The API (docs/engine-api.md) is the engine's own narrow interface:
 - ``POST /v1/offer``  ``{"token"}`` -> :meth:`engine.service.Engine.offer`'s answer;
 - ``POST /v1/invoke`` ``{"token", "tool", "arguments"?, "session",
   "offered_catalog_hash"?}`` -> :meth:`engine.service.Engine.invoke`'s answer;
-- ``GET /v1/health`` -> ``{"ok": true, "api": "chit-engine/1"}``.
+- ``GET /v1/health`` -> ``{"ok": true, "api": "chit-engine/1"}``;
+- ``POST /token`` (when the server is given an exchange function): RFC 8693 token
+  exchange of an identity provider's JWT for a root chit token (docs/exchange.md).
 
 Every answer is the engine's plain dict; a request the API refuses before the
 engine sees it (size, content type, strict JSON, fields, browser origins) gets the
@@ -28,7 +30,8 @@ import signal
 import socket
 import stat
 import sys
-from collections.abc import Iterator
+import urllib.parse
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +44,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from engine.errors import ChitError
 from gateway import _wire
 from gateway.mcp_server import EngineClient
 
@@ -65,6 +69,10 @@ KEEP_ALIVE_SECONDS = 30  # longer than the client's idle expiry, so it never reu
 _SUN_PATH_MAX = 107  # bytes in sockaddr_un.sun_path, less the terminating NUL (Linux)
 _INVOKE_FIELDS = frozenset({"token", "tool", "arguments", "session", "offered_catalog_hash"})
 _HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
+TOKEN_PATH = "/token"  # noqa: S105
+MAX_TOKEN_REQUEST_BYTES = 32 * 1024
+Exchange = Callable[[str], dict[str, Any]]
+"""Verifies a subject JWT and mints: :func:`engine.exchange.exchange` bound to a home."""
 
 
 class _RequestError(Exception):
@@ -86,6 +94,7 @@ def create_app(
     allowed_hosts: frozenset[str] | None = None,
     max_request_bytes: int = MAX_REQUEST_BYTES,
     engine_threads: int = ENGINE_THREADS,
+    exchange: Exchange | None = None,
 ) -> Starlette:
     """Build the ASGI app that serves ``engine`` as ``chit-engine/1``.
 
@@ -97,6 +106,7 @@ def create_app(
             which no browser reaches).
         max_request_bytes: Largest request body accepted (413 above).
         engine_threads: Engine calls running at once.
+        exchange: Serve ``POST /token`` with it (RFC 8693); ``None``: no such endpoint.
 
     Returns:
         A Starlette application.
@@ -187,6 +197,38 @@ def create_app(
             return _json(exc.answer, exc.status)
         return _json({"ok": True, "api": _wire.API})
 
+    async def token(request: Request) -> Response:
+        if exchange is None:  # the route exists only with one
+            return _oauth_error(404, "invalid_request", "no token exchange on this engine")
+        try:
+            guard(request)
+        except _RequestError as exc:
+            return _oauth_error(exc.status, "invalid_request", exc.answer["error"]["message"])
+        fields, problem = await _token_form(request)
+        if problem is not None:
+            return problem
+        if fields.get("grant_type") != _GRANT_TYPE:
+            return _oauth_error(400, "unsupported_grant_type", f"grant_type must be {_GRANT_TYPE}")
+        if fields.get("subject_token_type") != _JWT_TYPE:
+            return _oauth_error(400, "invalid_request", f"subject_token_type must be {_JWT_TYPE}")
+        subject = fields.get("subject_token", "")
+        if not subject:
+            return _oauth_error(400, "invalid_request", "subject_token is required")
+        try:
+            minted = await anyio.to_thread.run_sync(exchange, subject, limiter=limiter)
+        except ChitError as exc:
+            return _oauth_error(400, "invalid_request", exc.message, chit_error=exc.code,
+                                **exc.hints)
+        except Exception:
+            logger.exception("token exchange failed")
+            return _oauth_error(500, "server_error", "the engine failed")
+        return _json({
+            "access_token": minted["token"],
+            "issued_token_type": _ACCESS_TYPE,
+            "token_type": "Bearer",
+            "expires_in": minted["expires_in"],
+        })
+
     async def http_error(_request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         if status == 404:
@@ -208,9 +250,55 @@ def create_app(
             Route(_wire.OFFER_PATH, offer, methods=["POST"]),
             Route(_wire.INVOKE_PATH, invoke, methods=["POST"]),
             Route(_wire.HEALTH_PATH, health, methods=["GET"]),
+            *([Route(TOKEN_PATH, token, methods=["POST"])] if exchange is not None else []),
         ],
         exception_handlers={HTTPException: http_error, 500: server_error},
     )
+
+
+_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
+_JWT_TYPE = "urn:ietf:params:oauth:token-type:jwt"
+_ACCESS_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+_TOKEN_FIELDS = frozenset({
+    "grant_type", "subject_token", "subject_token_type", "audience", "resource", "scope",
+    "requested_token_type",
+})
+
+
+def _oauth_error(status: int, error: str, description: str, **extra: Any) -> JSONResponse:
+    """An RFC 6749 section 5.2 error answer; chit's own code rides along as ``chit_error``."""
+    return _json({"error": error, "error_description": description, **extra}, status)
+
+
+async def _token_form(request: Request) -> tuple[dict[str, str], JSONResponse | None]:
+    """The form-encoded body of ``POST /token``: each parameter at most once (RFC 6749 3.2)."""
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        return {}, _oauth_error(
+            400, "invalid_request", "the body must be application/x-www-form-urlencoded"
+        )
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_TOKEN_REQUEST_BYTES:
+            return {}, _oauth_error(
+                413, "invalid_request", f"the body exceeds {MAX_TOKEN_REQUEST_BYTES} bytes"
+            )
+    try:
+        pairs = urllib.parse.parse_qsl(
+            raw.decode("ascii"), keep_blank_values=True, strict_parsing=True,
+            max_num_fields=len(_TOKEN_FIELDS),
+        )
+    except (UnicodeDecodeError, ValueError):
+        return {}, _oauth_error(400, "invalid_request", "the body is not a valid form")
+    fields: dict[str, str] = {}
+    for key, value in pairs:
+        if key in fields:
+            return {}, _oauth_error(400, "invalid_request", "a parameter is repeated")
+        if key not in _TOKEN_FIELDS:
+            return {}, _oauth_error(400, "invalid_request", "unknown parameter")
+        fields[key] = value
+    return fields, None
 
 
 def _fields(doc: dict[str, Any], *, required: set[str], allowed: frozenset[str] | set[str]) -> None:
@@ -401,6 +489,7 @@ def serve(
     listener: Listener,
     *,
     max_request_bytes: int = MAX_REQUEST_BYTES,
+    exchange: Exchange | None = None,
 ) -> None:
     """Serve ``engine`` on ``listener`` until SIGINT or SIGTERM, then remove the socket.
 
@@ -408,11 +497,13 @@ def serve(
         engine: The engine.
         listener: From :func:`bind_unix` or :func:`bind_tcp`.
         max_request_bytes: Largest request body accepted.
+        exchange: Serve ``POST /token`` with it (docs/exchange.md).
     """
     import uvicorn
 
     app = create_app(
-        engine, allowed_hosts=listener.allowed_hosts, max_request_bytes=max_request_bytes
+        engine, allowed_hosts=listener.allowed_hosts, max_request_bytes=max_request_bytes,
+        exchange=exchange,
     )
     config = uvicorn.Config(
         app,

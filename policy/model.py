@@ -33,12 +33,15 @@ from policy.paths import validate_glob
 
 __all__ = [
     "DEFAULT_POLICY_TOML",
+    "ISSUER_ALGORITHMS",
     "MAX_RATE_LIMITS",
     "MAX_RULES",
     "OPERATIONS",
     "TOOL_OPERATIONS",
     "CommitRules",
     "Decision",
+    "Issuer",
+    "IssuerMapping",
     "Limits",
     "PathRules",
     "Policy",
@@ -97,6 +100,18 @@ MAX_RATE_CALLS = 10_000
 
 MAX_RATE_WINDOW_SECONDS = 86_400
 """Longest rate limit window (``per_seconds``): one day."""
+
+MAX_ISSUERS = 64
+"""Most ``[[issuers]]`` entries in one policy."""
+
+MAX_MAPPINGS = 256
+"""Most ``[[issuers.mappings]]`` entries under one issuer."""
+
+MAX_LEEWAY_SECONDS = 300
+"""Largest clock leeway an issuer may be given (five minutes)."""
+
+ISSUER_ALGORITHMS = frozenset({"RS256", "PS256", "ES256", "EdDSA"})
+"""JWT algorithms an issuer may be configured with: asymmetric only, never HS* or none."""
 
 MAX_MESSAGE_CHARS = 16_384
 """Longest commit message the engine accepts (``engine.schemas.MAX_MESSAGE_CHARS``)."""
@@ -289,6 +304,94 @@ class RateLimit(BaseModel):
     per_seconds: int = Field(ge=1, le=MAX_RATE_WINDOW_SECONDS)
 
 
+_CLAIM_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}", re.ASCII)
+_TEMPLATE_FIELD = re.compile(r"\{([^{}]*)\}")
+_RELATIVE_FILE = re.compile(r"[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*", re.ASCII)
+
+
+def _claim_key(value: str) -> str:
+    if not _CLAIM_KEY.fullmatch(value):
+        raise ValueError(
+            "a claim name is letters, digits and _ (at most 64), not starting with a digit"
+        )
+    return value
+
+
+def _home_file(value: str) -> str:
+    """A file inside the chit home: relative, no ``..``, plain characters."""
+    if not _RELATIVE_FILE.fullmatch(value) or any(
+        part in (".", "..") for part in value.split("/")
+    ):
+        raise ValueError("must be a relative path inside the chit home (no '..')")
+    return value
+
+
+def _agent_template(value: str) -> str:
+    """``ci-{repository_owner}``: literal text and ``{claim}`` fields, nothing else."""
+    if not value or len(value) > 128:
+        raise ValueError("must be 1 to 128 characters")
+    for name in _TEMPLATE_FIELD.findall(value):
+        _claim_key(name)
+    if "{" in _TEMPLATE_FIELD.sub("", value) or "}" in _TEMPLATE_FIELD.sub("", value):
+        raise ValueError("holds an unbalanced '{' or '}'")
+    return value
+
+
+class IssuerMapping(BaseModel):
+    """One ``[[issuers.mappings]]`` entry: which verified claims get which token.
+
+    Every ``claims`` entry must equal the token's claim exactly (strings only);
+    the first mapping whose claims all hold wins. ``agent`` is a fixed name or a
+    template whose ``{claim}`` fields are filled from verified claim values; the
+    result must still be a valid agent name (the engine checks it).
+    """
+
+    model_config = _FROZEN
+    claims: dict[Annotated[str, AfterValidator(_claim_key)], str] = Field(
+        default_factory=dict, max_length=32
+    )
+    agent: Annotated[str, AfterValidator(_agent_template)]
+    ops: Annotated[
+        tuple[Annotated[str, AfterValidator(_known(OPERATIONS - {"none"}, "operation"))], ...],
+        BeforeValidator(_array),
+        AfterValidator(_distinct),
+        AfterValidator(_non_empty),
+        Field(max_length=MAX_SELECTORS),
+    ]
+    paths: Annotated[_Globs, AfterValidator(_non_empty)]
+    max_ttl_seconds: int = Field(gt=0, le=366 * 86_400)
+
+
+class Issuer(BaseModel):
+    """One ``[[issuers]]`` entry: an identity provider whose JWTs ``chit exchange`` accepts.
+
+    The policy holds only names and paths; the engine reads the key file
+    (``jwks_file`` or ``public_key_pem_file``, relative to the chit home).
+    """
+
+    model_config = _FROZEN
+    issuer: Annotated[str, AfterValidator(_safe_text)] = Field(min_length=1, max_length=512)
+    audience: Annotated[str, AfterValidator(_safe_text)] = Field(min_length=1, max_length=512)
+    algorithms: Annotated[
+        tuple[Annotated[str, AfterValidator(_known(ISSUER_ALGORITHMS, "algorithm"))], ...],
+        BeforeValidator(_array),
+        AfterValidator(_distinct),
+        AfterValidator(_non_empty),
+    ]
+    jwks_file: Annotated[str, AfterValidator(_home_file)] | None = None
+    public_key_pem_file: Annotated[str, AfterValidator(_home_file)] | None = None
+    leeway_seconds: int = Field(default=30, ge=0, le=MAX_LEEWAY_SECONDS)
+    mappings: Annotated[tuple[IssuerMapping, ...], BeforeValidator(_array)] = Field(
+        default=(), max_length=MAX_MAPPINGS
+    )
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> Issuer:
+        if (self.jwks_file is None) == (self.public_key_pem_file is None):
+            raise _located("jwks_file", "give exactly one of jwks_file and public_key_pem_file")
+        return self
+
+
 class Policy(BaseModel):
     """A whole policy document.
 
@@ -309,6 +412,11 @@ class Policy(BaseModel):
     rate_limits: Annotated[tuple[RateLimit, ...], BeforeValidator(_array)] = Field(
         default=(), max_length=MAX_RATE_LIMITS
     )
+    # Left out of the dump (so of the policy hash) when empty: policies without
+    # issuers keep the hash they had before issuers existed.
+    issuers: Annotated[tuple[Issuer, ...], BeforeValidator(_array)] = Field(
+        default=(), max_length=MAX_ISSUERS, exclude_if=lambda value: not value
+    )
     _index: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
@@ -321,6 +429,15 @@ class Policy(BaseModel):
                         'an allow rule takes effect only with default = "deny" (everything '
                         "not denied is already allowed); set default, or remove the rule",
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _issuers_distinct(self) -> Policy:
+        seen: set[str] = set()
+        for i, entry in enumerate(self.issuers):
+            if entry.issuer in seen:
+                raise _located(f"issuers[{i}].issuer", "the same issuer is configured twice")
+            seen.add(entry.issuer)
         return self
 
 
