@@ -2,7 +2,8 @@
 
 Commands (docs/architecture.md): ``init``, ``mint``, ``attenuate``, ``inspect``,
 ``revoke``, ``keys list|rotate|retire|export-public``, ``freeze on|off|status``,
-``mcp``, ``engine serve``, ``audit verify``, ``audit graph``, ``audit log verify|show``
+``policy check``, ``exchange``, ``mcp`` (stdio, ``--http``, ``--engine``),
+``engine serve``, ``audit verify``, ``audit graph``, ``audit log verify|show``
 and ``demo``.
 Every engine error is caught in one place, printed as its code and message
 (never a traceback, never a token or key) and turned into exit status 2; a failed
