@@ -148,6 +148,10 @@ class PolicyFile:
             return None, f"the policy {self._path} cannot be read ({exc.strerror})"
         if len(raw) > MAX_POLICY_BYTES:
             return signature, f"the policy {self._path} is larger than {MAX_POLICY_BYTES} bytes"
+        if not _states_anything(raw):
+            # An emptied file (a truncating write caught half-way, a mistaken
+            # `> policy.toml`) would otherwise load as the permissive default.
+            return signature, f"the policy {self._path} is empty; write at least `version = 1`"
         try:
             loaded = policy.load(raw.decode("utf-8"))
         except UnicodeDecodeError:
@@ -155,6 +159,13 @@ class PolicyFile:
         except policy.PolicyError as exc:
             return signature, f"invalid policy {self._path}: {exc}"
         return signature, PolicySnapshot(loaded, provenance.policy_hash(loaded))
+
+
+def _states_anything(raw: bytes) -> bool:
+    """False for a file of only blank lines and comments: the engine refuses it."""
+    return any(
+        line.strip() and not line.strip().startswith(b"#") for line in raw.splitlines()
+    )
 
 
 def denied(decision: policy.Decision) -> AccessDeniedError:
@@ -196,6 +207,10 @@ def check_file(path: str | os.PathLike[str]) -> dict[str, object]:
     report: dict[str, object] = {"ok": False, "file": str(path), "errors": []}
     if len(raw) > MAX_POLICY_BYTES:
         problem = {"location": "file", "line": None, "message": "larger than 4 MiB"}
+        return report | {"errors": [problem]}
+    if not _states_anything(raw):
+        problem = {"location": "file", "line": None,
+                   "message": "empty (no key set); write at least `version = 1`"}
         return report | {"errors": [problem]}
     try:
         loaded = policy.load(raw.decode("utf-8"))

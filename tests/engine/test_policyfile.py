@@ -49,7 +49,7 @@ def test_policy_file_fails_closed_then_recovers(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "policy.toml"
-    path.write_text("")
+    path.write_text("version = 1\n")
     source = PolicyFile(path)
     good = source.current()
     with caplog.at_level(logging.WARNING, logger="chit.engine"):
@@ -65,6 +65,11 @@ def test_policy_file_fails_closed_then_recovers(
             source.current()
         replace(path, "[limits]\nfile_bytes = 5\n")
         assert source.current().policy.limits.file_bytes == 5
+        # Emptied (a truncating write caught half-way): refused, never the default.
+        replace(path, "# nothing but a comment\n\n")
+        with pytest.raises(AccessDeniedError) as emptied:
+            source.current()
+        assert emptied.value.code == "policy_denied"
     messages = [r.getMessage() for r in caplog.records]
     assert sum("limits.file_bytes" in m for m in messages) == 1
     assert any("no policy" in m for m in messages)
@@ -79,9 +84,12 @@ def test_check_file_reports(tmp_path: Path) -> None:
     assert report["errors"] == [
         {"location": "limits.file_bytes", "line": 2, "message": "Input should be greater than 0"}
     ]
-    path.write_text("")
+    path.write_text("version = 1\n")
     report = check_file(path)
     assert report["ok"] is True and report["rules"] == 0
+    path.write_text("\n# a comment only\n")
+    report = check_file(path)
+    assert report["ok"] is False and report["errors"][0]["location"] == "file"
     with pytest.raises(OSError):
         check_file(tmp_path / "missing.toml")
 
