@@ -472,7 +472,23 @@ class HttpEdge:
                  "message": "this session belongs to another token"},
             )(scope, receive, send)
             return
-        session.token = token
+        if token != session.token:
+            # Same claimed identity, other text: the identity is only parsed here, so
+            # the engine must accept this token before it may act on the session (a
+            # forged tag would otherwise close the session or take over its watch).
+            answer = await self._offer(token)
+            state = _offer_state(answer)
+            if state is None or state[0] != "ok":
+                error = answer.get("error") or {}
+                if state is None:
+                    await _jsonrpc_error(503, TOKEN_REFUSED, "engine unavailable", error)(
+                        scope, receive, send)
+                    return
+                code = str(error.get("error", "internal_error"))
+                message = str(error.get("message", "refused"))
+                await self._unauthorized(code, message, presented=True)(scope, receive, send)
+                return
+            session.token = token
         scope[_REQUEST_KEY] = _Request(token, principal, session)
         session.inflight += 1
         try:

@@ -7,6 +7,7 @@ protocol (``mode="2026-07-28"``, and ``mode="auto"``, which discovers it).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import subprocess
@@ -22,7 +23,8 @@ from mcp import Client
 from mcp.client.subscriptions import ToolsListChanged
 from mcp.shared.exceptions import MCPError
 
-from engine import operator, oversight
+from engine import cbor, operator, oversight
+from engine import token as tokens
 from tests.conftest import World
 from tests.gateway.http_client import Edge, http_client, running_edge, start, stop
 from tests.gateway.mcp_client import TOKEN_TEXT, engine_server, payload
@@ -191,6 +193,17 @@ def test_foreign_host_is_421_and_foreign_origin_403(world: World) -> None:
     assert localhost.status_code == 200
 
 
+def _forge_tag(token: str) -> str:
+    """The same token with one bit of its MAC tag flipped: it parses, it does not verify."""
+    body = token.removeprefix("chit_")
+    raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    tag = bytes(cbor.decode(raw)["tag"])
+    forged = raw.replace(tag, bytes([tag[0] ^ 1]) + tag[1:])
+    text = "chit_" + base64.urlsafe_b64encode(forged).rstrip(b"=").decode()
+    assert tokens.parse(text).key_id == tokens.parse(token).key_id and text != token
+    return text
+
+
 def test_a_session_id_alone_grants_nothing(world: World) -> None:
     """Threat: session hijack with a stolen Mcp-Session-Id."""
     alice = world.mint(agent="alice")
@@ -212,6 +225,13 @@ def test_a_session_id_alone_grants_nothing(world: World) -> None:
         other = post(bob, listing)
         mine = post(alice, listing)
         attenuated = post(narrower, listing)  # the same identity, narrowed by its holder
+        # The same identity with a forged tag: parses alike, but the engine refuses it,
+        # so it may neither act on the session nor close it.
+        forged = _forge_tag(alice)
+        forged_list = post(forged, listing)
+        forged_close = http.delete(edge.url,
+                                   headers=session | {"Authorization": f"Bearer {forged}"})
+        still = post(alice, listing)
         unknown = http.post(edge.url, json=listing, headers=JSON_HEADERS | session | {
             "Authorization": f"Bearer {alice}", "Mcp-Session-Id": "f" * 32})
     assert bare.status_code == 401
@@ -220,6 +240,8 @@ def test_a_session_id_alone_grants_nothing(world: World) -> None:
     assert error["data"]["error"] == "session_token_mismatch"
     assert mine.status_code == 200 and "write_file" in mine.text
     assert attenuated.status_code == 200 and "write_file" not in attenuated.text
+    assert forged_list.status_code == 401 and forged_close.status_code == 401
+    assert still.status_code == 200 and "write_file" in still.text
     assert unknown.status_code == 404
 
 
