@@ -452,12 +452,30 @@ class Engine:
                 "invalid_argument", "invalid arguments for this tool", fields=fields
             ) from None
 
+    def _evict_idle_sessions(self) -> None:
+        """Forget the least recently used eighth of the sessions that hold nothing.
+
+        A session with a staged change or an unsettled conflict is never
+        dropped, nor one in the middle of a call. A dropped session that comes
+        back starts afresh (nothing staged, no read versions), bound to the
+        token that presents it. Called with the sessions lock held.
+        """
+        quota = max(1, MAX_SESSIONS // 8)
+        for key, old in list(self._sessions.items()):
+            if quota == 0:
+                break
+            if old.staged.is_empty() and not old.staged.conflicts and not old.lock.locked():
+                del self._sessions[key]
+                quota -= 1
+
     def _session(self, session_id: str, token: tokens.VerifiedToken) -> Session:
         if not isinstance(session_id, str) or not 1 <= len(session_id) <= 128:
             raise InvalidRequestError("invalid_argument", "invalid session id")
         with self._sessions_lock:
-            session = self._sessions.get(session_id)
+            session = self._sessions.pop(session_id, None)
             if session is None:
+                if len(self._sessions) >= MAX_SESSIONS:
+                    self._evict_idle_sessions()
                 if len(self._sessions) >= MAX_SESSIONS:
                     raise AccessDeniedError("limit_exceeded", "too many open sessions")
                 session = Session(
@@ -466,7 +484,7 @@ class Engine:
                     agent=token.agent,
                     staged=vcs.StagedChange(),
                 )
-                self._sessions[session_id] = session
-            elif session.token_id != token.token_id or session.agent != token.agent:
+            self._sessions[session_id] = session  # most recently used last
+            if session.token_id != token.token_id or session.agent != token.agent:
                 raise StateError("session_token_mismatch", "this session belongs to another token")
             return session

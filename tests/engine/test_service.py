@@ -431,3 +431,22 @@ def test_a_non_nfc_path_is_refused_before_anything_is_staged(engine: Engine, wor
     assert status["staged"] == []
     assert call(engine, token, "write_file", {"path": "src/\u00e9.py", "content": "x\n"})["ok"]
     assert call(engine, token, "commit", {"message": "nfc name"})["ok"]
+
+
+def test_idle_sessions_make_room_and_busy_ones_are_kept(
+    engine: Engine, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Threat: a long-running engine (``chit engine serve``) refuses every new
+    connection once it has seen MAX_SESSIONS sessions, or frees room by dropping
+    a session that still holds staged work."""
+    from engine import service
+
+    monkeypatch.setattr(service, "MAX_SESSIONS", 16)
+    token = world.mint()
+    assert call(engine, token, "write_file", {"path": "src/keep.py", "content": "k\n"},
+                session="busy")["ok"]
+    for n in range(40):  # far more sessions than the cap, each idle once done
+        assert call(engine, token, "status", session=f"idle-{n}")["ok"], n
+    staged = call(engine, token, "status", session="busy")["result"]["staged"]
+    assert [e["path"] for e in staged] == ["src/keep.py"]
+    assert call(engine, token, "commit", {"message": "kept"}, session="busy")["ok"]
