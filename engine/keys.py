@@ -182,14 +182,27 @@ class Keyring:
 
 
 def _write_key(root_dir: Path, key: RootKey, *, replace: bool = False) -> None:
-    doc = {
-        "kid": key.key_id,
-        "alg": _ALG,
-        "created": key.created,
-        "status": key.status,
-        "secret": base64.urlsafe_b64encode(key.secret).rstrip(b"=").decode("ascii"),
-    }
-    path = root_dir / f"{key.key_id}.json"
+    _write_key_doc(
+        root_dir,
+        {
+            "kid": key.key_id,
+            "alg": _ALG,
+            "created": key.created,
+            "status": key.status,
+            "secret": _b64(key.secret),
+        },
+        replace=replace,
+    )
+
+
+def _write_key_doc(folder: Path, doc: dict[str, object], *, replace: bool = False) -> None:
+    """Write one key file ``<folder>/<kid>.json``, 0600, synced.
+
+    A new file is created with ``O_EXCL`` (never overwriting one); with
+    ``replace`` the document goes to a fresh temporary file first and is
+    renamed over the old one, so a reader never sees half a key.
+    """
+    path = folder / f"{doc['kid']}.json"
     target = path.with_suffix(f".{secrets.token_hex(4)}.tmp") if replace else path
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -199,6 +212,32 @@ def _write_key(root_dir: Path, key: RootKey, *, replace: bool = False) -> None:
         os.fsync(fh.fileno())
     if replace:
         os.replace(target, path)
+
+
+def _read_key_doc(path: Path) -> dict[str, object]:
+    """Read one key file's JSON, refusing it if group or others may access it.
+
+    Raises:
+        ConfigurationError: If the file is accessible by group or others, or
+            is not a JSON object.
+    """
+    if path.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigurationError(f"key file {path} is accessible by group or others; chmod 600 it")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        raise ConfigurationError(f"key file {path} is malformed") from None
+    if not isinstance(doc, dict):
+        raise ConfigurationError(f"key file {path} is malformed")
+    return doc
+
+
+def _check_key_doc(path: Path, key_id: str, well_formed: bool) -> None:
+    """Refuse a key file that is malformed or whose name is not its key id."""
+    if not well_formed:
+        raise ConfigurationError(f"key file {path} is malformed")
+    if path.stem != key_id:
+        raise ConfigurationError(f"key file {path} does not match its key id")
 
 
 def _new_key(created: int) -> RootKey:
@@ -302,32 +341,24 @@ def create_keyring(home: str | os.PathLike[str], *, now: int | None = None) -> R
 
 
 def _load_key_file(path: Path) -> RootKey:
-    info = path.stat()
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ConfigurationError(f"key file {path} is accessible by group or others; chmod 600 it")
+    doc = _read_key_doc(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        secret = base64.urlsafe_b64decode(doc["secret"] + "=" * (-len(doc["secret"]) % 4))
+        secret = _unb64(doc["secret"])
         key = RootKey(
             key_id=str(doc["kid"]),
-            created=int(doc["created"]),
+            created=int(doc["created"]),  # type: ignore[call-overload]
             status=str(doc["status"]),
             secret=secret,
         )
     except (ValueError, KeyError, TypeError):
         raise ConfigurationError(f"key file {path} is malformed") from None
-    if (
-        doc.get("alg") != _ALG
-        or len(secret) != ROOT_KEY_BYTES
-        or key.status
-        not in (
-            "active",
-            "retired",
-        )
-    ):
-        raise ConfigurationError(f"key file {path} is malformed")
-    if path.stem != key.key_id:
-        raise ConfigurationError(f"key file {path} does not match its key id")
+    _check_key_doc(
+        path,
+        key.key_id,
+        doc.get("alg") == _ALG
+        and len(secret) == ROOT_KEY_BYTES
+        and key.status in ("active", "retired"),
+    )
     return key
 
 
@@ -388,35 +419,26 @@ def _unb64(text: object) -> bytes:
 
 
 def _write_signing_key(folder: Path, key: SigningKey, *, replace: bool = False) -> None:
-    doc = {
-        "kid": key.key_id,
-        "alg": SIGNING_ALG,
-        "created": key.created,
-        "status": key.status,
-        "public": _b64(key.public),
-        "seed": _b64(key.seed),
-    }
-    path = folder / f"{key.key_id}.json"
-    target = path.with_suffix(f".{secrets.token_hex(4)}.tmp") if replace else path
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    if replace:
-        os.replace(target, path)
+    _write_key_doc(
+        folder,
+        {
+            "kid": key.key_id,
+            "alg": SIGNING_ALG,
+            "created": key.created,
+            "status": key.status,
+            "public": _b64(key.public),
+            "seed": _b64(key.seed),
+        },
+        replace=replace,
+    )
 
 
 def _load_signing_file(path: Path) -> SigningKey:
-    info = path.stat()
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ConfigurationError(f"key file {path} is accessible by group or others; chmod 600 it")
+    doc = _read_key_doc(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
         key = SigningKey(
             key_id=str(doc["kid"]),
-            created=int(doc["created"]),
+            created=int(doc["created"]),  # type: ignore[call-overload]
             status=str(doc["status"]),
             public=_unb64(doc["public"]),
             seed=_unb64(doc["seed"]),
@@ -425,10 +447,11 @@ def _load_signing_file(path: Path) -> SigningKey:
         matches = derived.public_bytes(Encoding.Raw, PublicFormat.Raw) == key.public
     except (ValueError, KeyError, TypeError):
         raise ConfigurationError(f"key file {path} is malformed") from None
-    if doc.get("alg") != SIGNING_ALG or not matches or key.status not in ("active", "retired"):
-        raise ConfigurationError(f"key file {path} is malformed")
-    if path.stem != key.key_id:
-        raise ConfigurationError(f"key file {path} does not match its key id")
+    _check_key_doc(
+        path,
+        key.key_id,
+        doc.get("alg") == SIGNING_ALG and matches and key.status in ("active", "retired"),
+    )
     return key
 
 
@@ -599,44 +622,37 @@ def _new_sealing_key(created: int) -> SealingKey:
 
 
 def _write_sealing_key(folder: Path, key: SealingKey) -> None:
-    doc = {
-        "kid": key.key_id,
-        "alg": SEALING_ALG,
-        "created": key.created,
-        "status": key.status,
-        "secret": _b64(key.secret),
-    }
-    fd = os.open(folder / f"{key.key_id}.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    _write_key_doc(
+        folder,
+        {
+            "kid": key.key_id,
+            "alg": SEALING_ALG,
+            "created": key.created,
+            "status": key.status,
+            "secret": _b64(key.secret),
+        },
+    )
 
 
 def _load_sealing_file(path: Path) -> SealingKey:
-    info = path.stat()
-    if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ConfigurationError(f"key file {path} is accessible by group or others; chmod 600 it")
+    doc = _read_key_doc(path)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
         key = SealingKey(
             key_id=str(doc["kid"]),
-            created=int(doc["created"]),
+            created=int(doc["created"]),  # type: ignore[call-overload]
             status=str(doc["status"]),
             secret=_unb64(doc["secret"]),
         )
     except (ValueError, KeyError, TypeError):
         raise ConfigurationError(f"key file {path} is malformed") from None
-    if (
-        doc.get("alg") != SEALING_ALG
-        or len(key.secret) != SEALING_KEY_BYTES
-        or key.status not in ("active", "retired")
-        or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", key.key_id)
-    ):
-        raise ConfigurationError(f"key file {path} is malformed")
-    if path.stem != key.key_id:
-        raise ConfigurationError(f"key file {path} does not match its key id")
+    _check_key_doc(
+        path,
+        key.key_id,
+        doc.get("alg") == SEALING_ALG
+        and len(key.secret) == SEALING_KEY_BYTES
+        and key.status in ("active", "retired")
+        and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", key.key_id) is not None,
+    )
     return key
 
 
