@@ -9,10 +9,12 @@ its code, and the policy and catalog hashes. Entries live in ``<home>/state.db``
 (:meth:`engine.state.SQLiteStore.append_log`, one ``BEGIN IMMEDIATE`` transaction
 per call, so appends from several processes never fork the chain).
 
-Every entry is signed with the engine's Ed25519 signing key over
-:data:`ENTRY_CONTEXT` + its bytes, and every append also writes a signed chain
-*head* naming the last entry's sequence number and hash (:data:`HEAD_CONTEXT`).
-:func:`verify` therefore detects an edited, deleted, inserted or reordered entry
+Each append makes one Ed25519 signature, with the engine's signing key, over
+:data:`HEAD_CONTEXT` + the chain *head* at that entry: ``{v, seq, hash, kid,
+time}`` naming the entry's sequence number and SHA-256 (:func:`entry_head`).
+That signature is stored with the entry (it authenticates the entry through its
+hash) and, with the head bytes, as the log's current head (it says how long the
+log is). :func:`verify` therefore detects an edited, deleted, inserted or reordered entry
 (signatures, sequence numbers and ``prev`` links), and a tail cut off (the head
 names an entry that is gone), against anyone who can write ``state.db`` but does
 not hold the signing key. Limits (docs/audit.md, *The call log*): a holder of
@@ -52,23 +54,21 @@ from engine.errors import ProfileError
 from engine.state import GENESIS, LogAppend, LogRow, Store
 
 __all__ = [
-    "ENTRY_CONTEXT",
     "HEAD_CONTEXT",
     "LOG_VERSION",
     "CallRecord",
     "LogSigner",
     "append",
     "decode_entry",
+    "entry_head",
     "redact_arguments",
     "redact_label",
     "verify",
 ]
 
 LOG_VERSION: Final = "chit-call-log/1"
-ENTRY_CONTEXT: Final = b"chit-call-log/1 entry\x00"
-"""Prefixed to an entry's bytes before signing (domain separation)."""
 HEAD_CONTEXT: Final = b"chit-call-log/1 head\x00"
-"""Prefixed to the chain head's bytes before signing."""
+"""Prefixed to a chain head's bytes before signing (domain separation)."""
 UNKNOWN_AGENT: Final = "-"
 OPERATOR: Final = "(operator)"
 """The agent recorded for operator actions (``chit freeze``); no agent name has parentheses."""
@@ -374,25 +374,38 @@ def append(store: Store, signer: LogSigner, record: CallRecord) -> int:
                 "catalog_hash": record.catalog_hash,
             }
         )
-        head = cbor.encode(
-            {
-                "v": LOG_VERSION,
-                "seq": seq,
-                "hash": hashlib.sha256(entry).digest(),
-                "kid": kid,
-                "time": record.time,
-            }
-        )
+        head = entry_head(seq, entry, kid, record.time)
+        sig = private.sign(HEAD_CONTEXT + head)
         return LogAppend(
-            entry=entry,
-            sig=private.sign(ENTRY_CONTEXT + entry),
-            head=head,
-            head_sig=private.sign(HEAD_CONTEXT + head),
-            time=record.time,
-            agent=record.agent,
+            entry=entry, sig=sig, head=head, head_sig=sig, time=record.time, agent=record.agent
         )
 
     return store.append_log(compose)
+
+
+def entry_head(seq: int, entry: bytes, kid: str, time: int) -> bytes:
+    """The chain head at an entry: what the entry's signature signs.
+
+    Args:
+        seq: The entry's sequence number (from 1).
+        entry: The entry's ``chit-det/1`` bytes.
+        kid: The signing key id named in the entry.
+        time: The entry's time, unix seconds.
+
+    Returns:
+        ``chit-det/1`` bytes of ``{"v": LOG_VERSION, "seq", "hash": SHA-256 of
+        entry, "kid", "time"}`` (docs/audit.md, *How it is protected*); the
+        signature is over :data:`HEAD_CONTEXT` + these bytes.
+    """
+    return cbor.encode(
+        {
+            "v": LOG_VERSION,
+            "seq": seq,
+            "hash": hashlib.sha256(entry).digest(),
+            "kid": kid,
+            "time": time,
+        }
+    )
 
 
 def _shaped(value: object, shape: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -476,7 +489,8 @@ def verify(
     Checks, each finding naming the entry (``seq``) it is about:
 
     - ``decodes``: the entry is a ``chit-call-log/1`` entry in ``chit-det/1``;
-    - ``signature``: the entry's Ed25519 signature verifies under a known key;
+    - ``signature``: the entry's Ed25519 signature (over the chain head at that
+      entry, :func:`entry_head`) verifies under a known key;
     - ``sequence``: the row's number is the entry's own, and numbers run 1, 2, ...
       without a gap (a deleted entry) or a repeat;
     - ``chain``: ``prev`` is the SHA-256 of the previous entry's bytes;
@@ -517,7 +531,8 @@ def verify(
             report.add(seq, "decodes", str(exc))
             prev_seq, prev_hash = seq, digest
             continue
-        problem = _verify_sig(public_keys, entry["kid"], row.sig, ENTRY_CONTEXT + data)
+        signed = entry_head(entry["seq"], data, entry["kid"], entry["time"])
+        problem = _verify_sig(public_keys, entry["kid"], row.sig, HEAD_CONTEXT + signed)
         if problem:
             report.add(seq, "signature", problem)
         if entry["seq"] != seq:

@@ -246,6 +246,24 @@ def validate_path(path: object) -> str:
     """
     if not isinstance(path, str):
         raise PathError("path_invalid", "path must be a string")
+    if type(path) is str:  # exactly str: its hash and equality are the built-in ones
+        _accepted_path(path)
+    else:
+        _check_path(path)
+    return path
+
+
+@functools.lru_cache(maxsize=4096)
+def _accepted_path(path: str) -> None:
+    """:func:`_check_path`, remembered for paths that passed (a refusal is not kept).
+
+    The same few paths come back on almost every call; the check is pure, and
+    at most 4,096 of at most :data:`MAX_PATH_BYTES` bytes each are kept.
+    """
+    _check_path(path)
+
+
+def _check_path(path: str) -> None:
     problem = _size_problem(path, "path")
     if problem is not None:
         raise PathError("path_invalid", problem)
@@ -255,7 +273,6 @@ def validate_path(path: object) -> str:
         raise PathError("path_invalid", f"{problem}: {path!r}")
     if any(_is_dotgit(segment) for segment in path.split(_SEP)):
         raise PathError("path_forbidden", f"path names the .git directory: {path!r}")
-    return path
 
 
 def validate_glob(glob: object) -> str:

@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
 
 from engine import calllog, cbor, oversight
 from engine import keys as keymod
@@ -233,7 +236,8 @@ def _insert(world: World) -> None:
     db.execute("UPDATE call_log SET seq = seq - 999 WHERE seq >= 1000")
     forged = dict(real, tool="read_file", decision="allowed", code=None)
     data = cbor.encode(forged)
-    sig = Ed25519PrivateKey.generate().sign(calllog.ENTRY_CONTEXT + data)
+    head = calllog.entry_head(3, data, forged["kid"], forged["time"])
+    sig = Ed25519PrivateKey.generate().sign(calllog.HEAD_CONTEXT + head)
     db.execute("INSERT INTO call_log (seq, time, agent, entry, sig) VALUES (3, ?, ?, ?, ?)",
                (forged["time"], forged["agent"], data, sig))
 
@@ -292,6 +296,28 @@ def test_call_log_tamper_detection(world: World, tamper: Any, expected: list[Any
     assert text.returncode == 1
     seq, check = expected[0]
     assert f"entry {seq} {check}:" in text.stdout and "FAILED" in text.stdout
+
+
+def test_each_entry_is_signed_as_the_head_at_that_entry(world: World) -> None:
+    """One signature per call: over the head rebuilt from the entry; the last is the head."""
+    _some_calls(world)
+    db = _db(world)
+    rows = db.execute("SELECT seq, entry, sig FROM call_log ORDER BY seq").fetchall()
+    public = {k.key_id: Ed25519PublicKey.from_public_bytes(k.public)
+              for k in keymod.signing_keys(world.home)}
+    for seq, data, sig in rows:
+        entry = cbor.decode(data)
+        assert isinstance(entry, dict)
+        head = calllog.entry_head(seq, data, entry["kid"], entry["time"])
+        public[entry["kid"]].verify(sig, calllog.HEAD_CONTEXT + head)
+    head_seq, head_hash, head_bytes, head_sig = db.execute(
+        "SELECT seq, hash, head, sig FROM call_log_head").fetchone()
+    last_seq, last_data, last_sig = rows[-1]
+    assert (head_seq, head_hash) == (last_seq, hashlib.sha256(last_data).digest())
+    assert head_sig == last_sig
+    entry = cbor.decode(last_data)
+    assert isinstance(entry, dict)
+    assert head_bytes == calllog.entry_head(last_seq, last_data, entry["kid"], entry["time"])
 
 
 def test_deleted_entry_is_named_in_the_reason(world: World) -> None:

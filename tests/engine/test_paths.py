@@ -520,3 +520,27 @@ def test_bidi_controls_are_invalid_everywhere(path: str) -> None:
     with pytest.raises(InvalidRequestError) as caught:
         validate_path(path)
     assert caught.value.code == "path_invalid"
+
+
+class _SneakyStr(str):
+    """A str subclass whose equality says it is any other string."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return hash("src/ok.py")
+
+
+def test_remembered_paths_never_change_an_answer() -> None:
+    """Accepted paths are remembered; a refusal is refused again, a str subclass rechecked."""
+    assert validate_path("src/ok.py") == "src/ok.py"
+    assert validate_path("src/ok.py") == "src/ok.py"
+    for _ in range(2):
+        with pytest.raises(AccessDeniedError):
+            validate_path("src/.git/config")
+        with pytest.raises(InvalidRequestError):
+            validate_path("src/../etc")
+    # Equal and same hash as a remembered path, but checked on its own content.
+    with pytest.raises(AccessDeniedError):
+        validate_path(_SneakyStr(".git/hooks/pre-commit"))
