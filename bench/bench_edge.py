@@ -94,11 +94,21 @@ def bare_server(transport: str, folder: Path) -> None:
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
+    # The same tool contract as chit's read_file (its input and output schemas,
+    # from chit's catalog), so the client does the same work on both sides: it
+    # validates every structured result against the declared output schema.
+    sys.path.insert(0, str(ROOT))
+    from engine.catalog import tool_by_name
+
+    spec = tool_by_name("read_file")
+    if spec is None:
+        raise SystemExit("chit's catalog has no read_file")
+    declared = spec.encoded()
     tool = types.Tool(
         name="read_file",
-        description="Read a file.",
-        input_schema={"type": "object", "properties": {"path": {"type": "string"}},
-                      "required": ["path"]},
+        description=declared["description"],
+        input_schema=declared["input_schema"],
+        output_schema=declared["output_schema"],
     )
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
@@ -500,6 +510,7 @@ def main() -> None:
     parser.add_argument("--bare", nargs=2, metavar=("TRANSPORT", "DIR"), help=argparse.SUPPRESS)
     parser.add_argument("--load-seconds", type=float, default=LOAD_SECONDS)
     parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--skip-load", action="store_true")
     args = parser.parse_args()
     if args.bare:
         bare_server(args.bare[0], Path(args.bare[1]))
@@ -511,7 +522,8 @@ def main() -> None:
     }
     if not args.skip_overhead:
         report["overhead"] = overhead()
-    report["load"] = load(args.load_seconds)
+    if not args.skip_load:
+        report["load"] = load(args.load_seconds)
     print(json.dumps(report, indent=2))
 
 
