@@ -33,9 +33,12 @@
    (another session of the same agent moved the lane in between) is retried
    and counted apart; any other non-ok result or exception is an error.
    Each client first connects, lists tools and makes ``LOAD_WARMUP_CYCLES``
-   full cycles; once every client is warm the server's RSS is read
-   (``VmRSS`` of ``/proc/<pid>/status``) and the timed window of
-   ``LOAD_SECONDS`` starts; RSS is read again as the window ends, with every
+   full cycles; once every client has, all of them keep the same load going,
+   untimed, for ``LOAD_WARM_SECONDS`` (the engine's bounded caches fill: the
+   git object cache, the tree name index, SQLite's page caches), then the
+   server's RSS is read (``VmRSS`` of ``/proc/<pid>/status``) and the timed
+   window of ``LOAD_SECONDS`` starts; RSS is sampled every
+   ``RSS_SAMPLE_SECONDS`` and read again as the window ends, with every
    connection still open. Reported: operations per second, p50 and p99 per
    operation, errors (target 0), conflicts retried, RSS at start and end
    (target: growth at most ``TARGET_RSS_GROWTH``).
@@ -46,7 +49,8 @@ content before anything is timed; every timed ``read_file`` result is checked
 clients (warm-up included) must be the commits on the agents' lanes (walked
 from each head to ``main``), so no side can silently measure a failing path.
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/bench_edge.py [--load-seconds S]``
+Run: ``PYTHONPATH=. .venv/bin/python bench/bench_edge.py [--load-seconds S]
+[--warm-seconds S] [--skip-overhead] [--skip-load]``
 """
 
 from __future__ import annotations
@@ -81,6 +85,8 @@ WORKERS = 2
 AGENTS = 8
 LOAD_SECONDS = 30.0
 LOAD_WARMUP_CYCLES = 2
+LOAD_WARM_SECONDS = 30.0
+RSS_SAMPLE_SECONDS = 5.0
 TARGET_RSS_GROWTH = 0.10
 READY = "chit: MCP over streamable HTTP at "
 BARE_READY = "bare: MCP over streamable HTTP at "
@@ -395,7 +401,11 @@ def load_worker(index: int, url: str, tokens: list[str], clients: list[int],
                 for n in range(LOAD_WARMUP_CYCLES):
                     await cycle(-1 - n, timed=False)
                 warm.set()
-                await warm_all.wait()
+                # Warm phase: the same load, untimed, until the window opens.
+                n = LOAD_WARMUP_CYCLES
+                while not warm_all.is_set():
+                    await cycle(-1 - n, timed=False)
+                    n += 1
                 n = 0
                 while time.monotonic() < window[1]:
                     await cycle(n, timed=True)
@@ -448,7 +458,7 @@ def lane_commits(repo_path: Path, agents: int) -> int:
     return total
 
 
-def load(seconds: float) -> dict[str, Any]:
+def load(seconds: float, warm_seconds: float = LOAD_WARM_SECONDS) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory(prefix="bench-edge-load-") as tmp:
         home, repo, tokens = make_world(Path(tmp), AGENTS)
@@ -466,11 +476,15 @@ def load(seconds: float) -> dict[str, Any]:
                 p.start()
             for _ in procs:
                 ready.get(timeout=300)
+            time.sleep(warm_seconds)  # every client keeps cycling, untimed
             rss_start = rss_kib(server.pid)
             start_at.value = time.monotonic()
             go.set()
-            time.sleep(seconds)
-            rss_end = rss_kib(server.pid)
+            rss_samples = [rss_start]
+            while (left := start_at.value + seconds - time.monotonic()) > 0:
+                time.sleep(min(RSS_SAMPLE_SECONDS, left))
+                rss_samples.append(rss_kib(server.pid))
+            rss_end = rss_samples[-1]
             results = [out.get(timeout=300) for _ in procs]
             for p in procs:
                 p.join(60)
@@ -500,7 +514,9 @@ def load(seconds: float) -> dict[str, Any]:
         "errors": sum(errors.values()), "error_codes": dict(errors),
         "conflicts_retried": sum(r["conflicts"] for r in results),
         "commits_checked_on_lanes": on_lanes,
-        "rss_kib": {"start": rss_start, "end": rss_end, "growth": round(growth, 3)},
+        "warm_seconds": warm_seconds,
+        "rss_kib": {"start": rss_start, "end": rss_end, "growth": round(growth, 3),
+                    "max": max(rss_samples), "samples": rss_samples},
         "target_met": {"errors_zero": not errors, "rss_growth": growth <= TARGET_RSS_GROWTH},
     }
 
@@ -509,6 +525,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--bare", nargs=2, metavar=("TRANSPORT", "DIR"), help=argparse.SUPPRESS)
     parser.add_argument("--load-seconds", type=float, default=LOAD_SECONDS)
+    parser.add_argument("--warm-seconds", type=float, default=LOAD_WARM_SECONDS)
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-load", action="store_true")
     args = parser.parse_args()
@@ -523,7 +540,7 @@ def main() -> None:
     if not args.skip_overhead:
         report["overhead"] = overhead()
     if not args.skip_load:
-        report["load"] = load(args.load_seconds)
+        report["load"] = load(args.load_seconds, args.warm_seconds)
     print(json.dumps(report, indent=2))
 
 

@@ -40,8 +40,10 @@ import fcntl
 import hashlib
 import os
 import re
+import sys
 import threading
 import time as _time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -150,11 +152,75 @@ def _normal_mode(mode: int) -> int:
     return MODE_FILE
 
 
+# pygit2 (1.18 to 1.21 at least) keeps one reference to every ``str`` passed as
+# a path or reference name to ``Tree.__getitem__``/``__contains__``/``/`` and to
+# ``Repository.lookup_reference`` (``references.get``, ``in references``):
+# ``pgit_borrow_fsdefault`` never releases the result of ``PyOS_FSPath``. A fresh
+# string per call is a few dozen bytes leaked per call, for the life of the
+# process. So the engine never hands pygit2 a path: trees are searched by entry
+# *index* through a name index per tree id (trees are immutable, so an index is
+# valid forever), and reference names handed to pygit2 are one long-lived
+# (interned) object per name, only for names of lanes, chit's store and main.
+GIT_OBJECT_CACHE_BYTES: Final = 4 << 20
+"""Ceiling of each libgit2 handle's parsed-object cache (``GIT_OPT_SET_CACHE_MAX_SIZE``)."""
+_TREE_INDEX_ENTRIES: Final = 32_768
+"""Entries of all kept name maps together (about 3 MiB); least recently used go first."""
+_tree_index: OrderedDict[pygit2.Oid, dict[str, int]] = OrderedDict()
+_tree_index_size = 0
+_tree_index_lock = threading.Lock()
+
+
+def _tree_names(tree: pygit2.Tree) -> dict[str, int]:
+    """``{entry name: entry index}`` of ``tree``, kept per tree id within a budget."""
+    global _tree_index_size
+    key = tree.id
+    with _tree_index_lock:
+        names = _tree_index.get(key)
+        if names is not None:
+            _tree_index.move_to_end(key)
+            return names
+    names = {entry.name: i for i, entry in enumerate(tree) if entry.name is not None}
+    if len(names) > _TREE_INDEX_ENTRIES // 4:
+        return names  # a huge folder is not kept: it would push out everything else
+    with _tree_index_lock:
+        if key not in _tree_index:
+            _tree_index[key] = names
+            _tree_index_size += len(names)
+            while _tree_index_size > _TREE_INDEX_ENTRIES:
+                _old, dropped = _tree_index.popitem(last=False)
+                _tree_index_size -= len(dropped)
+    return names
+
+
 def _tree_entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
-    try:
-        return tree[path]
-    except KeyError:
-        return None
+    """The entry at ``/``-separated ``path`` under ``tree`` (with its ``filemode``), or ``None``.
+
+    The same answer as ``tree[path]`` (``git_tree_entry_bypath``), found segment by
+    segment through :func:`_tree_names` and ``tree[index]``, which leaks nothing.
+    """
+    current = tree
+    parts = path.split("/")
+    last = len(parts) - 1
+    for depth, name in enumerate(parts):
+        index = _tree_names(current).get(name)
+        if index is None:
+            return None
+        entry: pygit2.Object = current[index]
+        if depth == last:
+            return entry
+        if not isinstance(entry, pygit2.Tree):
+            return None
+        current = entry
+    return None
+
+
+def _reference(repo: pygit2.Repository, name: str) -> pygit2.Reference | None:
+    """``repo.references.get(name)`` with one long-lived ``str`` per name (see above).
+
+    Only for names from a bounded set: ``main``, lanes and chit's store refs
+    (agents come from verified tokens); an agent's own text is never looked up.
+    """
+    return repo.references.get(sys.intern(name))
 
 
 def _blob_data(entry: pygit2.Object | None) -> bytes | None:
@@ -482,6 +548,11 @@ class Repository:
 
     def __init__(self, path: str | os.PathLike[str], *, sealing: Sealing | None = None) -> None:
         self._sealing = NO_SEALING if sealing is None else sealing
+        # Each thread's handle has its own parsed-object cache, each allowed
+        # libgit2's process-wide ceiling (256 MiB by default): under steady
+        # commits the engine's memory would climb for many minutes. The hot set
+        # (lane heads and main, their trees) is small.
+        pygit2.settings.cache_max_size(GIT_OBJECT_CACHE_BYTES)
         try:
             repo = pygit2.Repository(os.fspath(path), RepositoryOpenFlag.NO_SEARCH)
         except (pygit2.GitError, KeyError, OSError) as exc:
@@ -547,7 +618,7 @@ class Repository:
 
     @staticmethod
     def _ref_target(repo: pygit2.Repository, ref: str) -> pygit2.Oid | None:
-        reference = repo.references.get(ref)
+        reference = _reference(repo, ref)
         if reference is None:
             return None
         target = reference.target
@@ -557,7 +628,7 @@ class Repository:
 
     @staticmethod
     def _main_head(repo: pygit2.Repository) -> pygit2.Commit:
-        reference = repo.references.get(MAIN)
+        reference = _reference(repo, MAIN)
         try:
             if reference is not None:
                 return reference.peel(pygit2.Commit)
@@ -629,7 +700,7 @@ class Repository:
             RepositoryError: ``not_found`` if ``main`` has disappeared.
         """
         repo = self._repo
-        reference = repo.references.get(lane_ref(agent))
+        reference = _reference(repo, lane_ref(agent))
         if reference is not None:
             try:
                 return reference.peel(pygit2.Commit)
@@ -671,7 +742,9 @@ class Repository:
             )
         repo = self._repo
         if is_branch:
-            reference = repo.references.get(full)
+            # Found by listing, not by a lookup with the agent's string (see
+            # _reference): a revision is an occasional log or diff argument.
+            reference = next((r for r in repo.references.iterator() if r.name == full), None)
             if reference is not None:
                 try:
                     return reference.peel(pygit2.Commit)
@@ -710,7 +783,7 @@ class Repository:
 
     def lane_exists(self, agent: str) -> bool:
         """True iff ``refs/heads/agent/<agent>`` exists."""
-        return self._repo.references.get(lane_ref(agent)) is not None
+        return _reference(self._repo, lane_ref(agent)) is not None
 
     def foreign_lane_refs(self) -> list[str]:
         """Return refs under ``refs/heads/agent/`` that name no valid lane, sorted.
@@ -1623,7 +1696,7 @@ class Repository:
                 side does not open.
         """
         repo = self._repo
-        reference = repo.references.get(lane_ref(agent))
+        reference = _reference(repo, lane_ref(agent))
         if reference is None:
             return []
         lane = reference.peel(pygit2.Commit)

@@ -7,6 +7,7 @@ import itertools
 import os
 import shutil
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from engine.vcs import (
     MODE_SYMLINK,
     Repository,
     StagedChange,
+    _tree_entry,
     commit_trailers,
     lane_ref,
 )
@@ -954,3 +956,50 @@ def test_staging_matches_dict_model(
     new = _commit(vcs, agent, staged)
     assert _flatten(git_repo, git_repo[new].peel(pygit2.Commit).tree) == model
     assert staged == StagedChange(base=new)
+
+
+def _fresh(text: str) -> str:
+    """A new str object equal to ``text`` (never an interned or cached one)."""
+    return "".join([text[:1], text[1:]])
+
+
+def test_lookups_keep_no_reference_to_the_callers_strings(vcs: Repository) -> None:
+    """No path or revision an agent sends stays alive after the call (pygit2 keeps
+    a reference to strings it is given as tree paths or reference names)."""
+    agent = "helper"
+    staged = StagedChange()
+    vcs.stage_write(agent, staged, "src/new.py", b"x = 1\n")
+    _commit(vcs, agent, staged)
+    calls = [
+        ("src/app.py", lambda p: vcs.view_read(agent, None, p)),
+        ("src/none.py", lambda p: vcs.view_read(agent, None, p)),
+        ("src/app.py/deeper", lambda p: vcs.view_read(agent, None, p)),
+        ("README.md", lambda p: vcs.view_read(agent, StagedChange(), p)),
+        ("agent/helper", lambda p: vcs.resolve(p)),
+        ("main", lambda p: vcs.resolve(p)),
+        ("agent/nobody", lambda p: vcs.resolve(p)),
+    ]
+    for text, call in calls:
+        value = _fresh(text)
+        before = sys.getrefcount(value)
+        try:
+            call(value)
+        except ChitError:
+            pass
+        assert sys.getrefcount(value) == before, text
+
+
+def test_tree_lookups_agree_with_git(vcs: Repository, git_repo: pygit2.Repository) -> None:
+    """Entries found by index give what git's own by-path lookup gives."""
+    tree = git_repo.references[MAIN].peel(pygit2.Commit).tree
+    for path in [*BASE_FILES, "src", "secret", "src/app.py/x", "nope", "src/nope", "bin/run/x"]:
+        try:
+            expected: pygit2.Object | None = tree[path]
+        except KeyError:
+            expected = None
+        found = _tree_entry(tree, path)
+        if expected is None:
+            assert found is None, path
+        else:
+            assert found is not None, path
+            assert (found.id, found.filemode) == (expected.id, expected.filemode), path
