@@ -517,15 +517,17 @@ def serve(
         ws="none",
     )
     with _closing(listener):
-        mode = ""
-        if listener.path is not None:
-            mode = f" (mode {stat.S_IMODE(os.lstat(listener.path).st_mode):04o})"
-        print(f"chit engine: serving {_wire.API} on {listener.url}{mode}", file=sys.stderr,
-              flush=True)
         # uvicorn re-raises SIGTERM once it has shut down; exit through Python so
-        # the socket file is removed (SIGINT arrives as KeyboardInterrupt).
+        # the socket file is removed (SIGINT arrives as KeyboardInterrupt). Set
+        # before the ready line: a SIGTERM right after it must not kill the
+        # process with the socket file left behind.
         previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
+            mode = ""
+            if listener.path is not None:
+                mode = f" (mode {stat.S_IMODE(os.lstat(listener.path).st_mode):04o})"
+            print(f"chit engine: serving {_wire.API} on {listener.url}{mode}", file=sys.stderr,
+                  flush=True)
             uvicorn.Server(config).run(sockets=[listener.sock])
         finally:
             signal.signal(signal.SIGTERM, previous)
