@@ -320,6 +320,7 @@ def overhead() -> dict[str, Any]:
                     return times
 
             times = anyio.run(run)
+            engine_us = engine_alone(home, repo, token)
         finally:
             stop(chit_http)
             stop(bare_http)
@@ -330,7 +331,43 @@ def overhead() -> dict[str, Any]:
     ratios = {t: round(sides[f"chit_{t}"]["median_us"] / sides[f"bare_{t}"]["median_us"], 2)
               for t in ("stdio", "http")}
     return {"sides": sides, "chit_over_bare": ratios, "target": TARGET_RATIO,
-            "target_met": {t: r <= TARGET_RATIO for t, r in ratios.items()}}
+            "target_met": {t: r <= TARGET_RATIO for t, r in ratios.items()},
+            "engine_alone_us": engine_us}
+
+
+def engine_alone(home: Path, repo: Path, token: str) -> dict[str, float]:
+    """The embedded engine's share, in this process: ``Engine.invoke`` read_file, and
+    the call-log append inside it, each a median of ``ROUNDS * CALLS_PER_ROUND`` calls
+    in a tight loop (warm caches: a floor, the per-call cost inside a server is higher)."""
+    from engine import calllog
+    from engine.service import Engine
+
+    engine = Engine(home, repo)
+    listed = engine.offer(token)["catalog_hash"]
+
+    def call() -> None:
+        answer = engine.invoke(token, "read_file", {"path": FILE_PATH}, session="bench-alone",
+                               offered_catalog_hash=listed)
+        if not answer["ok"]:
+            raise SystemExit(f"engine alone: read_file failed: {answer}")
+
+    record = calllog.CallRecord(
+        time=int(time.time()), agent="bench0", chain=(), session="bench-alone",
+        tool="read_file", arguments={"path": FILE_PATH}, decision="allowed", code=None,
+        policy_hash="sha256:" + "0" * 64, catalog_hash=listed)
+    cases = {"invoke": call,
+             "call_log_append": lambda: calllog.append(engine._store, engine._log_signer, record)}
+    out: dict[str, float] = {}
+    for name, fn in cases.items():
+        for _ in range(WARMUP_CALLS):
+            fn()
+        lat = []
+        for _ in range(ROUNDS * CALLS_PER_ROUND):
+            t0 = time.perf_counter()
+            fn()
+            lat.append(time.perf_counter() - t0)
+        out[f"{name}_median_us"] = round(statistics.median(lat) * 1e6, 1)
+    return out
 
 
 # --- 2. load ------------------------------------------------------------------
