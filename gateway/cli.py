@@ -332,8 +332,6 @@ def _mcp_remote(args: argparse.Namespace) -> int:
 
 
 def cmd_engine_serve(args: argparse.Namespace) -> int:
-    import functools
-
     from engine import exchange, operator
     from engine.service import Engine
     from gateway import engine_server
@@ -346,6 +344,7 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
         raise ValueError("--max-request-bytes must be at least 1024")
     address = engine_server.parse_listen(args.listen) if args.listen else None
     engine = Engine(home, args.repo)  # refuses an unusable keyring, policy or repository
+    exchanger = exchange.TokenExchange(home, channel="token_endpoint")
     if address is not None:
         listener = engine_server.bind_tcp(*address)
     else:
@@ -353,7 +352,7 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
         listener = engine_server.bind_unix(path, group=args.socket_group)
     engine_server.serve(
         engine, listener, max_request_bytes=args.max_request_bytes,
-        exchange=functools.partial(exchange.exchange, home),
+        exchange=exchanger,
     )
     return EXIT_OK
 

@@ -71,6 +71,7 @@ _INVOKE_FIELDS = frozenset({"token", "tool", "arguments", "session", "offered_ca
 _HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
 TOKEN_PATH = "/token"  # noqa: S105
 MAX_TOKEN_REQUEST_BYTES = 32 * 1024
+_TOKEN_HEADERS = {**_HEADERS, "pragma": "no-cache"}  # RFC 6749 section 5.1
 Exchange = Callable[[str], dict[str, Any]]
 """Verifies a subject JWT and mints: :func:`engine.exchange.exchange` bound to a home."""
 
@@ -84,8 +85,10 @@ class _RequestError(Exception):
         self.answer = _wire.error(code, message, **hints)
 
 
-def _json(answer: dict[str, Any], status: int = 200) -> JSONResponse:
-    return JSONResponse(answer, status_code=status, headers=_HEADERS)
+def _json(
+    answer: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(answer, status_code=status, headers=headers or _HEADERS)
 
 
 def create_app(
@@ -217,6 +220,8 @@ def create_app(
         try:
             minted = await anyio.to_thread.run_sync(exchange, subject, limiter=limiter)
         except ChitError as exc:
+            if exc.code == "internal_error":  # e.g. the call log could not be written
+                return _oauth_error(500, "server_error", exc.message, chit_error=exc.code)
             return _oauth_error(400, "invalid_request", exc.message, chit_error=exc.code,
                                 **exc.hints)
         except Exception:
@@ -227,7 +232,7 @@ def create_app(
             "issued_token_type": _ACCESS_TYPE,
             "token_type": "Bearer",
             "expires_in": minted["expires_in"],
-        })
+        }, headers=_TOKEN_HEADERS)
 
     async def http_error(_request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
@@ -267,7 +272,9 @@ _TOKEN_FIELDS = frozenset({
 
 def _oauth_error(status: int, error: str, description: str, **extra: Any) -> JSONResponse:
     """An RFC 6749 section 5.2 error answer; chit's own code rides along as ``chit_error``."""
-    return _json({"error": error, "error_description": description, **extra}, status)
+    return _json(
+        {"error": error, "error_description": description, **extra}, status, _TOKEN_HEADERS
+    )
 
 
 async def _token_form(request: Request) -> tuple[dict[str, str], JSONResponse | None]:
