@@ -431,7 +431,9 @@ def _verify(text: str, key: _PublicKey, issuer: policy.Issuer) -> dict[str, Any]
         raise _refused("claim_invalid", "the 'jti' claim must be text", claim="jti") from None
     except jwt.exceptions.InvalidSubjectError:
         raise _refused("claim_invalid", "the 'sub' claim must be text", claim="sub") from None
-    except (jwt.PyJWTError, ValueError, TypeError):
+    except (jwt.PyJWTError, ValueError, TypeError, OverflowError):
+        # OverflowError: a signed time claim of Infinity, on pyjwt versions that
+        # convert it with int() unguarded.
         raise _refused("invalid", "the subject token does not verify") from None
     return claims
 

@@ -519,6 +519,18 @@ def test_the_longest_jti_and_a_far_future_exp_fit(home: Path, rsa_key: rsa.RSAPr
     assert _refusal(home, _ci_jwt(rsa_key, jti=longest)).hints["reason"] == "replayed"
 
 
+@pytest.mark.parametrize("claim", ["exp", "iat"])
+def test_non_finite_times_are_refused(
+    home: Path, rsa_key: rsa.RSAPrivateKey, claim: str
+) -> None:
+    """A signed exp or iat of Infinity or NaN is a refusal, never an engine failure."""
+    for value in (float("inf"), float("nan")):
+        err = _refusal(home, _ci_jwt(rsa_key, **{claim: value}))
+        assert err.code in ("exchange_refused", "token_not_yet_valid"), err
+    assert _jti_rows(home) == []
+    assert {e["decision"] for e in _exchange_entries(home)} == {"refused"}
+
+
 def test_expired_entries_are_pruned(home: Path) -> None:
     store = open_store(home)
     now = int(time.time())
