@@ -1,11 +1,13 @@
-"""The call log: every tool call, allowed or refused, in a signed hash chain.
+"""The call log: every tool call and token exchange, allowed or refused, in a signed hash chain.
 
 Each entry (``chit-call-log/1``) is a ``chit-det/1`` map: sequence number,
 ``prev`` (SHA-256 of the previous entry's bytes, 32 zero bytes for the first),
 time, the signing key id, agent (``-`` when the token did not verify), the
 delegation chain's block ids, session, tool, the arguments with file contents
 replaced by their size and SHA-256 and everything else bounded, the decision and
-its code, and the policy and catalog hashes. Entries live in ``<home>/state.db``
+its code, and the policy and catalog hashes. A token exchange (engine/exchange.py)
+is an entry too: agent :data:`EXCHANGE_AGENT`, tool :data:`EXCHANGE_TOOL`, and
+what it verified and minted as its arguments. Entries live in ``<home>/state.db``
 (:meth:`engine.state.SQLiteStore.append_log`, one ``BEGIN IMMEDIATE`` transaction
 per call, so appends from several processes never fork the chain).
 
@@ -54,6 +56,8 @@ from engine.errors import ProfileError
 from engine.state import GENESIS, LogAppend, LogRow, Store
 
 __all__ = [
+    "EXCHANGE_AGENT",
+    "EXCHANGE_TOOL",
     "HEAD_CONTEXT",
     "LOG_VERSION",
     "CallRecord",
@@ -72,6 +76,14 @@ HEAD_CONTEXT: Final = b"chit-call-log/1 head\x00"
 UNKNOWN_AGENT: Final = "-"
 OPERATOR: Final = "(operator)"
 """The agent recorded for operator actions (``chit freeze``); no agent name has parentheses."""
+EXCHANGE_AGENT: Final = "(exchange)"
+"""The agent recorded for token exchanges (``chit exchange``, ``POST /token``).
+
+No token's call can be recorded under it (agent names have no parentheses), so
+an entry with this agent was written by the exchange, whatever its tool says.
+"""
+EXCHANGE_TOOL: Final = "token_exchange"
+"""The tool recorded for token exchanges (not a tool of the catalog)."""
 
 MAX_TEXT_CHARS: Final = 256
 MAX_LABEL_CHARS: Final = 128

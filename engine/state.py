@@ -1,10 +1,11 @@
 """Engine state behind a small store interface: revocations, delegations, mode, call log.
 
 The store keeps revocations, issued delegations, the engine's mode (frozen or
-not) and the call log. The default store is SQLite (the standard library's
-``sqlite3``, WAL mode) at ``<home>/state.db``, shared by every engine process and
-CLI command on one host: ``chit revoke`` or ``chit freeze on`` in one process
-takes effect on the next call served by another. Each operation is one short
+not), the call log and the token exchange's replay cache of JWT ``jti`` values.
+The default store is SQLite (the standard library's ``sqlite3``, WAL mode) at
+``<home>/state.db``, shared by every engine process and CLI command on one host:
+``chit revoke`` or ``chit freeze on`` in one process takes effect on the next
+call served by another. Each operation is one short
 transaction; there is no read-modify-write of a file. A PostgreSQL store can
 implement :class:`Store` for several hosts.
 
@@ -12,6 +13,10 @@ The call log (``engine/calllog.py`` builds, signs and verifies its entries) is
 append-only: :meth:`SQLiteStore.append_log` reads the chain head and inserts the
 next entry inside one ``BEGIN IMMEDIATE`` transaction, so appends from several
 engine processes are serialised and the chain never forks.
+
+The replay cache (:meth:`SQLiteStore.claim_jti`) records each exchanged JWT's
+``(issuer, jti)`` inside one ``BEGIN IMMEDIATE`` transaction too, so of two
+exchanges of one JWT, in any processes of one home, exactly one finds it new.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any, Protocol
 
 __all__ = [
     "GENESIS",
+    "MAX_JTI_KEEP_UNTIL",
     "Delegation",
     "FreezeState",
     "LogAppend",
@@ -39,6 +45,9 @@ __all__ = [
 
 GENESIS = bytes(32)
 """``prev`` of the first call-log entry: 32 zero bytes."""
+
+MAX_JTI_KEEP_UNTIL = 2**62
+"""Latest time a replay-cache entry may name (SQLite integers are 64-bit)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS revocations (
@@ -73,6 +82,14 @@ CREATE INDEX IF NOT EXISTS call_log_agent ON call_log (agent, seq);
 -- No index on time: every append would pay for it, and `show --since` reads in
 -- seq order anyway (seq and time rise together).
 DROP INDEX IF EXISTS call_log_time;
+CREATE TABLE IF NOT EXISTS exchange_jti (
+    issuer TEXT NOT NULL,
+    jti TEXT NOT NULL,
+    used_at INTEGER NOT NULL,
+    keep_until INTEGER NOT NULL,
+    PRIMARY KEY (issuer, jti)
+);
+CREATE INDEX IF NOT EXISTS exchange_jti_keep ON exchange_jti (keep_until);
 CREATE TABLE IF NOT EXISTS call_log_head (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     seq INTEGER NOT NULL,
@@ -184,6 +201,12 @@ class Store(Protocol):
 
     def append_log(self, compose: Callable[[int, bytes], LogAppend]) -> int:
         """Append one call-log entry made by ``compose(seq, prev)``; returns its seq."""
+
+    def claim_jti(self, issuer: str, jti: str, *, keep_until: int, now: int) -> bool:
+        """Record ``(issuer, jti)`` as exchanged; False if it already was (a replay)."""
+
+    def release_jti(self, issuer: str, jti: str) -> None:
+        """Forget a claim whose exchange minted nothing, so the JWT may be retried."""
 
 
 class SQLiteStore:
@@ -371,6 +394,75 @@ class SQLiteStore:
             db.execute("ROLLBACK")
             raise
         return seq
+
+    # --- the token exchange's replay cache -----------------------------------------
+
+    def claim_jti(self, issuer: str, jti: str, *, keep_until: int, now: int) -> bool:
+        """Record that the JWT ``(issuer, jti)`` is being exchanged, unless it already was.
+
+        One ``BEGIN IMMEDIATE`` transaction (the database's write lock, as for
+        :meth:`append_log`) first forgets the entries whose ``keep_until`` has
+        passed, then inserts this one if it is not there. So among any number of
+        exchanges of one JWT, in any threads or processes sharing this file,
+        exactly one gets True, and the answer survives restarts.
+
+        Args:
+            issuer: The configured issuer whose signature verified (the exact ``iss``).
+            jti: The verified ``jti`` claim (RFC 7519 section 4.1.7), compared exactly.
+            keep_until: Unix seconds until which the entry must be kept: at
+                least the last moment the JWT could still be accepted (its
+                ``exp`` plus the largest leeway). Clamped to
+                :data:`MAX_JTI_KEEP_UNTIL`.
+            now: The current time, unix seconds (the clock the JWT's ``exp`` is
+                checked against).
+
+        Returns:
+            True if this call recorded the entry (the first exchange), False if
+            the entry was already there (a replay).
+
+        Raises:
+            ValueError: If ``issuer`` or ``jti`` is empty or not UTF-8 encodable
+                (nothing is written).
+            sqlite3.Error: If the database fails; nothing is recorded.
+        """
+        for value in (issuer, jti):
+            if not isinstance(value, str) or not value:
+                raise ValueError("the issuer and jti must be non-empty text")
+            value.encode("utf-8")  # UnicodeEncodeError (a ValueError) for lone surrogates
+        keep = min(int(keep_until), MAX_JTI_KEEP_UNTIL)
+        db = self._connect()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("DELETE FROM exchange_jti WHERE keep_until < ?", (now,))
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO exchange_jti (issuer, jti, used_at, keep_until)"
+                " VALUES (?, ?, ?, ?)",
+                (issuer, jti, now, keep),
+            )
+            claimed = cursor.rowcount == 1
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return claimed
+
+    def release_jti(self, issuer: str, jti: str) -> None:
+        """Forget ``(issuer, jti)``: its exchange failed after the claim and minted nothing.
+
+        Only the process that claimed the entry calls this, and only when it
+        returns no token; until then every other exchange of the JWT was refused.
+
+        Raises:
+            sqlite3.Error: If the database fails (the entry stays: fail closed).
+        """
+        self._connect().execute(
+            "DELETE FROM exchange_jti WHERE issuer = ? AND jti = ?", (issuer, jti)
+        )
+
+    def jti_count(self) -> int:
+        """How many ``(issuer, jti)`` entries the replay cache holds (for operators and tests)."""
+        row = self._connect().execute("SELECT COUNT(*) FROM exchange_jti").fetchone()
+        return int(row[0])
 
     def log_head(self) -> tuple[Any, Any, Any, Any] | None:
         """The stored chain head ``(seq, hash, head bytes, sig)``, untrusted; ``None`` if none."""

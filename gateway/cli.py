@@ -264,6 +264,8 @@ def _shown(value: object) -> str:
 def cmd_mcp(args: argparse.Namespace) -> int:
     if args.http:
         return _mcp_http(args)
+    if args.authorization_server:
+        raise ValueError("--authorization-server applies to --http (the RFC 9728 metadata)")
     if args.engine:
         return _mcp_remote(args)
     from engine import operator
@@ -293,6 +295,7 @@ def _mcp_http(args: argparse.Namespace) -> int:
         allowed_hosts=tuple(args.allowed_host or ()),
         public_url=args.public_url,
         watch_interval=args.watch_interval,
+        authorization_server=args.authorization_server,
     )
     if getattr(args, "engine", None):
         from gateway.remote_engine import RemoteEngine
@@ -332,11 +335,9 @@ def _mcp_remote(args: argparse.Namespace) -> int:
 
 
 def cmd_engine_serve(args: argparse.Namespace) -> int:
-    import functools
-
     from engine import exchange, operator
     from engine.service import Engine
-    from gateway import engine_server
+    from gateway import _oauth, engine_server
 
     home = operator.resolve_home(args.home)
     operator.ensure_home(home)
@@ -345,7 +346,13 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
     if args.max_request_bytes < 1024:
         raise ValueError("--max-request-bytes must be at least 1024")
     address = engine_server.parse_listen(args.listen) if args.listen else None
+    public_url = None
+    if args.public_url is not None:
+        public_url = _oauth.check_issuer_url(
+            args.public_url, option="--public-url", origin_only=True
+        )
     engine = Engine(home, args.repo)  # refuses an unusable keyring, policy or repository
+    exchanger = exchange.TokenExchange(home, channel="token_endpoint")
     if address is not None:
         listener = engine_server.bind_tcp(*address)
     else:
@@ -353,7 +360,7 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
         listener = engine_server.bind_unix(path, group=args.socket_group)
     engine_server.serve(
         engine, listener, max_request_bytes=args.max_request_bytes,
-        exchange=functools.partial(exchange.exchange, home),
+        exchange=exchanger, public_url=public_url,
     )
     return EXIT_OK
 
@@ -625,6 +632,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--watch-interval", type=float, default=2.0, metavar="SECONDS",
                    help="with --http, how often connected tokens' offers are re-checked "
                    "for tools/list_changed (default 2)")
+    p.add_argument("--authorization-server", metavar="URL",
+                   help="with --http, the authorization server that issues chit tokens (the "
+                   "chit engine serve URL with POST /token), listed in the RFC 9728 metadata; "
+                   "https, or http on loopback")
     p.set_defaults(func=cmd_mcp)
 
     eng = sub.add_parser(
@@ -642,6 +653,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="let this group connect too (socket mode 0660)")
     p.add_argument("--max-request-bytes", type=int, default=16 * 1024 * 1024,
                    help="largest request body (default 16 MiB)")
+    p.add_argument("--public-url", metavar="URL",
+                   help="the origin clients reach this engine at (https, or http on loopback): "
+                   "the issuer of its OAuth metadata (RFC 8414) and, with --listen, an "
+                   "accepted Host; default: the --listen URL, none for a socket")
     p.set_defaults(func=cmd_engine_serve)
 
     freeze = sub.add_parser(

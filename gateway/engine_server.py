@@ -10,7 +10,9 @@ connection. The API (docs/engine-api.md) is the engine's own narrow interface:
   "offered_catalog_hash"?}`` -> :meth:`engine.service.Engine.invoke`'s answer;
 - ``GET /v1/health`` -> ``{"ok": true, "api": "chit-engine/1"}``;
 - ``POST /token`` (when the server is given an exchange function): RFC 8693 token
-  exchange of an identity provider's JWT for a root chit token (docs/exchange.md).
+  exchange of an identity provider's JWT for a root chit token (docs/exchange.md);
+- ``GET /.well-known/oauth-authorization-server`` (with an exchange function and
+  a known issuer URL): the RFC 8414 metadata of that authorization server.
 
 Every answer is the engine's plain dict; a request the API refuses before the
 engine sees it (size, content type, strict JSON, fields, browser origins) gets the
@@ -45,7 +47,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine.errors import ChitError
-from gateway import _wire
+from gateway import _oauth, _wire
 from gateway.mcp_server import EngineClient
 
 __all__ = [
@@ -69,8 +71,9 @@ KEEP_ALIVE_SECONDS = 30  # longer than the client's idle expiry, so it never reu
 _SUN_PATH_MAX = 107  # bytes in sockaddr_un.sun_path, less the terminating NUL (Linux)
 _INVOKE_FIELDS = frozenset({"token", "tool", "arguments", "session", "offered_catalog_hash"})
 _HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
-TOKEN_PATH = "/token"  # noqa: S105
+TOKEN_PATH = _oauth.TOKEN_PATH
 MAX_TOKEN_REQUEST_BYTES = 32 * 1024
+_TOKEN_HEADERS = {**_HEADERS, "pragma": "no-cache"}  # RFC 6749 section 5.1
 Exchange = Callable[[str], dict[str, Any]]
 """Verifies a subject JWT and mints: :func:`engine.exchange.exchange` bound to a home."""
 
@@ -84,8 +87,10 @@ class _RequestError(Exception):
         self.answer = _wire.error(code, message, **hints)
 
 
-def _json(answer: dict[str, Any], status: int = 200) -> JSONResponse:
-    return JSONResponse(answer, status_code=status, headers=_HEADERS)
+def _json(
+    answer: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(answer, status_code=status, headers=headers or _HEADERS)
 
 
 def create_app(
@@ -95,6 +100,7 @@ def create_app(
     max_request_bytes: int = MAX_REQUEST_BYTES,
     engine_threads: int = ENGINE_THREADS,
     exchange: Exchange | None = None,
+    issuer: str | None = None,
 ) -> Starlette:
     """Build the ASGI app that serves ``engine`` as ``chit-engine/1``.
 
@@ -107,6 +113,11 @@ def create_app(
         max_request_bytes: Largest request body accepted (413 above).
         engine_threads: Engine calls running at once.
         exchange: Serve ``POST /token`` with it (RFC 8693); ``None``: no such endpoint.
+        issuer: With ``exchange``, the authorization server's issuer identifier
+            (an origin checked by :func:`gateway._oauth.check_issuer_url`): serve
+            its RFC 8414 metadata at ``/.well-known/oauth-authorization-server``.
+            ``None`` (a unix socket without ``--public-url``): that path answers
+            404 saying why, since no URL of this server is known.
 
     Returns:
         A Starlette application.
@@ -217,6 +228,8 @@ def create_app(
         try:
             minted = await anyio.to_thread.run_sync(exchange, subject, limiter=limiter)
         except ChitError as exc:
+            if exc.code == "internal_error":  # e.g. the call log could not be written
+                return _oauth_error(500, "server_error", exc.message, chit_error=exc.code)
             return _oauth_error(400, "invalid_request", exc.message, chit_error=exc.code,
                                 **exc.hints)
         except Exception:
@@ -227,7 +240,19 @@ def create_app(
             "issued_token_type": _ACCESS_TYPE,
             "token_type": "Bearer",
             "expires_in": minted["expires_in"],
-        })
+        }, headers=_TOKEN_HEADERS)
+
+    async def metadata(request: Request) -> Response:
+        try:
+            guard(request)
+        except _RequestError as exc:
+            return _json(exc.answer, exc.status)
+        if issuer is None:
+            return _json(_wire.error(
+                "not_found", "this engine does not know its URL: start chit engine serve "
+                "with --public-url to publish authorization-server metadata",
+            ), 404)
+        return _json(_oauth.authorization_server_metadata(issuer))
 
     async def http_error(_request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
@@ -250,15 +275,17 @@ def create_app(
             Route(_wire.OFFER_PATH, offer, methods=["POST"]),
             Route(_wire.INVOKE_PATH, invoke, methods=["POST"]),
             Route(_wire.HEALTH_PATH, health, methods=["GET"]),
-            *([Route(TOKEN_PATH, token, methods=["POST"])] if exchange is not None else []),
+            *([Route(TOKEN_PATH, token, methods=["POST"]),
+               Route(_oauth.METADATA_PATH, metadata, methods=["GET"])]
+              if exchange is not None else []),
         ],
         exception_handlers={HTTPException: http_error, 500: server_error},
     )
 
 
-_GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
-_JWT_TYPE = "urn:ietf:params:oauth:token-type:jwt"
-_ACCESS_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+_GRANT_TYPE = _oauth.GRANT_TYPE
+_JWT_TYPE = _oauth.JWT_TOKEN_TYPE
+_ACCESS_TYPE = _oauth.ACCESS_TOKEN_TYPE
 _TOKEN_FIELDS = frozenset({
     "grant_type", "subject_token", "subject_token_type", "audience", "resource", "scope",
     "requested_token_type",
@@ -267,7 +294,9 @@ _TOKEN_FIELDS = frozenset({
 
 def _oauth_error(status: int, error: str, description: str, **extra: Any) -> JSONResponse:
     """An RFC 6749 section 5.2 error answer; chit's own code rides along as ``chit_error``."""
-    return _json({"error": error, "error_description": description, **extra}, status)
+    return _json(
+        {"error": error, "error_description": description, **extra}, status, _TOKEN_HEADERS
+    )
 
 
 async def _token_form(request: Request) -> tuple[dict[str, str], JSONResponse | None]:
@@ -490,6 +519,7 @@ def serve(
     *,
     max_request_bytes: int = MAX_REQUEST_BYTES,
     exchange: Exchange | None = None,
+    public_url: str | None = None,
 ) -> None:
     """Serve ``engine`` on ``listener`` until SIGINT or SIGTERM, then remove the socket.
 
@@ -498,12 +528,25 @@ def serve(
         listener: From :func:`bind_unix` or :func:`bind_tcp`.
         max_request_bytes: Largest request body accepted.
         exchange: Serve ``POST /token`` with it (docs/exchange.md).
+        public_url: The origin clients reach this server at (a TLS proxy in
+            front, say), checked by :func:`gateway._oauth.check_issuer_url`: the
+            issuer of its RFC 8414 metadata, and on TCP an accepted ``Host``. By
+            default a TCP listener's own URL is the issuer and a unix socket has none.
+
+    Raises:
+        ValueError: If ``public_url`` is not an https origin (http only on loopback).
     """
     import uvicorn
 
+    issuer = listener.url if listener.allowed_hosts is not None else None
+    hosts = listener.allowed_hosts
+    if public_url is not None:
+        issuer = _oauth.check_issuer_url(public_url, option="--public-url", origin_only=True)
+        if hosts is not None:  # a proxy in front forwards its own Host
+            hosts = hosts | {urllib.parse.urlsplit(issuer).netloc.lower()}
     app = create_app(
-        engine, allowed_hosts=listener.allowed_hosts, max_request_bytes=max_request_bytes,
-        exchange=exchange,
+        engine, allowed_hosts=hosts, max_request_bytes=max_request_bytes,
+        exchange=exchange, issuer=issuer if exchange is not None else None,
     )
     config = uvicorn.Config(
         app,
@@ -517,15 +560,15 @@ def serve(
         ws="none",
     )
     with _closing(listener):
+        mode = ""
+        if listener.path is not None:
+            mode = f" (mode {stat.S_IMODE(os.lstat(listener.path).st_mode):04o})"
         # uvicorn re-raises SIGTERM once it has shut down; exit through Python so
-        # the socket file is removed (SIGINT arrives as KeyboardInterrupt). Set
-        # before the ready line: a SIGTERM right after it must not kill the
-        # process with the socket file left behind.
+        # the socket file is removed (SIGINT arrives as KeyboardInterrupt). The
+        # handler is in place before the ready line: a SIGTERM sent as soon as it
+        # is read must not find the default action, which leaves the socket behind.
         previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
-            mode = ""
-            if listener.path is not None:
-                mode = f" (mode {stat.S_IMODE(os.lstat(listener.path).st_mode):04o})"
             print(f"chit engine: serving {_wire.API} on {listener.url}{mode}", file=sys.stderr,
                   flush=True)
             uvicorn.Server(config).run(sockets=[listener.sock])

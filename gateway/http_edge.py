@@ -70,6 +70,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.errors import ChitError, ConfigurationError
+from gateway import _oauth
 from gateway.mcp_server import (
     ENGINE_UNAVAILABLE,
     INSTRUCTIONS,
@@ -124,8 +125,14 @@ class HttpSettings:
         watch_interval: Seconds between two checks of every connected token's offer.
         session_idle_timeout: Seconds a 2025-11-25 session may stay idle before
             the SDK closes it.
-        authorization_server: A hook for a token exchange endpoint: when set, the
-            metadata lists it under ``authorization_servers`` (RFC 9728 §2).
+        authorization_server: The issuer identifier of the authorization server
+            that issues chit tokens for this resource: a ``chit engine serve``
+            with token exchange (``POST /token``, docs/exchange.md) or whatever
+            fronts it. When set, the RFC 9728 metadata lists it under
+            ``authorization_servers`` (RFC 9728 section 2). It must be ``https``,
+            or ``http`` with a loopback host, with no user information, query or
+            fragment (:func:`gateway._oauth.check_issuer_url`); :class:`HttpEdge`
+            refuses anything else with ``ConfigurationError``.
     """
 
     host: str = "127.0.0.1"
@@ -313,9 +320,14 @@ class HttpEdge:
             the embedded engine or a remote one.
         settings: Where it listens and how it watches offers.
         port: The port actually bound (``settings.port`` may be 0).
+
+    Raises:
+        ConfigurationError: If ``settings.public_url`` is not an origin, or
+            ``settings.authorization_server`` not an issuer URL chit accepts.
     """
 
     def __init__(self, engine: EngineClient, settings: HttpSettings, *, port: int) -> None:
+        _check_authorization_server(settings)
         self._engine = engine
         self._settings = settings
         self._limiter = anyio.CapacityLimiter(ENGINE_THREADS)
@@ -689,6 +701,16 @@ class HttpEdge:
         return states
 
 
+def _check_authorization_server(settings: HttpSettings) -> None:
+    """Refuse an ``authorization_server`` that is not an issuer URL (ConfigurationError)."""
+    if settings.authorization_server is None:
+        return
+    try:
+        _oauth.check_issuer_url(settings.authorization_server, option="--authorization-server")
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
 def _bind(settings: HttpSettings) -> socket.socket:
     host = HttpEdge._url_host(settings)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -711,7 +733,7 @@ def serve_http(engine: EngineClient, settings: HttpSettings) -> None:
 
     Raises:
         ConfigurationError: A non-loopback address without ``allow_non_loopback``,
-            or a bad ``public_url``.
+            a bad ``public_url`` or a bad ``authorization_server``.
         OSError: The address cannot be bound.
     """
     import uvicorn
@@ -727,6 +749,7 @@ def serve_http(engine: EngineClient, settings: HttpSettings) -> None:
                        settings.host)
     if settings.watch_interval <= 0:
         raise ConfigurationError("the watch interval must be positive")
+    _check_authorization_server(settings)  # before binding: a bad URL never listens
     sock = _bind(settings)
     try:
         edge = HttpEdge(engine, settings, port=sock.getsockname()[1])

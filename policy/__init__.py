@@ -7,6 +7,7 @@ from policy.errors import PolicyDeniedError, PolicyError
 from policy.evaluate import enforce, evaluate, rate_limits_for
 from policy.model import (
     DEFAULT_POLICY_TOML,
+    MAX_LEEWAY_SECONDS,
     OPERATIONS,
     TOOL_OPERATIONS,
     CommitRules,
@@ -25,6 +26,7 @@ from policy.model import (
 
 __all__ = [
     "DEFAULT_POLICY_TOML",
+    "MAX_LEEWAY_SECONDS",
     "OPERATIONS",
     "TOOL_OPERATIONS",
     "CommitRules",

@@ -34,6 +34,7 @@ from policy.paths import validate_glob
 __all__ = [
     "DEFAULT_POLICY_TOML",
     "ISSUER_ALGORITHMS",
+    "MAX_LEEWAY_SECONDS",
     "MAX_RATE_LIMITS",
     "MAX_RULES",
     "OPERATIONS",
@@ -367,6 +368,9 @@ class Issuer(BaseModel):
 
     The policy holds only names and paths; the engine reads the key file
     (``jwks_file`` or ``public_key_pem_file``, relative to the chit home).
+    ``require_jti`` (default true) refuses a JWT without a ``jti`` claim: the
+    engine exchanges each ``(issuer, jti)`` once (RFC 7519 section 4.1.7), so a
+    JWT without one could be replayed until it expires.
     """
 
     model_config = _FROZEN
@@ -381,6 +385,9 @@ class Issuer(BaseModel):
     jwks_file: Annotated[str, AfterValidator(_home_file)] | None = None
     public_key_pem_file: Annotated[str, AfterValidator(_home_file)] | None = None
     leeway_seconds: int = Field(default=30, ge=0, le=MAX_LEEWAY_SECONDS)
+    # Left out of the dump (so of the policy hash) at its default, as ``issuers``
+    # is when empty: a policy file that does not mention it keeps its hash.
+    require_jti: bool = Field(default=True, exclude_if=lambda value: value is True)
     mappings: Annotated[tuple[IssuerMapping, ...], BeforeValidator(_array)] = Field(
         default=(), max_length=MAX_MAPPINGS
     )

@@ -92,3 +92,18 @@ def test_a_syntax_error_and_an_unreadable_file(world: World, tmp_path: Path) -> 
     assert out.returncode == 1 and "file: not UTF-8" in out.stdout
     out = run(world, "policy", "check", str(tmp_path / "missing.toml"))
     assert out.returncode == 2 and "No such file" in out.stderr
+
+
+def test_a_bad_issuer_setting_is_reported_with_its_line_and_field(
+    world: World, tmp_path: Path
+) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_text(
+        '[[issuers]]\nissuer = "https://ci.example.com"\naudience = "chit://acme"\n'
+        'algorithms = ["RS256"]\njwks_file = "ci.jwks"\nrequire_jti = "yes"\n'
+    )
+    out = run(world, "policy", "check", str(path))
+    assert out.returncode == 1, out
+    assert out.stdout.splitlines() == [
+        f"{path}:6: issuers[0].require_jti: Input should be a valid boolean"
+    ]

@@ -67,3 +67,17 @@ def test_non_loopback_needs_the_unsafe_flag() -> None:
         serve_http(_NoEngine(), HttpSettings("0.0.0.0", 0))
     with pytest.raises(ConfigurationError, match="public-url"):
         HttpEdge(_NoEngine(), HttpSettings(public_url="ftp://x"), port=1)
+
+
+@pytest.mark.parametrize("url", [
+    "http://auth.example.com", "https://u@auth.example.com", "https://auth.example.com?x",
+    "auth.example.com",
+])
+def test_the_authorization_server_must_be_an_issuer_url(url: str) -> None:
+    """Threat: agents sent to fetch tokens over plain HTTP across a network, or elsewhere."""
+    with pytest.raises(ConfigurationError, match="--authorization-server"):
+        HttpEdge(_NoEngine(), HttpSettings(authorization_server=url), port=1)
+    with pytest.raises(ConfigurationError, match="--authorization-server"):
+        serve_http(_NoEngine(), HttpSettings(authorization_server=url))  # before binding
+    edge = HttpEdge(_NoEngine(), HttpSettings(authorization_server="http://[::1]:8700"), port=1)
+    assert edge.metadata()["authorization_servers"] == ["http://[::1]:8700"]

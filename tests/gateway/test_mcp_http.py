@@ -141,7 +141,7 @@ def test_no_token_is_401_with_rfc9728_metadata(world: World) -> None:
     doc = meta.json()
     assert doc["resource"] == edge.url
     assert doc["bearer_methods_supported"] == ["header"]
-    assert "authorization_servers" not in doc  # no exchange endpoint yet
+    assert "authorization_servers" not in doc  # none configured (--authorization-server)
 
 
 def test_a_token_the_engine_refuses_opens_no_session(world: World) -> None:

@@ -309,3 +309,30 @@ def test_each_example_policy_loads(path: Path) -> None:
 def test_the_examples_include_the_documented_ones() -> None:
     names = {p.name for p in EXAMPLES.glob("*.toml")}
     assert {"strict.toml", "ci-bots.toml", "docs-only.toml"} <= names
+
+
+ISSUER = """
+[[issuers]]
+issuer = "https://ci.example.com"
+audience = "chit://acme"
+algorithms = ["RS256"]
+jwks_file = "issuers/ci.jwks"
+"""
+
+
+def test_require_jti_defaults_on_and_is_a_boolean() -> None:
+    assert policy.load(ISSUER).issuers[0].require_jti is True
+    assert policy.load(ISSUER + "require_jti = false\n").issuers[0].require_jti is False
+    for bad in ('"yes"', "1", '"false"', "[]"):
+        assert problems(ISSUER + f"require_jti = {bad}\n") == [
+            ("issuers[0].require_jti", "Input should be a valid boolean")
+        ]
+
+
+def test_require_jti_at_its_default_leaves_the_dump_as_it_was() -> None:
+    """The policy hash is of the dump: a file that does not mention it keeps its hash."""
+    unset = policy.load(ISSUER).model_dump(mode="json")
+    assert "require_jti" not in unset["issuers"][0]
+    assert policy.load(ISSUER + "require_jti = true\n").model_dump(mode="json") == unset
+    off = policy.load(ISSUER + "require_jti = false\n").model_dump(mode="json")
+    assert off["issuers"][0]["require_jti"] is False
