@@ -351,6 +351,17 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
         raise InvalidRequestError("invalid_argument", "nothing is staged")
     if staged.conflicts:
         raise _unresolved(ctx, staged)
+    # A session is shared by every token of its identity, an attenuated one
+    # included: what a wider token staged may lie outside this one's scope.
+    # Those paths are not named (they are outside what this token may see).
+    outside = sum(1 for path in staged.changes if not ctx.token.allows_path(path))
+    if outside:
+        raise AccessDeniedError(
+            "path_outside_scope",
+            f"{outside} staged path(s) are outside this token's scope; only a token whose "
+            "scope holds every staged path can commit them",
+            outside=outside,
+        )
     files = len(staged.changes)
     decision = policy.evaluate(
         ctx.policy,

@@ -89,6 +89,26 @@ def test_session_is_bound_to_its_token(engine: Engine, world: World) -> None:
     assert status["ok"] and status["result"]["staged"][0]["path"] == "src/a.py"  # type: ignore[index]
 
 
+def test_an_attenuation_cannot_commit_what_a_wider_token_staged(
+    engine: Engine, world: World
+) -> None:
+    """Threat: a narrowed copy of a token, sharing its session, lands paths outside its scope."""
+    wide = world.mint(agent="lane-bot", ops="read,write,commit", paths="src/**")
+    narrow = tokens.attenuate(wide, operations=["read", "commit"], paths=["src/api/**"])
+    assert call(engine, wide, "write_file", {"path": "src/other/out.py", "content": "x"})["ok"]
+    assert call(engine, wide, "write_file", {"path": "src/api/in.py", "content": "y"})["ok"]
+    refs = world.refs()
+    refused = call(engine, narrow, "commit", {"message": "land it"})
+    assert error(refused) == "path_outside_scope"
+    assert "src/other" not in str(refused)  # outside its scope: not named to it
+    assert world.refs() == refs  # nothing landed
+    status = call(engine, wide, "status")
+    assert {e["path"] for e in status["result"]["staged"]} == {  # type: ignore[index]
+        "src/other/out.py", "src/api/in.py"}  # the staged change stands
+    landed = call(engine, wide, "commit", {"message": "land it"})
+    assert landed["ok"], landed
+
+
 def test_catalog_changed_blocks_writes_not_reads(engine: Engine, world: World) -> None:
     token = world.mint()
     listed = engine.offer(token)["catalog_hash"]
