@@ -463,7 +463,16 @@ class HttpEdge:
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             # The 2026-07-28 era (the SDK routes on this header the same way):
             # no session; the engine session belongs to the token's identity.
-            scope[_REQUEST_KEY] = _Request(token, principal, self._stateless_state(principal))
+            state = self._stateless.get(principal)
+            if state is None:
+                # State is kept only for an identity the engine accepts: tokens
+                # forged with made-up keys must not push out other agents' state.
+                if await self._refused(token, scope, receive, send) is not None:
+                    return
+                state = self._stateless_state(principal)
+            else:
+                self._stateless.move_to_end(principal)
+            scope[_REQUEST_KEY] = _Request(token, principal, state)
             await self._manager.handle_request(scope, receive, send)
             return
         session_id = headers.get(SESSION_HEADER)
@@ -488,17 +497,7 @@ class HttpEdge:
             # Same claimed identity, other text: the identity is only parsed here, so
             # the engine must accept this token before it may act on the session (a
             # forged tag would otherwise close the session or take over its watch).
-            answer = await self._offer(token)
-            state = _offer_state(answer)
-            if state is None or state[0] != "ok":
-                error = answer.get("error") or {}
-                if state is None:
-                    await _jsonrpc_error(503, TOKEN_REFUSED, "engine unavailable", error)(
-                        scope, receive, send)
-                    return
-                code = str(error.get("error", "internal_error"))
-                message = str(error.get("message", "refused"))
-                await self._unauthorized(code, message, presented=True)(scope, receive, send)
+            if await self._refused(token, scope, receive, send) is not None:
                 return
             session.token = token
         scope[_REQUEST_KEY] = _Request(token, principal, session)
@@ -521,14 +520,7 @@ class HttpEdge:
         answer = await self._offer(token)
         state = _offer_state(answer)
         if state is None or state[0] != "ok":
-            error = answer.get("error") or {}
-            code = str(error.get("error", "internal_error"))
-            if state is None:
-                await _jsonrpc_error(503, TOKEN_REFUSED, "engine unavailable", error)(
-                    scope, receive, send)
-                return
-            message = str(error.get("message", "refused"))
-            await self._unauthorized(code, message, presented=True)(scope, receive, send)
+            await self._refusal(answer, state)(scope, receive, send)
             return
         session = _Session(principal=principal, token=token, baseline=state)
         scope[_REQUEST_KEY] = _Request(token, principal, session)
@@ -557,6 +549,26 @@ class HttpEdge:
 
         await self._manager.handle_request(scope, receive, watch)
         return status
+
+    async def _refused(
+        self, token: str, scope: Scope, receive: Receive, send: Send
+    ) -> dict[str, Any] | None:
+        """Ask the engine for ``token``'s offer; if refused, answer the request and return why."""
+        answer = await self._offer(token)
+        state = _offer_state(answer)
+        if state is not None and state[0] == "ok":
+            return None
+        await self._refusal(answer, state)(scope, receive, send)
+        return dict(answer.get("error") or {})
+
+    def _refusal(self, answer: dict[str, Any], state: OfferState | None) -> Response:
+        """401 for a token the engine refused, 503 if the engine could not answer."""
+        error = answer.get("error") or {}
+        if state is None:
+            return _jsonrpc_error(503, TOKEN_REFUSED, "engine unavailable", error)
+        code = str(error.get("error", "internal_error"))
+        message = str(error.get("message", "refused"))
+        return self._unauthorized(code, message, presented=True)
 
     def _stateless_state(self, principal: Principal) -> _State:
         state = self._stateless.get(principal)

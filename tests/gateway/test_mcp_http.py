@@ -155,14 +155,17 @@ def test_a_token_the_engine_refuses_opens_no_session(world: World) -> None:
         async with http_client(edge.url, token, mode=MODERN) as (client, _):
             with pytest.raises(MCPError) as modern:
                 await client.list_tools()
-            refused = payload(await client.call_tool("effective_scope", {}))
-        return _mcp_error(legacy.value).error, modern.value.error, refused
+            with pytest.raises(MCPError) as called:
+                await client.call_tool("effective_scope", {})
+        return _mcp_error(legacy.value).error, modern.value.error, called.value.error
 
     with running_edge(world) as edge:
-        legacy, modern, refused = _run(lambda: body(edge))
+        legacy, modern, called = _run(lambda: body(edge))
     assert legacy.data["error"] == "token_revoked"
-    assert modern.code == -32001 and modern.data["error"] == "token_revoked"
-    assert refused["error"] == "token_revoked"
+    # A stateless request of an identity the engine refuses is a 401 before any
+    # state is kept for it (the JSON-RPC error in its body names the refusal).
+    for error in (modern, called):
+        assert error.code == -32001 and error.data["error"] == "token_revoked"
 
 
 def test_foreign_host_is_421_and_foreign_origin_403(world: World) -> None:
@@ -202,6 +205,38 @@ def _forge_tag(token: str) -> str:
     text = "chit_" + base64.urlsafe_b64encode(forged).rstrip(b"=").decode()
     assert tokens.parse(text).key_id == tokens.parse(token).key_id and text != token
     return text
+
+
+def test_stateless_requests_of_unverified_identities_keep_nothing(world: World) -> None:
+    """Threat: tokens forged with made-up keys, each a new identity, pushing the edge's
+    per-identity state (and so real agents' staged work) out of its bounded table."""
+    import os
+    import time
+
+    real = world.mint(agent="alice")
+    key_id = tokens.parse(real).key_id
+    stateless = JSON_HEADERS | {"MCP-Protocol-Version": MODERN, "Mcp-Method": "ping"}
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {}}}}
+
+    async def genuine(edge: Edge) -> Any:
+        async with http_client(edge.url, real, mode=MODERN) as (client, _):
+            return await client.list_tools()
+
+    with running_edge(world) as edge, httpx2.Client(timeout=30) as http:
+        answers = []
+        for n in range(3):
+            forged = tokens.mint(os.urandom(32), key_id, agent=f"ghost{n}", operations=["read"],
+                                 paths=["**"], expires_at=int(time.time()) + 600)
+            answers.append(http.post(edge.url, json=ping, headers=stateless | {
+                "Authorization": f"Bearer {forged}"}))
+        listed = _run(lambda: genuine(edge))
+    for answer in answers:
+        assert answer.status_code == 401, answer.text
+        assert answer.json()["error"]["data"]["error"] == "token_invalid_signature"
+        assert 'error="invalid_token"' in answer.headers["www-authenticate"]
+    assert "write_file" in {tool.name for tool in listed.tools}
 
 
 def test_a_session_id_alone_grants_nothing(world: World) -> None:
