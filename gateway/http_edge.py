@@ -377,10 +377,14 @@ class HttpEdge:
         hosts |= set(settings.allowed_hosts)
         origins = {f"http://{h}" for h in hosts}
         if settings.public_url:
-            public = urlsplit(settings.public_url)
-            if (public.scheme not in ("http", "https") or not public.hostname
-                    or public.path not in ("", "/") or public.query or public.username):
-                raise ConfigurationError("--public-url takes an origin: http(s)://NAME[:PORT]")
+            # The same rule as the engine's --public-url: https, or http on a
+            # loopback host only (bearer tokens cross it); an origin, no fragment.
+            try:
+                checked = _oauth.check_issuer_url(
+                    settings.public_url, option="--public-url", origin_only=True)
+            except ValueError as exc:
+                raise ConfigurationError(str(exc)) from None
+            public = urlsplit(checked)
             hosts.add(public.netloc)
             origins.add(f"{public.scheme}://{public.netloc}")
         return frozenset(h.lower() for h in hosts), frozenset(o.lower() for o in origins)

@@ -70,6 +70,18 @@ def test_non_loopback_needs_the_unsafe_flag() -> None:
 
 
 @pytest.mark.parametrize("url", [
+    "http://chit.example.com",  # bearer tokens in the clear across a network
+    "https://chit.example.com#frag", "https://chit.example.com/mcp", "https://u@chit.example.com",
+    "https://chit.example.com?x=1",
+])
+def test_the_edges_public_url_is_an_https_origin(url: str) -> None:
+    with pytest.raises(ConfigurationError, match="public-url"):
+        HttpEdge(_NoEngine(), HttpSettings(public_url=url), port=1)
+    loopback = HttpEdge(_NoEngine(), HttpSettings(public_url="http://127.0.0.1:9000"), port=1)
+    assert loopback.resource == "http://127.0.0.1:9000/mcp"
+
+
+@pytest.mark.parametrize("url", [
     "http://auth.example.com", "https://u@auth.example.com", "https://auth.example.com?x",
     "auth.example.com",
 ])
