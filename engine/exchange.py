@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -435,6 +436,22 @@ def _verify(text: str, key: _PublicKey, issuer: policy.Issuer) -> dict[str, Any]
         # OverflowError: a signed time claim of Infinity, on pyjwt versions that
         # convert it with int() unguarded.
         raise _refused("invalid", "the subject token does not verify") from None
+    for name in ("exp", "iat", "nbf"):
+        # RFC 7519 §2: a NumericDate is a JSON number. pyjwt also takes a numeric
+        # string; chit takes only a non-negative integer or finite number.
+        value = claims.get(name)
+        if name not in claims and name == "nbf":
+            continue
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise _refused(
+                "claim_invalid", f"the {name!r} claim must be a NumericDate (seconds since "
+                "the epoch, a non-negative number)", claim=name,
+            )
     return claims
 
 

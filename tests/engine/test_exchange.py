@@ -145,6 +145,21 @@ def test_required_claims(home: Path, rsa_key: rsa.RSAPrivateKey, claim: str) -> 
     )
 
 
+@pytest.mark.parametrize(("claim", "value"), [
+    ("exp", "string"), ("iat", "string"), ("iat", -(10**30)), ("nbf", "string"),
+])
+def test_times_must_be_numeric_dates(
+    home: Path, rsa_key: rsa.RSAPrivateKey, claim: str, value: str
+) -> None:
+    """RFC 7519 §2: exp, iat and nbf are JSON numbers; pyjwt alone takes numeric text."""
+    now = int(time.time())
+    forms = {"string": str(now + 300 if claim == "exp" else now - 5)}
+    err = _refusal(home, _ci_jwt(rsa_key, **{claim: forms.get(value, value)}))
+    assert (err.code, err.hints["reason"], err.hints["claim"]) == (
+        "exchange_refused", "claim_invalid", claim
+    )
+
+
 def test_unknown_issuer(home: Path, rsa_key: rsa.RSAPrivateKey) -> None:
     err = _refusal(home, _ci_jwt(rsa_key, iss="https://evil.example"))
     assert (err.code, err.hints["reason"]) == ("exchange_refused", "unknown_issuer")
