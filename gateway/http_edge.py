@@ -98,6 +98,7 @@ SESSION_TOKEN_MISMATCH_STATUS = 403
 MAX_LISTENS = 1024  # concurrent subscriptions/listen streams, all tokens together
 MAX_STATELESS = 4096  # token identities with stateless-era state kept (least recent dropped)
 MAX_SESSIONS = 4096  # open 2025-11-25 sessions (the engine keeps at most this many too)
+MAX_SESSIONS_PER_IDENTITY = 64  # of them, opened by one token identity
 ENGINE_THREADS = 8  # engine calls in flight at once, all connections together
 NOTIFY_TIMEOUT = 5.0  # seconds one list_changed may take to hand to a connection's stream
 _IDLE_GRACE = 5.0  # seconds past the SDK's idle timeout before the edge forgets a session
@@ -525,6 +526,15 @@ class HttpEdge:
         state = _offer_state(answer)
         if state is None or state[0] != "ok":
             await self._refusal(answer, state)(scope, receive, send)
+            return
+        held = sum(1 for open_ in self._sessions.values() if open_.principal == principal)
+        if held >= MAX_SESSIONS_PER_IDENTITY:
+            # One token must not use up the edge's sessions for every other agent.
+            message = (f"this token already holds {held} open sessions; close one (DELETE) "
+                       "or let one expire")
+            await _jsonrpc_error(429, TOKEN_REFUSED, "limit_exceeded", {
+                "error": "limit_exceeded", "message": message,
+                "limit": MAX_SESSIONS_PER_IDENTITY})(scope, receive, send)
             return
         session = _Session(principal=principal, token=token, baseline=state)
         scope[_REQUEST_KEY] = _Request(token, principal, session)

@@ -239,6 +239,30 @@ def test_stateless_requests_of_unverified_identities_keep_nothing(world: World) 
     assert "write_file" in {tool.name for tool in listed.tools}
 
 
+def test_one_token_cannot_use_up_every_session(world: World) -> None:
+    """Threat: one token holder opening sessions until no other agent can open one."""
+    from gateway.http_edge import MAX_SESSIONS_PER_IDENTITY
+
+    greedy, other = world.mint(agent="greedy"), world.mint(agent="other")
+    with running_edge(world) as edge, httpx2.Client(timeout=30) as http:
+        def open_session(token: str) -> httpx2.Response:
+            return http.post(edge.url, json=INIT,
+                             headers=JSON_HEADERS | {"Authorization": f"Bearer {token}"})
+
+        opened = [open_session(greedy) for _ in range(MAX_SESSIONS_PER_IDENTITY)]
+        refused = open_session(greedy)
+        theirs = open_session(other)
+        closed = http.delete(edge.url, headers={
+            "Authorization": f"Bearer {greedy}", "MCP-Protocol-Version": "2025-11-25",
+            "Mcp-Session-Id": opened[0].headers["mcp-session-id"]})
+        again = open_session(greedy)
+    assert all(r.status_code == 200 and r.headers.get("mcp-session-id") for r in opened)
+    assert refused.status_code == 429 and "mcp-session-id" not in refused.headers
+    assert refused.json()["error"]["data"]["error"] == "limit_exceeded"
+    assert theirs.status_code == 200
+    assert closed.status_code < 300 and again.status_code == 200
+
+
 def test_a_session_id_alone_grants_nothing(world: World) -> None:
     """Threat: session hijack with a stolen Mcp-Session-Id."""
     alice = world.mint(agent="alice")
