@@ -225,6 +225,17 @@ def create_app(
         subject = fields.get("subject_token", "")
         if not subject:
             return _oauth_error(400, "invalid_request", "subject_token is required")
+        requested = fields.get("requested_token_type")
+        if requested is not None and requested != _ACCESS_TYPE:
+            return _oauth_error(
+                400, "invalid_request", f"only {_ACCESS_TYPE} tokens are issued here")
+        if fields.get("scope") is not None:
+            # RFC 8693 §2.1: the server must not ignore a narrowing it was asked
+            # for; the issuer's mapping alone decides a token's operations here.
+            return _oauth_error(
+                400, "invalid_scope", "scope is not supported: the issuer's mapping in the "
+                "policy decides the token's operations and paths (narrow it afterwards with "
+                "chit attenuate)")
         try:
             minted = await anyio.to_thread.run_sync(exchange, subject, limiter=limiter)
         except ChitError as exc:

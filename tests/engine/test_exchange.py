@@ -268,6 +268,17 @@ def test_http_token_endpoint(home: Path, rsa_key: rsa.RSAPrivateKey) -> None:
     assert refused.json()["chit_error"] == "exchange_refused"
     assert refused.json()["reason"] == "audience"
 
+    # RFC 8693's optional parameters: honoured or refused, never silently dropped.
+    narrowing = client.post("/token", data=_form(_ci_jwt(rsa_key), scope="read"))
+    assert (narrowing.status_code, narrowing.json()["error"]) == (400, "invalid_scope")
+    as_jwt = client.post("/token", data=_form(
+        _ci_jwt(rsa_key), requested_token_type="urn:ietf:params:oauth:token-type:jwt"))
+    assert (as_jwt.status_code, as_jwt.json()["error"]) == (400, "invalid_request")
+    targeted = client.post("/token", data=_form(
+        _ci_jwt(rsa_key), requested_token_type=ex.ACCESS_TOKEN_TYPE,
+        resource="https://chit.example.com/mcp"))
+    assert targeted.status_code == 200, targeted.text
+
     wrong_grant = client.post("/token", data=_form("x", grant_type="password"))
     assert wrong_grant.json()["error"] == "unsupported_grant_type"
     wrong_type = client.post("/token", data=_form("x", subject_token_type="urn:x"))
