@@ -42,11 +42,11 @@ import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.errors import ChitError
+from engine.errors import ChitError, ConfigurationError
 from gateway import _oauth, _wire
 from gateway.mcp_server import EngineClient
 
@@ -243,9 +243,15 @@ def create_app(
                 return _oauth_error(500, "server_error", exc.message, chit_error=exc.code)
             return _oauth_error(400, "invalid_request", exc.message, chit_error=exc.code,
                                 **exc.hints)
+        except ConfigurationError:
+            logger.error("token exchange: the engine's configuration is unusable; run "
+                         "`chit policy check` and `chit keys list`")
+            return _oauth_error(500, "server_error", "the engine's configuration is unusable",
+                                chit_error="internal_error")
         except Exception:
             logger.exception("token exchange failed")
-            return _oauth_error(500, "server_error", "the engine failed")
+            return _oauth_error(500, "server_error", "the engine failed",
+                                chit_error="internal_error")
         return _json({
             "access_token": minted["token"],
             "issued_token_type": _ACCESS_TYPE,
@@ -317,13 +323,22 @@ async def _token_form(request: Request) -> tuple[dict[str, str], JSONResponse | 
         return {}, _oauth_error(
             400, "invalid_request", "the body must be application/x-www-form-urlencoded"
         )
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_TOKEN_REQUEST_BYTES):
+        # Refused before reading: a huge declared length would hold the connection.
+        return {}, _oauth_error(
+            413, "invalid_request", f"the body exceeds {MAX_TOKEN_REQUEST_BYTES} bytes"
+        )
     raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_TOKEN_REQUEST_BYTES:
-            return {}, _oauth_error(
-                413, "invalid_request", f"the body exceeds {MAX_TOKEN_REQUEST_BYTES} bytes"
-            )
+    try:
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > MAX_TOKEN_REQUEST_BYTES:
+                return {}, _oauth_error(
+                    413, "invalid_request", f"the body exceeds {MAX_TOKEN_REQUEST_BYTES} bytes"
+                )
+    except ClientDisconnect:  # the client left mid-body: nothing to answer, nothing to log
+        return {}, _oauth_error(400, "invalid_request", "the request body was cut short")
     try:
         pairs = urllib.parse.parse_qsl(
             raw.decode("ascii"), keep_blank_values=True, strict_parsing=True,

@@ -293,6 +293,21 @@ def test_http_token_endpoint(home: Path, rsa_key: rsa.RSAPrivateKey) -> None:
     assert repeated.json()["error"] == "invalid_request"
 
 
+def test_http_token_endpoint_with_an_unusable_policy_or_a_huge_body(
+    home: Path, rsa_key: rsa.RSAPrivateKey
+) -> None:
+    client = _client(home)
+    huge = client.post("/token", content=b"grant_type=x", headers={
+        "content-type": "application/x-www-form-urlencoded", "content-length": str(10**12)})
+    assert huge.status_code == 413
+    (home / "policy.toml").write_text("this is [not toml\n")
+    broken = client.post("/token", data=_form(_ci_jwt(rsa_key)))
+    assert broken.status_code == 500
+    assert broken.json()["error"] == "server_error"
+    assert broken.json()["chit_error"] == "internal_error"
+    assert "access_token" not in broken.json()
+
+
 def test_http_token_endpoint_absent_without_exchange() -> None:
     app = engine_server.create_app(_NoEngine())  # type: ignore[arg-type]
     assert TestClient(app).post("/token", data=_form("x")).status_code == 404
