@@ -89,6 +89,13 @@ def check_issuer_url(value: str, *, option: str, origin_only: bool = False) -> s
         raise ValueError(f"{option}: an issuer URL has no query and no fragment (RFC 8414)")
     if port == 0:
         raise ValueError(f"{option}: port 0 is not a port clients can reach")
+    scheme_and_host = value.split("/", 3)[:3]
+    if "/".join(scheme_and_host) != "/".join(scheme_and_host).lower():
+        # Issuers are compared as exact strings (RFC 8414 section 3.3): publish
+        # the form clients will compare against, lowercase scheme and host.
+        raise ValueError(f"{option}: write the scheme and host in lowercase")
+    if any(segment in (".", "..") for segment in parts.path.split("/")):
+        raise ValueError(f"{option}: a path with '.' or '..' segments is refused")
     if origin_only:
         if parts.path not in ("", "/"):
             raise ValueError(f"{option} takes an origin: http(s)://NAME[:PORT], no path")

@@ -83,7 +83,8 @@ def test_the_edges_public_url_is_an_https_origin(url: str) -> None:
 
 @pytest.mark.parametrize("url", [
     "http://auth.example.com", "https://u@auth.example.com", "https://auth.example.com?x",
-    "auth.example.com",
+    "auth.example.com", "http://127.0.0.1:8700/../x", "https://auth.example.com/a/./b",
+    "HTTP://127.0.0.1:8700", "https://Auth.Example.com",
 ])
 def test_the_authorization_server_must_be_an_issuer_url(url: str) -> None:
     """Threat: agents sent to fetch tokens over plain HTTP across a network, or elsewhere."""
