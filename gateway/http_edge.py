@@ -290,13 +290,14 @@ class _HostOriginGuard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = Headers(scope=scope)
-            origin = headers.get("origin")
-            # Exact matches, as the SDK's own check behind this one compares them.
-            if headers.get("host") not in self._hosts:
+            hosts, origins = headers.getlist("host"), headers.getlist("origin")
+            # Exact matches, as the SDK's own check behind this one compares them;
+            # a repeated header is refused (a proxy and the SDK might read another copy).
+            if len(hosts) != 1 or hosts[0] not in self._hosts:
                 logger.warning("refused a request for a foreign Host (DNS rebinding?)")
                 await Response("Invalid Host header", status_code=421)(scope, receive, send)
                 return
-            if origin is not None and origin not in self._origins:
+            if len(origins) > 1 or (origins and origins[0] not in self._origins):
                 logger.warning("refused a request from a foreign Origin")
                 await Response("Invalid Origin header", status_code=403)(scope, receive, send)
                 return

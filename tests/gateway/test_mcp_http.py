@@ -187,6 +187,10 @@ def test_foreign_host_is_421_and_foreign_origin_403(world: World) -> None:
             null_origin = post(Origin="null")
             own_origin = post(Origin=edge.origin)
             localhost = post(Host=f"localhost:{port}", Origin=f"http://localhost:{port}")
+            doubled_origin = http.post(edge.url, json=INIT, headers=[
+                *JSON_HEADERS.items(), *auth.items(),
+                ("Origin", edge.origin), ("Origin", "http://attacker.example")])
+    assert doubled_origin.status_code == 403  # never judged by its first copy alone
     assert foreign_host.status_code == 421
     assert foreign_host_meta.status_code == 421
     assert foreign_host_no_token.status_code == 421  # before authentication
