@@ -825,6 +825,32 @@ class Repository:
 
     # -- reading ------------------------------------------------------------
 
+    @property
+    def chit_dir(self) -> str:
+        """``<common git dir>/chit``: chit's files shared by every engine on this repository.
+
+        The lane lock files live under it (``locks/``), and the persisted
+        semantic index (``semantic.db``, engine/semantic/persist.py). It may not
+        exist yet.
+        """
+        return os.path.join(self._commondir, "chit")
+
+    def protects(self, path: str) -> bool:
+        """Whether the current policy protects ``path`` (its content is sealed on commit)."""
+        return self._sealing.protects(path)
+
+    def blob_is_sealed(self, blob: str) -> bool:
+        """Whether the git blob ``blob`` (hex id) holds a sealed blob (``chit-seal`` magic).
+
+        An id that names no blob counts as sealed, so a caller deciding what
+        may be kept in the clear keeps nothing it cannot check.
+        """
+        try:
+            obj = self._repo.get(blob)
+        except (ValueError, pygit2.GitError):
+            return True
+        return not isinstance(obj, pygit2.Blob) or is_sealed(obj.data)
+
     def view_read(self, agent: str, staged: StagedChange | None, path: str) -> bytes:
         """Read a file as the session sees it.
 

@@ -835,4 +835,7 @@ def _occur(walk: _Walk, node: Node, roles: Role, scope: str | None) -> None:
     if len(walk.occurrences) >= MAX_OCCURRENCES:
         walk.truncated = True
         return
-    walk.occurrences.append(Occurrence(_text(node), _range(node), roles, scope))
+    start, end = node.start_point, node.end_point
+    name = walk.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
+    place = Range(start[0], start[1], end[0], end[1])
+    walk.occurrences.append(Occurrence(name, place, roles, scope))

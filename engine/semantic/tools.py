@@ -22,7 +22,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -32,8 +32,7 @@ from engine import schemas as s
 from engine import vcs
 from engine.errors import AccessDeniedError, RepositoryError
 from engine.paths import glob_may_match_below, validate_path
-from engine.semantic.extract import extract
-from engine.semantic.index import TreeIndex, indexer_for, rank_key
+from engine.semantic.index import TreeIndex, git_blob_id, indexer_for, rank_key
 from engine.semantic.languages import language_for
 from engine.semantic.records import Definition, Role
 
@@ -157,6 +156,7 @@ def _score(query: str, lowered: str, name: str) -> tuple[float, ...] | None:
 def search_symbols(ctx: CallContext, args: s.SearchSymbolsArgs) -> s.Symbols:
     """Find definitions by name: exact, then prefix, substring and fuzzy matches."""
     index = _index(ctx)
+    names = index.names()
     query = args.query.strip()
     lowered = query.lower()
     scored: list[tuple[tuple[float, ...], Definition]] = []
@@ -165,19 +165,21 @@ def search_symbols(ctx: CallContext, args: s.SearchSymbolsArgs) -> s.Symbols:
         for d in index.by_qualname.get(query, ()):
             scored.append(((0,), d))
         matched.add(query.rsplit(".", 1)[1])
-    for name, defs in index.by_name.items():
+    # Every name scored by _score contains the lowered query: the substring
+    # lookup finds them all (the exact and prefix ones among them).
+    candidates: list[str] = []
+    for low in names.containing(lowered) if lowered else names.sorted:
+        candidates.extend(names.lower[low])
+    for name in candidates:
         score = _score(query, lowered, name)
         if score is not None and name not in matched:
-            scored.extend((score, d) for d in defs)
+            scored.extend((score, d) for d in index.by_name[name])
             matched.add(name)
-    lower_names: dict[str, list[str]] = {}
-    for name in index.by_name:
-        if name not in matched:
-            lower_names.setdefault(name.lower(), []).append(name)
-    for close in difflib.get_close_matches(lowered, list(lower_names), n=50, cutoff=0.7):
-        ratio = difflib.SequenceMatcher(None, lowered, close).ratio()
-        for name in lower_names[close]:
-            scored.extend(((5, -ratio), d) for d in index.by_name[name])
+    for ratio, close in names.close_to(lowered):
+        for name in names.lower[close]:
+            if name not in matched:
+                matched.add(name)
+                scored.extend(((5, -ratio), d) for d in index.by_name[name])
     scored.sort(key=lambda pair: (pair[0], rank_key(pair[1])))
     symbols: list[s.Symbol] = []
     pruned = 0
@@ -379,11 +381,20 @@ def _changed_defs(ctx: CallContext, index: TreeIndex) -> list[Definition]:
         for nd in new_defs:
             if any(a <= nd.range.end_line and nd.range.start_line <= b for a, b in changed):
                 touched.append(nd)
-        old_record = extract(path, "", old, language) if len(old) else None
+        old_record = (
+            indexer_for(ctx.repo).file_index(path, git_blob_id(old), _reader(old))
+            if len(old)
+            else None
+        )
         kept = {nd.qualname for nd in new_defs}
         if old_record is not None:
             touched.extend(od for od in old_record.definitions if od.qualname not in kept)
     return touched
+
+
+def _reader(data: bytes) -> Callable[[str], bytes | None]:
+    """A reader that returns ``data`` for any path (for :meth:`Indexer.file_index`)."""
+    return lambda _path: data
 
 
 def _uses_reaching(index: TreeIndex, d: Definition) -> list[tuple[str, Any]]:

@@ -1,0 +1,312 @@
+"""The byte form of one file's records: how they cross processes and sit on disk.
+
+Index workers (``engine/semantic/pool.py``) hand records to the engine in this
+form, and the persisted index (``engine/semantic/persist.py``) stores it. What
+:func:`decode` reads is untrusted input (a file anyone who can write the git
+directory can change): it is parsed with the standard library's ``json``,
+bounded in size, and every field is checked for type, range and count before a
+record is made. Anything off raises :class:`CodecError`; the caller then parses
+the file again and never uses the bytes.
+
+Layout: UTF-8 JSON (RFC 8259), one array::
+
+    [FORMAT, language, truncated, strings, definitions, occurrences, imports, impls]
+
+* ``strings``: every occurrence name and enclosing qualname, once each;
+* ``definitions``: ``[name, qualname, kind, [8 ints: range then name range],
+  signature, doc|null, scope|null, [bases], symbol]``;
+* ``occurrences``: a flat list of integers, seven per occurrence: name (an index
+  into ``strings``), start line, start column, end line, end column, roles,
+  enclosing (an index into ``strings``, or -1);
+* ``imports``: ``[module, name|null, alias|null, line, enclosing|null]``;
+* ``impls``: ``[type, trait, line]``.
+
+The path and blob id are not in the bytes: they are the key the bytes are found
+under, so a record can never name another path than the one it is looked up for.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from engine.semantic.extract import (
+    MAX_DEFINITIONS,
+    MAX_DOC_CHARS,
+    MAX_OCCURRENCES,
+    MAX_SIGNATURE_CHARS,
+)
+from engine.semantic.languages import LANGUAGES
+from engine.semantic.records import (
+    Definition,
+    FileIndex,
+    Import,
+    Occurrence,
+    Range,
+    Role,
+    scip_symbol,
+)
+
+__all__ = ["FORMAT", "MAX_PAYLOAD_BYTES", "CodecError", "decode", "encode"]
+
+FORMAT = "chit-semantic-file/1"
+MAX_PAYLOAD_BYTES = 16_000_000
+"""Largest encoded record accepted (a 1 MB source file encodes well below this)."""
+MAX_NAME_CHARS = 4_096
+MAX_IMPORTS = 50_000
+_MAX_INT = 2**31 - 1
+_KINDS = frozenset(
+    {
+        "class",
+        "function",
+        "method",
+        "variable",
+        "constant",
+        "interface",
+        "struct",
+        "enum",
+        "trait",
+        "type",
+        "module",
+        "field",
+        "constructor",
+        "macro",
+    }
+)
+_ROLE_BITS = int(Role.DEFINITION | Role.IMPORT | Role.WRITE_ACCESS | Role.READ_ACCESS | Role.CALL)
+_ROLES: dict[int, Role] = {}
+
+
+class CodecError(ValueError):
+    """Encoded records that are malformed, oversized or of another format."""
+
+
+def encode(record: FileIndex) -> bytes:
+    """Encode a file's records (the inverse of :func:`decode`).
+
+    Args:
+        record: Records as :func:`engine.semantic.extract.extract` made them.
+
+    Returns:
+        Compact UTF-8 JSON, without the record's path and blob id.
+    """
+    strings: dict[str, int] = {}
+
+    def intern(text: str | None) -> int:
+        if text is None:
+            return -1
+        found = strings.get(text)
+        if found is None:
+            found = strings[text] = len(strings)
+        return found
+
+    occurrences: list[int] = []
+    for occ in record.occurrences:
+        r = occ.range
+        occurrences += (
+            intern(occ.name),
+            r.start_line,
+            r.start_col,
+            r.end_line,
+            r.end_col,
+            int(occ.roles),
+            intern(occ.enclosing),
+        )
+    definitions = [
+        [
+            d.name,
+            d.qualname,
+            d.kind,
+            [*_ints(d.range), *_ints(d.name_range)],
+            d.signature,
+            d.doc,
+            d.scope,
+            list(d.bases),
+            d.symbol,
+        ]
+        for d in record.definitions
+    ]
+    imports = [[i.module, i.name, i.alias, i.line, i.enclosing] for i in record.imports]
+    doc = [
+        FORMAT,
+        record.language,
+        record.truncated,
+        list(strings),
+        definitions,
+        occurrences,
+        imports,
+        [list(i) for i in record.impls],
+    ]
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _ints(r: Range) -> tuple[int, int, int, int]:
+    return (r.start_line, r.start_col, r.end_line, r.end_col)
+
+
+def _fail(what: str) -> CodecError:
+    return CodecError(f"malformed encoded records: {what}")
+
+
+def _reject_constant(_name: str) -> Any:
+    raise _fail("non-finite number")
+
+
+def _text(value: object, limit: int = MAX_NAME_CHARS) -> str:
+    if type(value) is not str or len(value) > limit:
+        raise _fail("text field")
+    return value
+
+
+def _opt_text(value: object, limit: int = MAX_NAME_CHARS) -> str | None:
+    return None if value is None else _text(value, limit)
+
+
+def _int(value: object) -> int:
+    if type(value) is not int or not 0 <= value <= _MAX_INT:
+        raise _fail("integer field")
+    return value
+
+
+def _list(value: object, limit: int) -> list[Any]:
+    if type(value) is not list or len(value) > limit:
+        raise _fail("list field")
+    return value
+
+
+def _range_of(values: list[Any], at: int) -> Range:
+    a, b, c, d = (_int(v) for v in values[at : at + 4])
+    if (c, d) < (a, b):
+        raise _fail("range ends before it starts")
+    return Range(a, b, c, d)
+
+
+def _role(value: int) -> Role:
+    if value < 0:
+        raise _fail("negative role")
+    role = _ROLES.get(value)
+    if role is None:
+        if value & ~_ROLE_BITS:
+            raise _fail("unknown role bits")
+        role = _ROLES[value] = Role(value)
+    return role
+
+
+def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
+    """Decode records found under ``(path, blob)``, checking everything (untrusted input).
+
+    Args:
+        payload: Bytes made by :func:`encode`, or anything else.
+        path: The repository path they were looked up for; every record gets it.
+        blob: The blob id (hex) they were looked up for.
+        language: The path's language (``engine.semantic.languages.language_for``).
+
+    Returns:
+        The file's :class:`FileIndex`.
+
+    Raises:
+        CodecError: For bytes over :data:`MAX_PAYLOAD_BYTES`, invalid UTF-8 or
+            JSON, another format or language, a field of the wrong type or out of
+            range, more records than the extractor's bounds allow, or a
+            definition whose symbol names another path.
+    """
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise _fail("too large")
+    try:
+        doc = json.loads(payload.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _fail("not JSON") from None
+    if type(doc) is not list or len(doc) != 8 or doc[0] != FORMAT:
+        raise _fail("format")
+    _, lang, truncated, strings, raw_defs, raw_occs, raw_imps, raw_impls = doc
+    if lang != language or lang not in LANGUAGES or type(truncated) is not bool:
+        raise _fail("header")
+    names = _list(strings, 2 * MAX_OCCURRENCES + MAX_DEFINITIONS)
+    for name in names:
+        _text(name)
+    prefix = scip_symbol(path, "", ())
+    definitions: list[Definition] = []
+    for item in _list(raw_defs, MAX_DEFINITIONS):
+        fields = _list(item, 9)
+        if len(fields) != 9:
+            raise _fail("definition")
+        kind = fields[2]
+        if kind not in _KINDS:
+            raise _fail("definition kind")
+        spans = _list(fields[3], 8)
+        if len(spans) != 8:
+            raise _fail("definition ranges")
+        symbol = _text(fields[8], 2 * MAX_NAME_CHARS + len(prefix))
+        if not symbol.startswith(prefix) or len(symbol) == len(prefix):
+            raise _fail("definition symbol")
+        bases = tuple(_text(b) for b in _list(fields[7], 256))
+        definitions.append(
+            Definition(
+                symbol=symbol,
+                name=_text(fields[0]),
+                qualname=_text(fields[1]),
+                kind=kind,
+                path=path,
+                range=_range_of(spans, 0),
+                name_range=_range_of(spans, 4),
+                signature=_text(fields[4], MAX_SIGNATURE_CHARS),
+                doc=_opt_text(fields[5], MAX_DOC_CHARS),
+                scope=_opt_text(fields[6]),
+                bases=bases,
+            )
+        )
+    flat = _list(raw_occs, 7 * MAX_OCCURRENCES)
+    if len(flat) % 7:
+        raise _fail("occurrences")
+    count = len(names)
+    # Checked column by column, each in one pass in C: types, then ranges.
+    if flat:
+        if set(map(type, flat)) != {int}:
+            raise _fail("occurrence field")
+        columns = [flat[k::7] for k in range(7)]
+        if min(columns[0]) < 0 or max(columns[0]) >= count:
+            raise _fail("occurrence name")
+        if min(min(columns[k]) for k in range(1, 5)) < 0:
+            raise _fail("occurrence range")
+        if max(max(columns[k]) for k in range(1, 5)) > _MAX_INT:
+            raise _fail("occurrence range")
+        if min(columns[6]) < -1 or max(columns[6]) >= count:
+            raise _fail("occurrence enclosing")
+        roles = {value: _role(value) for value in set(columns[5])}
+        texts: list[str | None] = [*names, None]  # index -1 is None
+        occurrences = [
+            Occurrence(texts[n], Range(a, b, c, d), roles[r], texts[e])
+            for n, a, b, c, d, r, e in zip(*columns, strict=True)
+        ]
+    else:
+        occurrences = []
+    imports: list[Import] = []
+    for item in _list(raw_imps, MAX_IMPORTS):
+        fields = _list(item, 5)
+        if len(fields) != 5:
+            raise _fail("import")
+        imports.append(
+            Import(
+                _text(fields[0]),
+                _opt_text(fields[1]),
+                _opt_text(fields[2]),
+                _int(fields[3]),
+                _opt_text(fields[4]),
+            )
+        )
+    impls: list[tuple[str, str, int]] = []
+    for item in _list(raw_impls, MAX_DEFINITIONS):
+        fields = _list(item, 3)
+        if len(fields) != 3:
+            raise _fail("impl")
+        impls.append((_text(fields[0]), _text(fields[1]), _int(fields[2])))
+    return FileIndex(
+        path,
+        blob,
+        language,
+        tuple(definitions),
+        tuple(occurrences),
+        tuple(imports),
+        tuple(impls),
+        truncated,
+    )
