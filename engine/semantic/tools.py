@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -35,6 +35,7 @@ from engine.paths import glob_may_match_below, validate_path
 from engine.semantic.index import TreeIndex, git_blob_id, indexer_for, rank_key
 from engine.semantic.languages import language_for
 from engine.semantic.records import Definition, Role
+from engine.state import Intent
 
 if TYPE_CHECKING:
     from engine.handlers import CallContext, Session
@@ -497,18 +498,14 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
 
 
 @dataclass
-class _Intent:
-    agent: str
-    paths: tuple[str, ...]
-    expires_at: float
-
-
-@dataclass
 class _Peers:
-    """Per-engine (per repository object, so per process) intents and sessions seen."""
+    """Per-engine (per repository object, so per process) sessions that used the index.
+
+    Their staged paths are shown to peers of the same engine; declared intents
+    are in the state store, shared by every engine process (docs/semantic.md).
+    """
 
     lock: threading.Lock
-    intents: dict[str, _Intent]
     sessions: weakref.WeakValueDictionary[str, Session]
 
 
@@ -520,7 +517,7 @@ def _peers(repo: vcs.Repository) -> _Peers:
     with _PEERS_LOCK:
         found = _PEERS.get(repo)
         if found is None:
-            found = _Peers(threading.Lock(), {}, weakref.WeakValueDictionary())
+            found = _Peers(threading.Lock(), weakref.WeakValueDictionary())
             _PEERS[repo] = found
         return found
 
@@ -545,21 +542,26 @@ def _staged_paths(session: Session) -> tuple[str, ...]:
     return ()
 
 
+def _repo_id(repo: vcs.Repository) -> str:
+    """The repository's identity in the state store: the real path of its common git dir."""
+    return os.path.realpath(os.path.dirname(repo.chit_dir))
+
+
 def _peer_intents(
-    ctx: CallContext, mine: list[str], names: set[str], index: TreeIndex, now: float
+    ctx: CallContext, mine: list[str], names: set[str], index: TreeIndex
 ) -> tuple[list[s.PeerIntent], int]:
     peers = _peers(ctx.repo)
     with peers.lock:
-        for sid in [k for k, v in peers.intents.items() if v.expires_at <= now]:
-            del peers.intents[sid]
-        declared = dict(peers.intents)
         sessions = dict(peers.sessions.items())
-    me = ctx.session.session_id
-    wanted: dict[str, tuple[str, set[str]]] = {}
-    for sid, intent in declared.items():
+    declared = ctx.store.intents(_repo_id(ctx.repo), now=ctx.now)
+    me = (ctx.session.session_id, ctx.session.token_id)
+    wanted: dict[tuple[str, str], tuple[str, set[str]]] = {}
+    for intent in declared:
+        sid = (intent.session, intent.token_id)
         if sid != me:
             wanted.setdefault(sid, (intent.agent, set()))[1].update(intent.paths)
-    for sid, session in sessions.items():
+    for session in sessions.values():
+        sid = (session.session_id, session.token_id)
         if sid != me:
             wanted.setdefault(sid, (session.agent, set()))[1].update(_staged_paths(session))
     out: list[s.PeerIntent] = []
@@ -626,7 +628,6 @@ def project_context(ctx: CallContext, args: s.ProjectContextArgs) -> s.ProjectCo
     """A pre-write briefing for some paths, recording the caller's intent for them."""
     paths = _check_paths(ctx, args.paths)
     index = _index(ctx)
-    now = time.time()
     pruned = 0
     defs: list[Definition] = []
     for path, record in sorted(index.indexed.items()):
@@ -639,11 +640,19 @@ def project_context(ctx: CallContext, args: s.ProjectContextArgs) -> s.ProjectCo
     symbols, cut_symbols = _fit((_symbol(d) for d in defs), RESULT_BYTE_BUDGET // 4)
     conventions, hidden, cut_conventions = _conventions(ctx, index, paths)
     names = {d.name for d in defs if d.scope is None}
-    peers, hidden_peers = _peer_intents(ctx, paths, names, index, now)
-    registry = _peers(ctx.repo)
-    expires = min(now + INTENT_TTL_SECONDS, float(ctx.token.expires_at))
-    with registry.lock:
-        registry.intents[ctx.session.session_id] = _Intent(ctx.token.agent, tuple(paths), expires)
+    peers, hidden_peers = _peer_intents(ctx, paths, names, index)
+    expires = min(ctx.now + INTENT_TTL_SECONDS, int(ctx.token.expires_at))
+    ctx.store.put_intent(
+        Intent(
+            repo=_repo_id(ctx.repo),
+            session=ctx.session.session_id,
+            token_id=ctx.session.token_id,
+            agent=ctx.token.agent,
+            paths=tuple(dict.fromkeys(paths)),
+            expires_at=expires,
+        ),
+        now=ctx.now,
+    )
     return s.ProjectContext(
         symbols=symbols,
         conventions=conventions,
