@@ -21,6 +21,7 @@ only through the handlers' scope pruning (docs/semantic.md).
 
 from __future__ import annotations
 
+import atexit
 import bisect
 import difflib
 import gc
@@ -34,11 +35,11 @@ from dataclasses import dataclass, field
 
 from engine import vcs
 from engine.errors import RepositoryError
-from engine.semantic.codec import CodecError, decode
+from engine.semantic.codec import CodecError, decode, encode
 from engine.semantic.extract import extract
 from engine.semantic.languages import language_for
 from engine.semantic.persist import PersistedIndex
-from engine.semantic.pool import Item, ParsePool
+from engine.semantic.pool import MIN_POOL_FILES, Item, ParsePool
 from engine.semantic.records import Definition, FileIndex, Import, Occurrence, Role
 
 __all__ = [
@@ -76,7 +77,7 @@ class TreeIndex:
     by_qualname: dict[str, list[Definition]] = field(default_factory=dict)
     by_symbol: dict[str, Definition] = field(default_factory=dict)
     by_place: dict[tuple[str, str], Definition] = field(default_factory=dict)
-    uses: dict[str, list[tuple[str, Occurrence]]] = field(default_factory=dict)
+    uses: dict[str, list[tuple[str, tuple[Occurrence, ...]]]] = field(default_factory=dict)
     inside: dict[tuple[str, str], list[Occurrence]] = field(default_factory=dict)
     imports: list[tuple[str, Import]] = field(default_factory=list)
     children: dict[str, list[Definition]] = field(default_factory=dict)
@@ -90,7 +91,7 @@ class TreeIndex:
         """Merge file records into one index."""
         by_name: defaultdict[str, list[Definition]] = defaultdict(list)
         by_qual: defaultdict[str, list[Definition]] = defaultdict(list)
-        uses: defaultdict[str, list[tuple[str, Occurrence]]] = defaultdict(list)
+        uses: defaultdict[str, list[tuple[str, tuple[Occurrence, ...]]]] = defaultdict(list)
         inside: defaultdict[tuple[str, str], list[Occurrence]] = defaultdict(list)
         index = cls(files, {}, truncated)
         for record in records:
@@ -101,8 +102,9 @@ class TreeIndex:
                 by_qual[d.qualname].append(d)
                 index.by_symbol[d.symbol] = d
                 index.by_place.setdefault((d.path, d.qualname), d)
+            for name, occs in _by_name(record).items():
+                uses[name].append((record.path, tuple(occs)))
             for occ in record.occurrences:
-                uses[occ.name].append((record.path, occ))
                 if occ.enclosing is not None:
                     inside[(record.path, occ.enclosing)].append(occ)
             index.imports.extend((record.path, imp) for imp in record.imports)
@@ -143,9 +145,12 @@ class TreeIndex:
             table: dict[str, list[Definition]], names: set[str], attr: str
         ) -> dict[str, list[Definition]]:
             out = dict(table)
+            fresh: defaultdict[str, list[Definition]] = defaultdict(list)
+            for d in new_defs:
+                fresh[getattr(d, attr)].append(d)
             for name in names:
                 kept = [d for d in table.get(name, ()) if d.path not in paths]
-                kept += [d for d in new_defs if getattr(d, attr) == name]
+                kept += fresh.get(name, ())
                 if kept:
                     out[name] = kept
                 else:
@@ -167,15 +172,17 @@ class TreeIndex:
             index.by_place.setdefault((d.path, d.qualname), d)
         index.uses = dict(self.uses)
         index.inside = dict(self.inside)
-        added: defaultdict[str, list[tuple[str, Occurrence]]] = defaultdict(list)
+        added: defaultdict[str, list[tuple[str, tuple[Occurrence, ...]]]] = defaultdict(list)
         added_inside: defaultdict[tuple[str, str], list[Occurrence]] = defaultdict(list)
         for r in new:
+            for name, occs in _by_name(r).items():
+                added[name].append((r.path, tuple(occs)))
             for occ in r.occurrences:
-                added[occ.name].append((r.path, occ))
                 if occ.enclosing is not None:
                     added_inside[(r.path, occ.enclosing)].append(occ)
         names = {occ.name for r in old for occ in r.occurrences} | set(added)
         for name in names:
+            # One chunk per file: dropping a file's uses costs the files using the name.
             kept_uses = [u for u in self.uses.get(name, ()) if u[0] not in paths]
             kept_uses += added.get(name, ())
             if kept_uses:
@@ -201,6 +208,16 @@ class TreeIndex:
         if found is None:
             found = self._names = NameIndex(self.by_name)
         return found
+
+    def uses_of(self, name: str) -> Iterator[tuple[str, Occurrence]]:
+        """Every occurrence of a name (references and calls) with its file's path, file by file."""
+        for path, occs in self.uses.get(name, ()):
+            for occ in occs:
+                yield path, occ
+
+    def occurrence_count(self) -> int:
+        """How many occurrences the index holds."""
+        return sum(len(r.occurrences) for r in self.indexed.values())
 
     def calls_in(self, d: Definition) -> list[Occurrence]:
         """Call occurrences inside a definition (callees), in source order."""
@@ -233,6 +250,14 @@ class TreeIndex:
         return sorted(found, key=rank_key)
 
 
+def _by_name(record: FileIndex) -> dict[str, list[Occurrence]]:
+    """A file's occurrences by name, in source order."""
+    out: defaultdict[str, list[Occurrence]] = defaultdict(list)
+    for occ in record.occurrences:
+        out[occ.name].append(occ)
+    return out
+
+
 def _children(
     by_name: dict[str, list[Definition]], impls: list[tuple[str, str, str, int]]
 ) -> dict[str, list[Definition]]:
@@ -249,7 +274,7 @@ def _children(
     return dict(children)
 
 
-FUZZY_CANDIDATES = 400
+FUZZY_CANDIDATES = 150
 """Names compared by edit ratio at most, per fuzzy query (those sharing most bigrams)."""
 
 
@@ -262,7 +287,8 @@ class NameIndex:
       with ``str.find`` (in C);
     * fuzzy: names by the bigrams of their lower-cased form; a query compares
       (``difflib`` ratio) only the :data:`FUZZY_CANDIDATES` names sharing the
-      most bigrams with it, of a length within the cutoff's reach.
+      most bigrams with it (at least a third of the query's), of a length
+      within the cutoff's reach.
 
     Args:
         by_name: Definitions by name (``TreeIndex.by_name``).
@@ -314,15 +340,18 @@ class NameIndex:
             ``(ratio, name)`` best first, at most ``n``.
         """
         counts: defaultdict[int, int] = defaultdict(int)
-        for gram in {query[k : k + 2] for k in range(max(1, len(query) - 1))}:
+        query_grams = {query[k : k + 2] for k in range(max(1, len(query) - 1))}
+        for gram in query_grams:
             for i in self.grams.get(gram, ()):
                 counts[i] += 1
         size = len(query)
+        least = max(1, len(query_grams) // 3)
         # ratio = 2M / (a + b) <= 2 min(a, b) / (a + b): lengths out of reach are skipped.
         reach = [
             (c, i)
             for i, c in counts.items()
-            if 2 * min(size, len(self.sorted[i])) >= cutoff * (size + len(self.sorted[i]))
+            if c >= least
+            and 2 * min(size, len(self.sorted[i])) >= cutoff * (size + len(self.sorted[i]))
         ]
         reach.sort(key=lambda pair: -pair[0])
         matcher = difflib.SequenceMatcher()
@@ -424,6 +453,8 @@ def _shared_pool() -> ParsePool:
     with _POOL_LOCK:
         if _POOL is None:
             _POOL = ParsePool()
+            # Stopped before the interpreter tears its modules down, not during.
+            atexit.register(_POOL.close)
         return _POOL
 
 
@@ -534,16 +565,27 @@ class Indexer:
                 items.append((path, blob, data, language))
         loaded_count = len(fresh)
         rows: list[tuple[str, str, bytes]] = []
-        pool = self._pool or _shared_pool()
-        for (path, blob, _data, language), payload in pool.parse(items):
-            fresh.append(decode(payload, path, blob, language))
-            if (
+
+        def keep(path: str, blob: str) -> bool:
+            return (
                 persisted is not None
                 and path not in staged
                 and not repo.protects(path)
                 and not repo.blob_is_sealed(blob)
-            ):
-                rows.append((path, blob, payload))
+            )
+
+        if len(items) >= MIN_POOL_FILES:
+            pool = self._pool or _shared_pool()
+            for (path, blob, _data, language), payload in pool.parse(items):
+                fresh.append(decode(payload, path, blob, language))
+                if keep(path, blob):
+                    rows.append((path, blob, payload))
+        else:  # a few files (a staged edit, a new commit): here, no encoding unless kept
+            for path, blob, data, language in items:
+                record = extract(path, blob, data, language)
+                fresh.append(record)
+                if keep(path, blob):
+                    rows.append((path, blob, encode(record)))
         if persisted is not None and rows:
             persisted.store(rows)
         with self._lock:
@@ -615,9 +657,8 @@ class Indexer:
                 index = self._build(repo, files, read, frozenset(changed))
             else:
                 present = {p: files[p] for p in changed if p in files}
-                with _gc_paused():
-                    records = self._records(repo, present, read, frozenset(changed))
-                    index = base.derive(files, {p: records.get(p) for p in changed})
+                records = self._records(repo, present, read, frozenset(changed))
+                index = base.derive(files, {p: records.get(p) for p in changed})
         with self._lock:
             self._views.put(key, index)
         return index

@@ -277,7 +277,7 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
     for kind in kinds:
         if kind in ("callers", "references"):
             want_call = kind == "callers"
-            for path, occ in index.uses.get(d.name, ()):
+            for path, occ in index.uses_of(d.name):
                 if bool(occ.roles & Role.CALL) != want_call:
                     continue
                 enclosing = index.enclosing(path, occ)
@@ -411,7 +411,7 @@ def _uses_reaching(index: TreeIndex, d: Definition) -> list[tuple[str, Any]]:
         or len(index.by_name.get(name, ())) > AMBIGUOUS_NAME_DEFINITIONS
     ):
         name = d.scope.rsplit(".", 1)[-1]
-    return list(index.uses.get(name, ()))
+    return list(index.uses_of(name))
 
 
 def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
