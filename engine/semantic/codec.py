@@ -1,4 +1,4 @@
-"""The byte form of one file's records: how they cross processes and sit on disk.
+r"""The byte form of one file's records: how they cross processes and sit on disk.
 
 Index workers (``engine/semantic/pool.py``) hand records to the engine in this
 form, and the persisted index (``engine/semantic/persist.py``) stores it. What
@@ -8,18 +8,27 @@ bounded in size, and every field is checked for type, range and count before a
 record is made. Anything off raises :class:`CodecError`; the caller then parses
 the file again and never uses the bytes.
 
-Layout: UTF-8 JSON (RFC 8259), one array::
+Layout: a header of UTF-8 JSON (RFC 8259, one line), a newline, then the
+occurrences as little-endian 32-bit signed integers::
 
-    [FORMAT, language, truncated, strings, definitions, occurrences, imports, impls]
+    [FORMAT, language, truncated, strings, names, definitions, imports, impls, count]
+    \n
+    7 * count integers
 
-* ``strings``: every occurrence name and enclosing qualname, once each;
+* ``strings``: every occurrence name, then every enclosing qualname that is not
+  also a name, once each; the first ``names`` of them are the names;
 * ``definitions``: ``[name, qualname, kind, [8 ints: range then name range],
   signature, doc|null, scope|null, [bases], symbol]``;
-* ``occurrences``: a flat list of integers, seven per occurrence: name (an index
-  into ``strings``), start line, start column, end line, end column, roles,
-  enclosing (an index into ``strings``, or -1);
 * ``imports``: ``[module, name|null, alias|null, line, enclosing|null]``;
-* ``impls``: ``[type, trait, line]``.
+* ``impls``: ``[type, trait, line]``;
+* occurrences, seven integers each: name (an index into ``strings``), start
+  line, start column, end line, end column, roles, enclosing (an index into
+  ``strings``, or -1).
+
+Every integer is checked when the bytes are decoded, column by column in C
+(``min``/``max`` over array slices); the :class:`Occurrence` tuples themselves
+are made only when a query first asks for that file's occurrences
+(:class:`~engine.semantic.records.PackedOccurrences`).
 
 The path and blob id are not in the bytes: they are the key the bytes are found
 under, so a record can never name another path than the one it is looked up for.
@@ -28,6 +37,8 @@ under, so a record can never name another path than the one it is looked up for.
 from __future__ import annotations
 
 import json
+import sys
+from array import array
 from typing import Any
 
 from engine.semantic.extract import (
@@ -41,7 +52,7 @@ from engine.semantic.records import (
     Definition,
     FileIndex,
     Import,
-    Occurrence,
+    PackedOccurrences,
     Range,
     Role,
     scip_symbol,
@@ -77,6 +88,10 @@ _ROLE_BITS = int(Role.DEFINITION | Role.IMPORT | Role.WRITE_ACCESS | Role.READ_A
 _ROLES: dict[int, Role] = {}
 
 
+if array("i").itemsize != 4:  # pragma: no cover - every platform CPython supports today
+    raise ImportError("engine.semantic.codec needs 4-byte C ints")
+
+
 class CodecError(ValueError):
     """Encoded records that are malformed, oversized or of another format."""
 
@@ -88,30 +103,33 @@ def encode(record: FileIndex) -> bytes:
         record: Records as :func:`engine.semantic.extract.extract` made them.
 
     Returns:
-        Compact UTF-8 JSON, without the record's path and blob id.
+        The header and the packed occurrences, without the record's path and blob id.
     """
     strings: dict[str, int] = {}
-
-    def intern(text: str | None) -> int:
-        if text is None:
-            return -1
-        found = strings.get(text)
-        if found is None:
-            found = strings[text] = len(strings)
-        return found
-
-    occurrences: list[int] = []
-    for occ in record.occurrences:
+    occurrences = record.occurrences
+    for occ in occurrences:
+        if occ.name not in strings:
+            strings[occ.name] = len(strings)
+    names = len(strings)
+    for occ in occurrences:
+        if occ.enclosing is not None and occ.enclosing not in strings:
+            strings[occ.enclosing] = len(strings)
+    flat = array("i")
+    for occ in occurrences:
         r = occ.range
-        occurrences += (
-            intern(occ.name),
-            r.start_line,
-            r.start_col,
-            r.end_line,
-            r.end_col,
-            int(occ.roles),
-            intern(occ.enclosing),
+        flat.extend(
+            (
+                strings[occ.name],
+                r.start_line,
+                r.start_col,
+                r.end_line,
+                r.end_col,
+                int(occ.roles),
+                -1 if occ.enclosing is None else strings[occ.enclosing],
+            )
         )
+    if sys.byteorder == "big":  # pragma: no cover - the format is little-endian
+        flat.byteswap()
     definitions = [
         [
             d.name,
@@ -132,12 +150,14 @@ def encode(record: FileIndex) -> bytes:
         record.language,
         record.truncated,
         list(strings),
+        names,
         definitions,
-        occurrences,
         imports,
         [list(i) for i in record.impls],
+        len(occurrences),
     ]
-    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    header = json.dumps(doc, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+    return header + b"\n" + flat.tobytes()
 
 
 def _ints(r: Range) -> tuple[int, int, int, int]:
@@ -174,13 +194,6 @@ def _list(value: object, limit: int) -> list[Any]:
     return value
 
 
-def _range_of(values: list[Any], at: int) -> Range:
-    a, b, c, d = (_int(v) for v in values[at : at + 4])
-    if (c, d) < (a, b):
-        raise _fail("range ends before it starts")
-    return Range(a, b, c, d)
-
-
 def _role(value: int) -> Role:
     if value < 0:
         raise _fail("negative role")
@@ -207,23 +220,31 @@ def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
     Raises:
         CodecError: For bytes over :data:`MAX_PAYLOAD_BYTES`, invalid UTF-8 or
             JSON, another format or language, a field of the wrong type or out of
-            range, more records than the extractor's bounds allow, or a
-            definition whose symbol names another path.
+            range, occurrence bytes that do not match the header's count, more
+            records than the extractor's bounds allow, or a definition whose
+            symbol names another path.
     """
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise _fail("too large")
+    head, newline, packed = payload.partition(b"\n")
+    if not newline:
+        raise _fail("no header")
     try:
-        doc = json.loads(payload.decode("utf-8"), parse_constant=_reject_constant)
+        doc = json.loads(head.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise _fail("not JSON") from None
-    if type(doc) is not list or len(doc) != 8 or doc[0] != FORMAT:
+    if type(doc) is not list or len(doc) != 9 or doc[0] != FORMAT:
         raise _fail("format")
-    _, lang, truncated, strings, raw_defs, raw_occs, raw_imps, raw_impls = doc
+    _, lang, truncated, strings, name_count, raw_defs, raw_imps, raw_impls, count = doc
     if lang != language or lang not in LANGUAGES or type(truncated) is not bool:
         raise _fail("header")
     names = _list(strings, 2 * MAX_OCCURRENCES + MAX_DEFINITIONS)
-    for name in names:
-        _text(name)
+    if names and (set(map(type, names)) != {str} or max(map(len, names)) > MAX_NAME_CHARS):
+        raise _fail("string table")
+    if _int(name_count) > len(names) or _int(count) > MAX_OCCURRENCES:
+        raise _fail("counts")
+    if len(packed) != 28 * count:
+        raise _fail("occurrence bytes")
     prefix = scip_symbol(path, "", ())
     definitions: list[Definition] = []
     for item in _list(raw_defs, MAX_DEFINITIONS):
@@ -234,7 +255,12 @@ def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
         if kind not in _KINDS:
             raise _fail("definition kind")
         spans = _list(fields[3], 8)
-        if len(spans) != 8:
+        if (
+            len(spans) != 8
+            or set(map(type, spans)) != {int}
+            or min(spans) < 0
+            or max(spans) > _MAX_INT
+        ):
             raise _fail("definition ranges")
         symbol = _text(fields[8], 2 * MAX_NAME_CHARS + len(prefix))
         if not symbol.startswith(prefix) or len(symbol) == len(prefix):
@@ -247,39 +273,30 @@ def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
                 qualname=_text(fields[1]),
                 kind=kind,
                 path=path,
-                range=_range_of(spans, 0),
-                name_range=_range_of(spans, 4),
+                range=Range(*spans[:4]),
+                name_range=Range(*spans[4:]),
                 signature=_text(fields[4], MAX_SIGNATURE_CHARS),
                 doc=_opt_text(fields[5], MAX_DOC_CHARS),
                 scope=_opt_text(fields[6]),
                 bases=bases,
             )
         )
-    flat = _list(raw_occs, 7 * MAX_OCCURRENCES)
-    if len(flat) % 7:
-        raise _fail("occurrences")
-    count = len(names)
-    # Checked column by column, each in one pass in C: types, then ranges.
-    if flat:
-        if set(map(type, flat)) != {int}:
-            raise _fail("occurrence field")
+    flat = array("i")
+    flat.frombytes(packed)
+    if sys.byteorder == "big":  # pragma: no cover - the format is little-endian
+        flat.byteswap()
+    roles: dict[int, Role] = {}
+    if count:
+        # Checked column by column, each in one pass in C.
         columns = [flat[k::7] for k in range(7)]
-        if min(columns[0]) < 0 or max(columns[0]) >= count:
+        if min(columns[0]) < 0 or max(columns[0]) >= name_count:
             raise _fail("occurrence name")
         if min(min(columns[k]) for k in range(1, 5)) < 0:
             raise _fail("occurrence range")
-        if max(max(columns[k]) for k in range(1, 5)) > _MAX_INT:
-            raise _fail("occurrence range")
-        if min(columns[6]) < -1 or max(columns[6]) >= count:
+        if min(columns[6]) < -1 or max(columns[6]) >= len(names):
             raise _fail("occurrence enclosing")
         roles = {value: _role(value) for value in set(columns[5])}
-        texts: list[str | None] = [*names, None]  # index -1 is None
-        occurrences = [
-            Occurrence(texts[n], Range(a, b, c, d), roles[r], texts[e])
-            for n, a, b, c, d, r, e in zip(*columns, strict=True)
-        ]
-    else:
-        occurrences = []
+    occurrences = PackedOccurrences(names, flat, roles)
     imports: list[Import] = []
     for item in _list(raw_imps, MAX_IMPORTS):
         fields = _list(item, 5)
@@ -305,8 +322,9 @@ def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
         blob,
         language,
         tuple(definitions),
-        tuple(occurrences),
+        occurrences,
         tuple(imports),
         tuple(impls),
         truncated,
+        names=frozenset(names[:name_count]),
     )

@@ -77,8 +77,7 @@ class TreeIndex:
     by_qualname: dict[str, list[Definition]] = field(default_factory=dict)
     by_symbol: dict[str, Definition] = field(default_factory=dict)
     by_place: dict[tuple[str, str], Definition] = field(default_factory=dict)
-    uses: dict[str, list[tuple[str, tuple[Occurrence, ...]]]] = field(default_factory=dict)
-    inside: dict[tuple[str, str], list[Occurrence]] = field(default_factory=dict)
+    uses: dict[str, list[str]] = field(default_factory=dict)
     imports: list[tuple[str, Import]] = field(default_factory=list)
     children: dict[str, list[Definition]] = field(default_factory=dict)
     impls: list[tuple[str, str, str, int]] = field(default_factory=list)
@@ -91,8 +90,7 @@ class TreeIndex:
         """Merge file records into one index."""
         by_name: defaultdict[str, list[Definition]] = defaultdict(list)
         by_qual: defaultdict[str, list[Definition]] = defaultdict(list)
-        uses: defaultdict[str, list[tuple[str, tuple[Occurrence, ...]]]] = defaultdict(list)
-        inside: defaultdict[tuple[str, str], list[Occurrence]] = defaultdict(list)
+        uses: defaultdict[str, list[str]] = defaultdict(list)
         index = cls(files, {}, truncated)
         for record in records:
             index.indexed[record.path] = record
@@ -102,15 +100,12 @@ class TreeIndex:
                 by_qual[d.qualname].append(d)
                 index.by_symbol[d.symbol] = d
                 index.by_place.setdefault((d.path, d.qualname), d)
-            for name, occs in _by_name(record).items():
-                uses[name].append((record.path, tuple(occs)))
-            for occ in record.occurrences:
-                if occ.enclosing is not None:
-                    inside[(record.path, occ.enclosing)].append(occ)
+            for name in record.names:
+                uses[name].append(record.path)
             index.imports.extend((record.path, imp) for imp in record.imports)
             index.impls.extend((record.path, t, trait, line) for t, trait, line in record.impls)
         index.by_name, index.by_qualname = dict(by_name), dict(by_qual)
-        index.uses, index.inside = dict(uses), dict(inside)
+        index.uses = dict(uses)
         index.children = _children(index.by_name, index.impls)
         return index
 
@@ -171,29 +166,18 @@ class TreeIndex:
             index.by_symbol[d.symbol] = d
             index.by_place.setdefault((d.path, d.qualname), d)
         index.uses = dict(self.uses)
-        index.inside = dict(self.inside)
-        added: defaultdict[str, list[tuple[str, tuple[Occurrence, ...]]]] = defaultdict(list)
-        added_inside: defaultdict[tuple[str, str], list[Occurrence]] = defaultdict(list)
+        added: defaultdict[str, list[str]] = defaultdict(list)
         for r in new:
-            for name, occs in _by_name(r).items():
-                added[name].append((r.path, tuple(occs)))
-            for occ in r.occurrences:
-                if occ.enclosing is not None:
-                    added_inside[(r.path, occ.enclosing)].append(occ)
-        names = {occ.name for r in old for occ in r.occurrences} | set(added)
-        for name in names:
-            # One chunk per file: dropping a file's uses costs the files using the name.
-            kept_uses = [u for u in self.uses.get(name, ()) if u[0] not in paths]
+            for name in r.names:
+                added[name].append(r.path)
+        for name in {n for r in old for n in r.names} | set(added):
+            # Files by name: dropping a file's uses costs the files using the name.
+            kept_uses = [p for p in self.uses.get(name, ()) if p not in paths]
             kept_uses += added.get(name, ())
             if kept_uses:
                 index.uses[name] = kept_uses
             else:
                 index.uses.pop(name, None)
-        for r in old:
-            for occ in r.occurrences:
-                if occ.enclosing is not None:
-                    index.inside.pop((r.path, occ.enclosing), None)
-        index.inside.update(added_inside)
         index.imports = [x for x in self.imports if x[0] not in paths]
         index.impls = [x for x in self.impls if x[0] not in paths]
         for r in new:
@@ -211,17 +195,20 @@ class TreeIndex:
 
     def uses_of(self, name: str) -> Iterator[tuple[str, Occurrence]]:
         """Every occurrence of a name (references and calls) with its file's path, file by file."""
-        for path, occs in self.uses.get(name, ()):
-            for occ in occs:
+        for path in self.uses.get(name, ()):
+            for occ in self.indexed[path].named(name):
                 yield path, occ
 
     def occurrence_count(self) -> int:
-        """How many occurrences the index holds."""
-        return sum(len(r.occurrences) for r in self.indexed.values())
+        """How many occurrences the index holds (without making them)."""
+        return sum(r.occurrence_count for r in self.indexed.values())
 
     def calls_in(self, d: Definition) -> list[Occurrence]:
         """Call occurrences inside a definition (callees), in source order."""
-        return [o for o in self.inside.get((d.path, d.qualname), ()) if o.roles & Role.CALL]
+        record = self.indexed.get(d.path)
+        if record is None:
+            return []
+        return [o for o in record.inside(d.qualname) if o.roles & Role.CALL]
 
     def enclosing(self, path: str, occ: Occurrence) -> Definition | None:
         """The definition an occurrence sits in, or ``None`` at file level."""
@@ -248,14 +235,6 @@ class TreeIndex:
             prefix = path.rstrip("/") + "/"
             found = [d for d in found if d.path == path or d.path.startswith(prefix)]
         return sorted(found, key=rank_key)
-
-
-def _by_name(record: FileIndex) -> dict[str, list[Occurrence]]:
-    """A file's occurrences by name, in source order."""
-    out: defaultdict[str, list[Occurrence]] = defaultdict(list)
-    for occ in record.occurrences:
-        out[occ.name].append(occ)
-    return out
 
 
 def _children(

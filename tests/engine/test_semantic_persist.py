@@ -14,6 +14,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -330,9 +331,11 @@ def test_codec_round_trip_for_every_language() -> None:
 
 
 def _edit(change: Any) -> bytes:
-    doc = json.loads(_ENCODED)
+    """The sample with its JSON header changed."""
+    head, _, packed = _ENCODED.partition(b"\n")
+    doc = json.loads(head)
     change(doc)
-    return json.dumps(doc).encode()
+    return json.dumps(doc).encode() + b"\n" + packed
 
 
 def _set(doc: Any, where: tuple[int, ...], value: Any) -> None:
@@ -341,26 +344,39 @@ def _set(doc: Any, where: tuple[int, ...], value: Any) -> None:
     doc[where[-1]] = value
 
 
+def _occ(at: int, value: int) -> bytes:
+    """The sample with one packed occurrence integer changed."""
+    head, _, packed = _ENCODED.partition(b"\n")
+    ints = array("i")
+    ints.frombytes(packed)
+    ints[at] = value
+    return head + b"\n" + ints.tobytes()
+
+
 @pytest.mark.parametrize("forged", [
     _ENCODED.replace(b"chit-semantic-file/1", b"chit-semantic-file/2"),  # other format
     _ENCODED.replace(b'"python"', b'"go"'),  # other language
     _ENCODED.replace(b"src/`app.py`/main", b"src/`other.py`/main"),  # other path
     _ENCODED.replace(b'"function"', b'"sorcery"'),  # unknown kind
-    _ENCODED[:-5],  # truncated
+    _ENCODED[:-5],  # truncated occurrences
+    _ENCODED.partition(b"\n")[0],  # no occurrence part at all
     _ENCODED + b" " * (MAX_PAYLOAD_BYTES + 1),  # oversized
     b"\xff" + _ENCODED,  # not UTF-8
-    _edit(lambda d: _set(d, (5, 1), 1.5)),  # a float among the occurrence integers
-    _edit(lambda d: _set(d, (5, 1), True)),  # a bool is not an integer
-    _edit(lambda d: _set(d, (5, 1), -7)),  # negative
-    _edit(lambda d: _set(d, (5, 1), 2**40)),  # out of range
-    _edit(lambda d: _set(d, (5, 0), 99)),  # a name index past the string table
-    _edit(lambda d: _set(d, (5, 5), 0x10000)),  # unknown role bits
-    _edit(lambda d: d[5].append(0)),  # not seven integers per occurrence
-    _edit(lambda d: _set(d, (4, 0, 3, 2), -1)),  # a definition range
-    _edit(lambda d: _set(d, (4, 0, 4), "x" * 400)),  # signature over its bound
+    _edit(lambda d: _set(d, (8,), 1.5)),  # a float as the count
+    _edit(lambda d: _set(d, (8,), True)),  # a bool is not an integer
+    _edit(lambda d: _set(d, (8,), 10**9)),  # a count past the bound
+    _edit(lambda d: _set(d, (4,), 10_000)),  # more names than strings
+    _edit(lambda d: _set(d, (5, 0, 3, 2), -1)),  # a definition range
+    _edit(lambda d: _set(d, (5, 0, 4), "x" * 400)),  # signature over its bound
     _edit(lambda d: _set(d, (6, 0, 3), "3")),  # an import line as text
     _edit(lambda d: _set(d, (2,), 0)),  # truncated flag not a bool
-    _ENCODED.replace(b"[0,", b"[NaN,", 1),
+    _edit(lambda d: _set(d, (3, 0), 7)),  # a string that is not text
+    _occ(1, -7),  # a negative line
+    _occ(0, 99),  # a name index past the string table
+    _occ(0, -1),  # no name
+    _occ(6, 99),  # an enclosing index past the string table
+    _occ(5, 0x10000),  # unknown role bits
+    _occ(5, -3),  # negative roles
 ])
 def test_codec_rejects_malformed_rows(forged: bytes) -> None:
     assert forged != _ENCODED
