@@ -21,8 +21,11 @@ Cases (each repeated, ctags and chit interleaved, medians reported):
   the engine on a warm index (the full call: token check, policy, handler,
   call-log entry), beside ``effective_scope`` (the same call path, no index);
 - memory: a child process builds the warm index and reports its peak RSS
-  (``VmHWM``) and the peak of Python allocations during the build
-  (``tracemalloc``), beside the RSS of the same process before the build.
+  (``VmHWM``) and the peak of Python allocations (``tracemalloc``), after the
+  build and again after making every file's occurrences (the most a query mix
+  can make), beside the RSS of the same process before the build; once on
+  the persisted index (``memory_warm``), once cold (``memory_cold``: the
+  engine's process only, the workers are separate processes).
 
 Start-up checks: both find ``Router`` in starlette/routing.py at the line
 Python's ``ast`` gives.
@@ -108,11 +111,17 @@ def memory_child(repo_path: str, db_folder: str) -> int:
     tracemalloc.start()
     indexer = Indexer(PersistedIndex(db_folder, lambda: KEY))
     index = indexer.view(repo, "bench", None)
-    _current, peak = tracemalloc.get_traced_memory()
+    _current, peak_warm = tracemalloc.get_traced_memory()
+    warm = _status_mb("VmHWM")
+    # The worst case: every file's occurrences made (as if queries had touched all).
+    count = sum(len(record.occurrences) for record in index.indexed.values())
+    _current, peak_all = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    after = _status_mb("VmHWM")
-    json.dump({"rss_before_mb": before, "rss_peak_mb": after, "rss_now_mb": _status_mb("VmRSS"),
-               "tracemalloc_peak_mb": round(peak / 1e6, 1), "files": len(index.indexed),
+    json.dump({"rss_before_mb": before, "rss_peak_warm_mb": warm,
+               "rss_peak_all_occurrences_mb": _status_mb("VmHWM"),
+               "tracemalloc_peak_warm_mb": round(peak_warm / 1e6, 1),
+               "tracemalloc_peak_all_occurrences_mb": round(peak_all / 1e6, 1),
+               "occurrences": count, "files": len(index.indexed),
                "loaded": indexer.loaded, "parsed": indexer.parsed}, sys.stdout)
     return 0
 
@@ -235,12 +244,13 @@ def main() -> int:
         for name, values in timings.items():
             results[f"{name}_ms"] = 1000 * _median(values)
 
-        child = subprocess.run(
-            [sys.executable, __file__, "--memory-child", str(tmp / "repo"), str(folders[0])],
-            capture_output=True, check=True, text=True,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        )
-        results["memory"] = json.loads(child.stdout)
+        for case, folder in (("memory_warm", folders[0]), ("memory_cold", tmp / "db-memory")):
+            child = subprocess.run(
+                [sys.executable, __file__, "--memory-child", str(tmp / "repo"), str(folder)],
+                capture_output=True, check=True, text=True,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            )
+            results[case] = json.loads(child.stdout)
         json.dump(results, sys.stdout, indent=2)
         print()
         return 0
