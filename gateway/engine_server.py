@@ -520,12 +520,14 @@ def serve(
         mode = ""
         if listener.path is not None:
             mode = f" (mode {stat.S_IMODE(os.lstat(listener.path).st_mode):04o})"
-        print(f"chit engine: serving {_wire.API} on {listener.url}{mode}", file=sys.stderr,
-              flush=True)
         # uvicorn re-raises SIGTERM once it has shut down; exit through Python so
-        # the socket file is removed (SIGINT arrives as KeyboardInterrupt).
+        # the socket file is removed (SIGINT arrives as KeyboardInterrupt). The
+        # handler is in place before the ready line: a SIGTERM sent as soon as it
+        # is read must not find the default action, which leaves the socket behind.
         previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
+            print(f"chit engine: serving {_wire.API} on {listener.url}{mode}", file=sys.stderr,
+                  flush=True)
             uvicorn.Server(config).run(sockets=[listener.sock])
         finally:
             signal.signal(signal.SIGTERM, previous)

@@ -109,6 +109,26 @@ def test_default_socket_is_engine_sock_in_the_home(tmp_path: Path) -> None:
         shutil.rmtree(home, ignore_errors=True)
 
 
+def test_sigterm_right_after_the_ready_line_still_removes_the_socket(
+    world: World, short_dir: Path
+) -> None:
+    """The ready line is printed only once SIGTERM leads to a clean exit (no stale socket)."""
+    sock = short_dir / "r.sock"
+    for _ in range(8):
+        process = subprocess.Popen(
+            _serve_argv(world, "--socket", str(sock)), stderr=subprocess.PIPE, text=True
+        )
+        assert process.stderr is not None
+        try:
+            assert READY.search(process.stderr.readline())
+            process.terminate()  # at once: no request, no delay
+            assert process.wait(30) == 0
+        finally:
+            stop(process)  # type: ignore[arg-type]
+            process.stderr.close()
+        assert not sock.exists()
+
+
 def test_socket_group_makes_it_0660(world: World, short_dir: Path) -> None:
     import grp
 
