@@ -839,18 +839,6 @@ class Repository:
         """Whether the current policy protects ``path`` (its content is sealed on commit)."""
         return self._sealing.protects(path)
 
-    def blob_is_sealed(self, blob: str) -> bool:
-        """Whether the git blob ``blob`` (hex id) holds a sealed blob (``chit-seal`` magic).
-
-        An id that names no blob counts as sealed, so a caller deciding what
-        may be kept in the clear keeps nothing it cannot check.
-        """
-        try:
-            obj = self._repo.get(blob)
-        except (ValueError, pygit2.GitError):
-            return True
-        return not isinstance(obj, pygit2.Blob) or is_sealed(obj.data)
-
     def view_read(self, agent: str, staged: StagedChange | None, path: str) -> bytes:
         """Read a file as the session sees it.
 

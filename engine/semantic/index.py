@@ -506,7 +506,8 @@ class Indexer:
         """Records of some files of one view: from memory, the persisted rows, or parsed.
 
         Only files of the commit's tree (not ``staged``) whose path the policy
-        does not protect and whose blob is not sealed are persisted.
+        does not protect and whose blob is not sealed (git holds the plaintext:
+        it hashes to the blob id) are persisted.
         """
         found: dict[str, FileIndex] = {}
         missing: list[tuple[str, str, str]] = []
@@ -545,25 +546,27 @@ class Indexer:
         loaded_count = len(fresh)
         rows: list[tuple[str, str, bytes]] = []
 
-        def keep(path: str, blob: str) -> bool:
+        def keep(path: str, blob: str, data: bytes) -> bool:
+            # The blob is in git in the clear exactly when the plaintext hashes to
+            # its id: a sealed blob's id is the hash of its ciphertext.
             return (
                 persisted is not None
                 and path not in staged
                 and not repo.protects(path)
-                and not repo.blob_is_sealed(blob)
+                and git_blob_id(data) == blob
             )
 
         if len(items) >= MIN_POOL_FILES:
             pool = self._pool or _shared_pool()
-            for (path, blob, _data, language), payload in pool.parse(items):
+            for (path, blob, data, language), payload in pool.parse(items):
                 fresh.append(decode(payload, path, blob, language))
-                if keep(path, blob):
+                if keep(path, blob, data):
                     rows.append((path, blob, payload))
         else:  # a few files (a staged edit, a new commit): here, no encoding unless kept
             for path, blob, data, language in items:
                 record = extract(path, blob, data, language)
                 fresh.append(record)
-                if keep(path, blob):
+                if keep(path, blob, data):
                     rows.append((path, blob, encode(record)))
         if persisted is not None and rows:
             persisted.store(rows)

@@ -23,6 +23,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Iterator
 
 from engine.semantic.codec import encode
@@ -41,22 +42,24 @@ Item = tuple[str, str, bytes, str]
 """``(path, blob id hex, plaintext, language)``."""
 
 
-def parse_batch(items: list[Item]) -> list[bytes]:
+def parse_batch(items: list[Item]) -> tuple[list[bytes], float]:
     """Extract and encode some files (runs in a worker; pure: bytes in, bytes out).
 
     Args:
         items: ``(path, blob id, plaintext, language)`` per file.
 
     Returns:
-        The encoded records of each file, in order.
+        The encoded records of each file, in order, and the CPU seconds spent.
     """
+    start = time.process_time()
     was_enabled = gc.isenabled()
     gc.disable()  # records hold no cycles; collecting while building them is waste
     try:
-        return [encode(extract(path, blob, data, language)) for path, blob, data, language in items]
+        out = [encode(extract(path, blob, data, language)) for path, blob, data, language in items]
     finally:
         if was_enabled:
             gc.enable()
+    return out, time.process_time() - start
 
 
 def _batches(items: list[Item], workers: int) -> list[list[Item]]:
@@ -91,6 +94,7 @@ class ParsePool:
         self._lock = threading.Lock()
         self._executor: concurrent.futures.ProcessPoolExecutor | None = None
         self._broken = False
+        self.worker_cpu = 0.0  # CPU seconds the workers spent parsing (benchmarks read it)
 
     def __repr__(self) -> str:
         return f"ParsePool({self.workers} workers)"
@@ -124,7 +128,7 @@ class ParsePool:
         executor = self._get() if len(items) >= MIN_POOL_FILES and self.workers > 1 else None
         if executor is None:
             for item in items:
-                yield item, parse_batch([item])[0]
+                yield item, parse_batch([item])[0][0]
             return
         batches = _batches(items, self.workers)
         try:
@@ -136,11 +140,12 @@ class ParsePool:
             for future in concurrent.futures.as_completed(futures):
                 batch = futures[future]
                 try:
-                    encoded = future.result()
+                    encoded, cpu = future.result()
+                    self.worker_cpu += cpu
                 except concurrent.futures.process.BrokenProcessPool:
                     raise
                 except Exception:  # a worker's failure: parse here
-                    encoded = parse_batch(batch)
+                    encoded = parse_batch(batch)[0]
                 done.add(id(batch))
                 yield from zip(batch, encoded, strict=True)
         except concurrent.futures.process.BrokenProcessPool:
@@ -149,7 +154,7 @@ class ParsePool:
                 self._broken = True
         for batch in batches:
             if id(batch) not in done:
-                yield from zip(batch, parse_batch(batch), strict=True)
+                yield from zip(batch, parse_batch(batch)[0], strict=True)
 
     def close(self) -> None:
         """Stop the workers (they also stop with the engine's process)."""
