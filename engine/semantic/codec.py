@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import sys
 from array import array
+from itertools import chain, repeat
 from typing import Any
 
 from engine.semantic.extract import (
@@ -194,6 +195,61 @@ def _list(value: object, limit: int) -> list[Any]:
     return value
 
 
+def _texts(values: tuple[Any, ...], limit: int = MAX_NAME_CHARS, *, optional: bool = False) -> None:
+    """Check a column of text fields in C (``map``), ``None`` allowed if ``optional``."""
+    allowed = {str, type(None)} if optional else {str}
+    if not set(map(type, values)) <= allowed:
+        raise _fail("text field")
+    if max(map(len, filter(None, values)), default=0) > limit:
+        raise _fail("text field too long")
+
+
+def _definitions(raw: list[Any], path: str, prefix: str) -> tuple[Definition, ...]:
+    """Definitions from their rows, checked column by column (each check one pass in C)."""
+    if not raw:
+        return ()
+    if set(map(type, raw)) != {list} or set(map(len, raw)) != {9}:
+        raise _fail("definition")
+    names, quals, kinds, spans, sigs, docs, scopes, bases, symbols = zip(*raw, strict=True)
+    _texts(names)
+    _texts(quals)
+    _texts(sigs, MAX_SIGNATURE_CHARS)
+    _texts(docs, MAX_DOC_CHARS, optional=True)
+    _texts(scopes, optional=True)
+    _texts(symbols, 2 * MAX_NAME_CHARS + len(prefix))
+    if not set(kinds) <= _KINDS:
+        raise _fail("definition kind")
+    if set(map(type, spans)) != {list} or set(map(len, spans)) != {8}:
+        raise _fail("definition ranges")
+    numbers = list(chain.from_iterable(spans))
+    if set(map(type, numbers)) != {int} or min(numbers) < 0 or max(numbers) > _MAX_INT:
+        raise _fail("definition ranges")
+    if set(map(type, bases)) != {list} or max(map(len, bases)) > 256:
+        raise _fail("definition bases")
+    _texts(tuple(chain.from_iterable(bases)))
+    # Every symbol names this path: a row cannot define anything elsewhere.
+    if not all(map(str.startswith, symbols, repeat(prefix))) or min(map(len, symbols)) <= len(
+        prefix
+    ):
+        raise _fail("definition symbol")
+    return tuple(
+        Definition(
+            symbol=symbol,
+            name=name,
+            qualname=qual,
+            kind=kind,
+            path=path,
+            range=Range(*span[:4]),
+            name_range=Range(*span[4:]),
+            signature=sig,
+            doc=doc,
+            scope=scope,
+            bases=tuple(base),
+        )
+        for name, qual, kind, span, sig, doc, scope, base, symbol in raw
+    )
+
+
 def _role(value: int) -> Role:
     if value < 0:
         raise _fail("negative role")
@@ -246,41 +302,7 @@ def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
     if len(packed) != 28 * count:
         raise _fail("occurrence bytes")
     prefix = scip_symbol(path, "", ())
-    definitions: list[Definition] = []
-    for item in _list(raw_defs, MAX_DEFINITIONS):
-        fields = _list(item, 9)
-        if len(fields) != 9:
-            raise _fail("definition")
-        kind = fields[2]
-        if kind not in _KINDS:
-            raise _fail("definition kind")
-        spans = _list(fields[3], 8)
-        if (
-            len(spans) != 8
-            or set(map(type, spans)) != {int}
-            or min(spans) < 0
-            or max(spans) > _MAX_INT
-        ):
-            raise _fail("definition ranges")
-        symbol = _text(fields[8], 2 * MAX_NAME_CHARS + len(prefix))
-        if not symbol.startswith(prefix) or len(symbol) == len(prefix):
-            raise _fail("definition symbol")
-        bases = tuple(_text(b) for b in _list(fields[7], 256))
-        definitions.append(
-            Definition(
-                symbol=symbol,
-                name=_text(fields[0]),
-                qualname=_text(fields[1]),
-                kind=kind,
-                path=path,
-                range=Range(*spans[:4]),
-                name_range=Range(*spans[4:]),
-                signature=_text(fields[4], MAX_SIGNATURE_CHARS),
-                doc=_opt_text(fields[5], MAX_DOC_CHARS),
-                scope=_opt_text(fields[6]),
-                bases=bases,
-            )
-        )
+    definitions = _definitions(_list(raw_defs, MAX_DEFINITIONS), path, prefix)
     flat = array("i")
     flat.frombytes(packed)
     if sys.byteorder == "big":  # pragma: no cover - the format is little-endian
@@ -321,7 +343,7 @@ def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
         path,
         blob,
         language,
-        tuple(definitions),
+        definitions,
         occurrences,
         tuple(imports),
         tuple(impls),
