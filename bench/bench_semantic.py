@@ -21,12 +21,12 @@ Cases (each repeated, ctags and chit interleaved, medians reported):
 - ``search``, ``context``, ``relations``, ``impact``: one call each through
   the engine on a warm index (the full call: token check, policy, handler,
   call-log entry), beside ``effective_scope`` (the same call path, no index);
-- memory: a child process builds the warm index and reports its peak RSS
-  (``VmHWM``) and the peak of Python allocations (``tracemalloc``), after the
-  build and again after making every file's occurrences (the most a query mix
-  can make), beside the RSS of the same process before the build; once on
+- memory: a fresh child process builds the index and reports its peak RSS
+  (``VmHWM``) after the build and again after making every file's occurrences
+  (the most a query mix can make), beside its RSS before the build; another
+  child reports the same peaks of Python allocations (``tracemalloc``). Once on
   the persisted index (``memory_warm``), once cold (``memory_cold``: the
-  engine's process only, the workers are separate processes).
+  engine's process only; the workers are separate processes).
 
 Start-up checks: both find ``Router`` in starlette/routing.py at the line
 Python's ``ast`` gives.
@@ -108,29 +108,35 @@ def _status_mb(field: str) -> float:
     return float("nan")
 
 
-def memory_child(repo_path: str, db_folder: str) -> int:
-    """Build the warm index in this (fresh) process; print memory figures as JSON.
+def memory_child(repo_path: str, db_folder: str, traced: bool) -> int:
+    """Build the index in this (fresh) process; print memory figures as JSON.
 
     VmHWM (the peak RSS since exec; ``ru_maxrss`` would carry the parent's
-    figure over the fork) is read before and after the build.
+    figure over the fork) is read before and after the build, and again after
+    every file's occurrences are made (the most a query mix can make). With
+    ``traced``, Python's allocations are traced instead (``tracemalloc``, whose
+    own bookkeeping inflates the RSS, so the two are measured in two runs).
     """
     repo = vcs.Repository(repo_path)
+    if traced:
+        tracemalloc.start()
     before = _status_mb("VmHWM")
-    tracemalloc.start()
     indexer = Indexer(PersistedIndex(db_folder, lambda: KEY))
     index = indexer.view(repo, "bench", None)
-    _current, peak_warm = tracemalloc.get_traced_memory()
-    warm = _status_mb("VmHWM")
-    # The worst case: every file's occurrences made (as if queries had touched all).
-    count = sum(len(record.occurrences) for record in index.indexed.values())
-    _current, peak_all = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    json.dump({"rss_before_mb": before, "rss_peak_warm_mb": warm,
-               "rss_peak_all_occurrences_mb": _status_mb("VmHWM"),
-               "tracemalloc_peak_warm_mb": round(peak_warm / 1e6, 1),
-               "tracemalloc_peak_all_occurrences_mb": round(peak_all / 1e6, 1),
-               "occurrences": count, "files": len(index.indexed),
-               "loaded": indexer.loaded, "parsed": indexer.parsed}, sys.stdout)
+    out: dict[str, object] = {"loaded": indexer.loaded, "parsed": indexer.parsed,
+                              "files": len(index.indexed)}
+    if traced:
+        out["tracemalloc_peak_index_mb"] = round(tracemalloc.get_traced_memory()[1] / 1e6, 1)
+    else:
+        out["rss_before_mb"] = before
+        out["rss_peak_index_mb"] = _status_mb("VmHWM")
+    out["occurrences"] = sum(len(record.occurrences) for record in index.indexed.values())
+    if traced:
+        out["tracemalloc_peak_all_occurrences_mb"] = round(
+            tracemalloc.get_traced_memory()[1] / 1e6, 1)
+    else:
+        out["rss_peak_all_occurrences_mb"] = _status_mb("VmHWM")
+    json.dump(out, sys.stdout)
     return 0
 
 
@@ -138,9 +144,10 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--memory-child", nargs=2, metavar=("REPO", "DB"))
+    parser.add_argument("--traced", action="store_true")
     options = parser.parse_args()
     if options.memory_child:
-        return memory_child(*options.memory_child)
+        return memory_child(*options.memory_child, options.traced)
     ctags = shutil.which("ctags")
     files = corpus()
     lines = sum(data.count(b"\n") for data in files.values())
@@ -256,13 +263,19 @@ def main() -> int:
         for name, values in timings.items():
             results[f"{name}_ms"] = 1000 * _median(values)
 
-        for case, folder in (("memory_warm", folders[0]), ("memory_cold", tmp / "db-memory")):
+        cases = [("memory_warm", folders[0], []), ("memory_warm", folders[0], ["--traced"]),
+                 ("memory_cold", tmp / "db-memory", []),
+                 ("memory_cold", tmp / "db-memory-traced", ["--traced"])]
+        for case, folder, extra in cases:
             child = subprocess.run(
-                [sys.executable, __file__, "--memory-child", str(tmp / "repo"), str(folder)],
+                [sys.executable, __file__, "--memory-child", str(tmp / "repo"), str(folder),
+                 *extra],
                 capture_output=True, check=True, text=True,
                 env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
             )
-            results[case] = json.loads(child.stdout)
+            found = results.setdefault(case, {})
+            assert isinstance(found, dict)
+            found.update(json.loads(child.stdout))
         json.dump(results, sys.stdout, indent=2)
         print()
         return 0

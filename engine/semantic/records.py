@@ -60,9 +60,10 @@ class Range(NamedTuple):
     end_col: int
 
 
-@dataclass(frozen=True, slots=True)
-class Definition:
+class Definition(NamedTuple):
     """One defined symbol (SCIP ``SymbolInformation`` plus its definition range).
+
+    A named tuple, as :class:`Range`: a warm start makes one per definition.
 
     Attributes:
         symbol: The SCIP symbol string (:func:`scip_symbol`).
