@@ -243,9 +243,9 @@ class FileIndex:
         found = self._occurrences
         if found is None:
             packed = self._packed
-            assert packed is not None  # noqa: S101 - one of the two is always set
+            assert packed is not None  # noqa: S101 - kept once set, never cleared
+            # Two threads may both unpack; they make equal tuples and one is kept.
             found = self._occurrences = packed.unpack()
-            self._packed = None
         return found
 
     def named(self, name: str) -> tuple[Occurrence, ...]:

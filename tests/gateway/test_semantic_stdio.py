@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import starlette
 from mcp import Client
 
+from engine import operator
+from engine.seed import create_repository, files_from_directory
+from engine.semantic.persist import DB_NAME
+from engine.semantic.pool import MIN_POOL_FILES
+from engine.vcs import Repository
 from gateway.demo import stdio_server_params
 from tests.conftest import World
 from tests.gateway.mcp_client import Edge, engine_server, payload, remote_edge_params
@@ -92,3 +98,32 @@ def test_intents_cross_engine_processes(world: World) -> None:
     # Carol works on src/api: bob's intent there is shown, his other path and
     # alice's (outside her folder) are not.
     assert fourth["peers"] == [{"agent": "bob", "paths": ["src/api/v1.py"]}]
+
+
+def test_a_tree_large_enough_for_the_worker_pool_over_stdio(tmp_path: Path) -> None:
+    """``chit mcp`` parses a cold tree in its worker processes; the protocol stays clean.
+
+    The workers share the edge's standard streams (a fork server's children): a
+    byte from them on stdout would break the client. Then a second ``chit mcp``
+    on the same repository starts warm from the persisted index.
+    """
+    files = files_from_directory(Path(starlette.__file__).parent, "src/starlette")
+    assert len(files) >= MIN_POOL_FILES
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    create_repository(repo, files)
+    operator.init_home(home)
+    token = str(operator.mint_token(home, agent="a", operations=["read"], paths=["src/**"],
+                                    ttl_seconds=900)["token"])
+
+    async def run() -> list[Any]:
+        found = []
+        for _ in range(2):  # two edge processes, one after the other
+            async with Client(stdio_server_params(home, repo, token)) as client:
+                found.append(payload(await client.call_tool(
+                    "search_symbols", {"query": "Router", "limit": 1}))["symbols"])
+        return found
+
+    first, second = anyio.run(run)
+    assert first == second
+    assert first[0]["symbol"] == "Router" and first[0]["path"] == "src/starlette/routing.py"
+    assert (Path(Repository(repo).chit_dir) / DB_NAME).stat().st_size > 0
