@@ -164,14 +164,15 @@ class PersistedIndex:
             return db
         try:
             self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # Created 0600 (and kept so), never through a symbolic link in its place.
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(self._path, flags, 0o600)
             try:
-                # Created 0600, never through a symbolic link planted in its place.
-                flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-                os.close(os.open(self._path, flags, 0o600))
-            except FileExistsError:  # pragma: no cover - O_CREAT without O_EXCL
-                pass
-            if not stat.S_ISREG(os.lstat(self._path).st_mode):
-                raise OSError("not a regular file")
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError("not a regular file")
+                os.fchmod(fd, 0o600)
+            finally:
+                os.close(fd)
             db = sqlite3.connect(self._path, timeout=10.0, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")

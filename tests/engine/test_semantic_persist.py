@@ -399,3 +399,19 @@ def test_codec_fails_only_with_its_own_error(at: int, junk: bytes) -> None:
     except CodecError:
         return
     assert all(d.path == "src/app.py" for d in record.definitions)
+
+
+def test_a_fifo_or_loose_permissions_in_place_of_the_database(code_world: World) -> None:
+    """Threat: a planted FIFO hangs the engine; a world-readable database is kept so."""
+    path = db_path(code_world.repo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    engine = Engine(code_world.home, code_world.repo)
+    found = call(engine, code_world.mint(ops="read"), "search_symbols", {"query": "helper"})
+    assert found["symbols"]  # answered from memory, did not block on the FIFO
+    path.unlink()
+    path.touch(mode=0o644)
+    os.chmod(path, 0o644)
+    other = Engine(code_world.home, code_world.repo)
+    call(other, code_world.mint(ops="read"), "search_symbols", {"query": "helper"})
+    assert path.stat().st_mode & 0o077 == 0
