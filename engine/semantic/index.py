@@ -68,6 +68,17 @@ class TreeIndex:
         files: Every regular file of the view (path to blob id), indexed or not.
         indexed: Path to record, for files in a known language.
         truncated: True if :data:`MAX_INDEXED_FILES` or a per-file bound cut something.
+        by_name: Definitions by name; ``by_qualname``, ``by_symbol`` and
+            ``by_place`` (``(path, qualname)``) likewise.
+        uses: Name to the paths of the files with an occurrence of it (the
+            occurrences themselves through :meth:`uses_of`, made lazily).
+        imports: ``(path, Import)`` for every import.
+        children: Base name to the definitions naming it as a base (and Rust
+            types implementing a trait of that name).
+        impls: ``(path, type, trait, line)`` for Rust ``impl Trait for Type``.
+
+    An index is never changed once built (:meth:`derive` makes a new one), so
+    every session with the same view shares it across threads.
     """
 
     files: dict[str, str]
@@ -417,7 +428,14 @@ def _gc_paused() -> Iterator[None]:
 
 
 def git_blob_id(data: bytes) -> str:
-    """The git blob id of some content (hex SHA-1 of ``blob <size>``, a NUL, the bytes)."""
+    """The git blob id of some content.
+
+    Args:
+        data: The content.
+
+    Returns:
+        40 hex digits: SHA-1 of ``blob <size in decimal>``, a NUL, then ``data``.
+    """
     head = b"blob %d\0" % len(data)
     return hashlib.sha1(head + data, usedforsecurity=False).hexdigest()
 
