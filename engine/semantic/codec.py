@@ -179,10 +179,6 @@ def _text(value: object, limit: int = MAX_NAME_CHARS) -> str:
     return value
 
 
-def _opt_text(value: object, limit: int = MAX_NAME_CHARS) -> str | None:
-    return None if value is None else _text(value, limit)
-
-
 def _int(value: object) -> int:
     if type(value) is not int or not 0 <= value <= _MAX_INT:
         raise _fail("integer field")
@@ -248,6 +244,22 @@ def _definitions(raw: list[Any], path: str, prefix: str) -> tuple[Definition, ..
         )
         for name, qual, kind, span, sig, doc, scope, base, symbol in raw
     )
+
+
+def _imports(raw: list[Any]) -> tuple[Import, ...]:
+    """Imports from their rows, checked column by column (each check one pass in C)."""
+    if not raw:
+        return ()
+    if set(map(type, raw)) != {list} or set(map(len, raw)) != {5}:
+        raise _fail("import")
+    modules, names, aliases, lines, enclosing = zip(*raw, strict=True)
+    _texts(modules)
+    _texts(names, optional=True)
+    _texts(aliases, optional=True)
+    _texts(enclosing, optional=True)
+    if set(map(type, lines)) != {int} or min(lines) < 0 or max(lines) > _MAX_INT:
+        raise _fail("import line")
+    return tuple(map(Import, modules, names, aliases, lines, enclosing))
 
 
 def _role(value: int) -> Role:
@@ -319,20 +331,7 @@ def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
             raise _fail("occurrence enclosing")
         roles = {value: _role(value) for value in set(columns[5])}
     occurrences = PackedOccurrences(names, flat, roles)
-    imports: list[Import] = []
-    for item in _list(raw_imps, MAX_IMPORTS):
-        fields = _list(item, 5)
-        if len(fields) != 5:
-            raise _fail("import")
-        imports.append(
-            Import(
-                _text(fields[0]),
-                _opt_text(fields[1]),
-                _opt_text(fields[2]),
-                _int(fields[3]),
-                _opt_text(fields[4]),
-            )
-        )
+    imports = _imports(_list(raw_imps, MAX_IMPORTS))
     impls: list[tuple[str, str, int]] = []
     for item in _list(raw_impls, MAX_DEFINITIONS):
         fields = _list(item, 3)
@@ -345,7 +344,7 @@ def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
         language,
         definitions,
         occurrences,
-        tuple(imports),
+        imports,
         tuple(impls),
         truncated,
         names=frozenset(names[:name_count]),

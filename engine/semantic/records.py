@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import IntFlag
 from typing import NamedTuple
 
@@ -113,8 +112,7 @@ class Occurrence(NamedTuple):
     enclosing: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Import:
+class Import(NamedTuple):
     """One imported module or name (an occurrence with SCIP's ``Import`` role).
 
     Attributes:
