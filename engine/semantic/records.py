@@ -240,8 +240,9 @@ class FileIndex:
         """References and calls, in source order (made from the packed form on first use)."""
         found = self._occurrences
         if found is None:
-            packed = self._packed
-            assert packed is not None  # noqa: S101 - kept once set, never cleared
+            packed = self._packed  # kept once set, never cleared
+            if packed is None:  # pragma: no cover - __init__ sets one of the two
+                raise RuntimeError("a FileIndex without occurrences")
             # Two threads may both unpack; they make equal tuples and one is kept.
             found = self._occurrences = packed.unpack()
         return found
