@@ -52,6 +52,8 @@ from engine.keys import Keyring
 from engine.paths import glob_may_match_below, validate_path
 from engine.policyfile import PolicyFile, PolicySnapshot, denied
 from engine.ratelimit import RateLimiter
+from engine.semantic.index import indexer_for
+from engine.semantic.persist import PersistedIndex, derive_key
 from engine.state import open_store
 from policy.paths import deny_matches
 
@@ -139,6 +141,12 @@ class Engine:
         self._repo = vcs.Repository(
             repo, sealing=sealing.Sealing(self._sealing_keys, self._protects)
         )
+        # The semantic index keeps parsed records beside the lane locks, shared by
+        # every engine of this repository, under a key derived from the sealing
+        # key (engine/semantic/persist.py); protected files are never kept there.
+        indexer_for(self._repo).persist_to(
+            PersistedIndex(self._repo.chit_dir, self._semantic_index_key)
+        )
         self._store = open_store(home)
         self._clock = clock
         self._sessions: dict[str, Session] = {}
@@ -155,6 +163,10 @@ class Engine:
     @property
     def _policy_hash(self) -> str:
         return self._policies.last_good.hash
+
+    def _semantic_index_key(self) -> bytes:
+        """The HMAC key of the persisted semantic index (from the newest sealing key)."""
+        return derive_key(self._sealing_keys.sealing_key()[1])
 
     def _protects(self, path: str) -> bool:
         """Whether the current policy lists ``path`` under ``[paths] protected``."""

@@ -1,11 +1,13 @@
-"""Engine state behind a small store interface: revocations, delegations, mode, call log.
+"""Engine state behind a small store interface: revocations, delegations, mode, log, intents.
 
 The store keeps revocations, issued delegations, the engine's mode (frozen or
-not), the call log and the token exchange's replay cache of JWT ``jti`` values.
-The default store is SQLite (the standard library's ``sqlite3``, WAL mode) at
-``<home>/state.db``, shared by every engine process and CLI command on one host:
-``chit revoke`` or ``chit freeze on`` in one process takes effect on the next
-call served by another. Each operation is one short
+not), the call log, the token exchange's replay cache of JWT ``jti`` values and
+the sessions' declared intents (``project_context``). The default store is
+SQLite (the standard library's ``sqlite3``, WAL mode) at ``<home>/state.db``,
+shared by every engine process and CLI command on one host: ``chit revoke`` or
+``chit freeze on`` in one process takes effect on the next call served by
+another, and an intent declared through one ``chit mcp`` is seen by
+``project_context`` in another. Each operation is one short
 transaction; there is no read-modify-write of a file. A PostgreSQL store can
 implement :class:`Store` for several hosts.
 
@@ -33,9 +35,12 @@ from typing import Any, Protocol
 
 __all__ = [
     "GENESIS",
+    "MAX_INTENTS",
+    "MAX_INTENT_PATHS",
     "MAX_JTI_KEEP_UNTIL",
     "Delegation",
     "FreezeState",
+    "Intent",
     "LogAppend",
     "LogRow",
     "SQLiteStore",
@@ -45,6 +50,10 @@ __all__ = [
 
 GENESIS = bytes(32)
 """``prev`` of the first call-log entry: 32 zero bytes."""
+MAX_INTENTS = 10_000
+"""Live intents kept per repository; past it the ones expiring first are dropped."""
+MAX_INTENT_PATHS = 256
+"""Paths one intent may name (``project_context`` takes at most this many)."""
 
 MAX_JTI_KEEP_UNTIL = 2**62
 """Latest time a replay-cache entry may name (SQLite integers are 64-bit)."""
@@ -90,6 +99,16 @@ CREATE TABLE IF NOT EXISTS exchange_jti (
     PRIMARY KEY (issuer, jti)
 );
 CREATE INDEX IF NOT EXISTS exchange_jti_keep ON exchange_jti (keep_until);
+CREATE TABLE IF NOT EXISTS intents (
+    repo TEXT NOT NULL,
+    session TEXT NOT NULL,
+    token_id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    paths TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (repo, session, token_id)
+);
+CREATE INDEX IF NOT EXISTS intents_expiry ON intents (repo, expires_at);
 CREATE TABLE IF NOT EXISTS call_log_head (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     seq INTEGER NOT NULL,
@@ -136,6 +155,27 @@ class FreezeState:
     frozen: bool
     reason: str
     changed_at: int
+
+
+@dataclass(frozen=True)
+class Intent:
+    """A session's declared intent to work on some paths (``project_context``).
+
+    Attributes:
+        repo: The repository it is about (the real path of its common git dir).
+        session: The session id of the edge connection that declared it.
+        token_id: Root block id (hex) of the token the session presents.
+        agent: The declaring agent.
+        paths: Repository paths or folders, validated and in the token's scope.
+        expires_at: Unix seconds; the intent is gone after it.
+    """
+
+    repo: str
+    session: str
+    token_id: str
+    agent: str
+    paths: tuple[str, ...]
+    expires_at: int
 
 
 @dataclass(frozen=True)
@@ -207,6 +247,12 @@ class Store(Protocol):
 
     def release_jti(self, issuer: str, jti: str) -> None:
         """Forget a claim whose exchange minted nothing, so the JWT may be retried."""
+
+    def put_intent(self, intent: Intent, *, now: int) -> None:
+        """Record (or replace) a session's intent; drop expired ones."""
+
+    def intents(self, repo: str, *, now: int) -> list[Intent]:
+        """Intents about ``repo`` that have not expired at ``now``."""
 
 
 class SQLiteStore:
@@ -463,6 +509,94 @@ class SQLiteStore:
         """How many ``(issuer, jti)`` entries the replay cache holds (for operators and tests)."""
         row = self._connect().execute("SELECT COUNT(*) FROM exchange_jti").fetchone()
         return int(row[0])
+
+    # --- intents ---------------------------------------------------------------------
+
+    def put_intent(self, intent: Intent, *, now: int) -> None:
+        """Record a session's intent, replacing its earlier one, in one transaction.
+
+        Expired intents of every repository are deleted in the same transaction,
+        and of this repository's live ones only the :data:`MAX_INTENTS` that
+        expire last are kept.
+
+        Args:
+            intent: The intent; ``paths`` at most :data:`MAX_INTENT_PATHS`.
+            now: Unix seconds.
+
+        Raises:
+            ValueError: If ``intent`` names more than :data:`MAX_INTENT_PATHS`
+                paths or a path that is not a string (a programming error).
+            sqlite3.Error: If the database fails; nothing is changed.
+        """
+        if len(intent.paths) > MAX_INTENT_PATHS or not all(
+            isinstance(p, str) for p in intent.paths
+        ):
+            raise ValueError("an intent names at most 256 path strings")
+        db = self._connect()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("DELETE FROM intents WHERE expires_at <= ?", (now,))
+            db.execute(
+                "INSERT OR REPLACE INTO intents (repo, session, token_id, agent, paths,"
+                " expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    intent.repo,
+                    intent.session,
+                    intent.token_id,
+                    intent.agent,
+                    json.dumps(list(intent.paths)),
+                    intent.expires_at,
+                ),
+            )
+            db.execute(
+                "DELETE FROM intents WHERE repo = ? AND (session, token_id) NOT IN ("
+                "SELECT session, token_id FROM intents WHERE repo = ?"
+                " ORDER BY expires_at DESC LIMIT ?)",
+                (intent.repo, intent.repo, MAX_INTENTS),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def intents(self, repo: str, *, now: int) -> list[Intent]:
+        """Live intents about ``repo`` (at most :data:`MAX_INTENTS`), by session.
+
+        A row that does not read back as an intent (paths not a JSON list of
+        strings, or too many) is skipped.
+
+        Args:
+            repo: The repository's identity, as in :attr:`Intent.repo`.
+            now: Unix seconds; intents expiring at or before it are left out.
+
+        Returns:
+            Intents ordered by session id, then token id.
+        """
+        rows = (
+            self._connect()
+            .execute(
+                "SELECT session, token_id, agent, paths, expires_at FROM intents"
+                " WHERE repo = ? AND expires_at > ? ORDER BY session, token_id LIMIT ?",
+                (repo, now, MAX_INTENTS),
+            )
+            .fetchall()
+        )
+        out: list[Intent] = []
+        for session, token_id, agent, raw, expires_at in rows:
+            try:
+                paths = json.loads(raw)
+            except (TypeError, ValueError):
+                continue
+            if (
+                not isinstance(paths, list)
+                or len(paths) > MAX_INTENT_PATHS
+                or not all(isinstance(p, str) for p in paths)
+            ):
+                continue
+            out.append(
+                Intent(repo, str(session), str(token_id), str(agent), tuple(paths), int(expires_at))
+            )
+        return out
 
     def log_head(self) -> tuple[Any, Any, Any, Any] | None:
         """The stored chain head ``(seq, hash, head bytes, sig)``, untrusted; ``None`` if none."""

@@ -825,6 +825,20 @@ class Repository:
 
     # -- reading ------------------------------------------------------------
 
+    @property
+    def chit_dir(self) -> str:
+        """``<common git dir>/chit``: chit's files shared by every engine on this repository.
+
+        The lane lock files live under it (``locks/``), and the persisted
+        semantic index (``semantic.db``, engine/semantic/persist.py). It may not
+        exist yet.
+        """
+        return os.path.join(self._commondir, "chit")
+
+    def protects(self, path: str) -> bool:
+        """Whether the current policy protects ``path`` (its content is sealed on commit)."""
+        return self._sealing.protects(path)
+
     def view_read(self, agent: str, staged: StagedChange | None, path: str) -> bytes:
         """Read a file as the session sees it.
 

@@ -732,16 +732,44 @@ def extract(path: str, blob: str, data: bytes, language: str) -> FileIndex:
     walk = _Walk(path, lang, data)
     # (node, scope qualname, kinds of the scope's components, depth)
     stack: list[tuple[Node, str | None, tuple[str, ...], int]] = [(tree.root_node, None, (), 0)]
+    # One pass; the hot cases (identifiers, which are leaves, and nodes of no
+    # interest) are handled inline: most nodes are one of the two.
+    identifiers, interesting, opaque = lang.identifiers, lang.interesting, lang.opaque
+    skip, occurrences = walk.skip, walk.occurrences
+    push, pop = stack.append, stack.pop
+    read = Role.READ_ACCESS
     while stack:
-        node, scope, kinds, depth = stack.pop()
+        node, scope, kinds, depth = pop()
         if depth > _MAX_DEPTH:
             walk.truncated = True
             continue
-        child_scope, child_kinds = _visit(walk, node, scope, kinds)
-        if node.type in lang.opaque:
+        t = node.type
+        if t in identifiers:
+            start_byte, end_byte = node.start_byte, node.end_byte
+            if (start_byte, end_byte) in skip:
+                continue
+            if len(occurrences) >= MAX_OCCURRENCES:
+                walk.truncated = True
+                continue
+            start, end = node.start_point, node.end_point
+            occurrences.append(
+                Occurrence(
+                    data[start_byte:end_byte].decode("utf-8", "replace"),
+                    Range(start[0], start[1], end[0], end[1]),
+                    read,
+                    scope,
+                )
+            )
+            continue
+        if t in interesting:
+            child_scope, child_kinds = _visit(walk, node, scope, kinds)
+        else:
+            child_scope, child_kinds = scope, kinds
+        if t in opaque:
             continue  # imported names are imports, not references; strings hold no names
+        depth += 1
         for child in reversed(node.named_children):
-            stack.append((child, child_scope, child_kinds, depth + 1))
+            push((child, child_scope, child_kinds, depth))
     return FileIndex(
         path,
         blob,
@@ -835,4 +863,7 @@ def _occur(walk: _Walk, node: Node, roles: Role, scope: str | None) -> None:
     if len(walk.occurrences) >= MAX_OCCURRENCES:
         walk.truncated = True
         return
-    walk.occurrences.append(Occurrence(_text(node), _range(node), roles, scope))
+    start, end = node.start_point, node.end_point
+    name = walk.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
+    place = Range(start[0], start[1], end[0], end[1])
+    walk.occurrences.append(Occurrence(name, place, roles, scope))

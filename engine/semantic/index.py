@@ -11,31 +11,46 @@ keeps two bounded in-memory caches:
 * per view: ``(tree id, staged paths and blob ids) -> TreeIndex``, the merged
   lookup tables, at most :data:`VIEW_CACHE_ENTRIES`.
 
-Nothing is persisted: an engine process starts cold and indexes on the first
-query (docs/semantic.md). Records built from protected (sealed) files live only
-in this memory and reach a caller only through the handlers' scope pruning.
+Below the memory caches sits the persisted index (engine/semantic/persist.py),
+shared by the engine processes of the repository, so a new process on a tree
+indexed before parses nothing; files missing from both are parsed in worker
+processes (engine/semantic/pool.py). Records built from protected (sealed)
+files are never persisted: they live only in this memory and reach a caller
+only through the handlers' scope pruning (docs/semantic.md).
 """
 
 from __future__ import annotations
 
+import atexit
+import bisect
+import difflib
+import gc
+import hashlib
 import threading
 import weakref
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from engine import vcs
 from engine.errors import RepositoryError
+from engine.semantic.codec import CodecError, decode, encode
 from engine.semantic.extract import extract
 from engine.semantic.languages import language_for
+from engine.semantic.persist import PersistedIndex
+from engine.semantic.pool import MIN_POOL_FILES, Item, ParsePool
 from engine.semantic.records import Definition, FileIndex, Import, Occurrence, Role
 
 __all__ = [
     "BLOB_CACHE_ENTRIES",
+    "FUZZY_CANDIDATES",
     "MAX_INDEXED_FILES",
     "VIEW_CACHE_ENTRIES",
     "Indexer",
+    "NameIndex",
     "TreeIndex",
+    "git_blob_id",
     "indexer_for",
 ]
 
@@ -53,6 +68,17 @@ class TreeIndex:
         files: Every regular file of the view (path to blob id), indexed or not.
         indexed: Path to record, for files in a known language.
         truncated: True if :data:`MAX_INDEXED_FILES` or a per-file bound cut something.
+        by_name: Definitions by name; ``by_qualname``, ``by_symbol`` and
+            ``by_place`` (``(path, qualname)``) likewise.
+        uses: Name to the paths of the files with an occurrence of it (the
+            occurrences themselves through :meth:`uses_of`, made lazily).
+        imports: ``(path, Import)`` for every import.
+        children: Base name to the definitions naming it as a base (and Rust
+            types implementing a trait of that name).
+        impls: ``(path, type, trait, line)`` for Rust ``impl Trait for Type``.
+
+    An index is never changed once built (:meth:`derive` makes a new one), so
+    every session with the same view shares it across threads.
     """
 
     files: dict[str, str]
@@ -62,11 +88,11 @@ class TreeIndex:
     by_qualname: dict[str, list[Definition]] = field(default_factory=dict)
     by_symbol: dict[str, Definition] = field(default_factory=dict)
     by_place: dict[tuple[str, str], Definition] = field(default_factory=dict)
-    uses: dict[str, list[tuple[str, Occurrence]]] = field(default_factory=dict)
-    inside: dict[tuple[str, str], list[Occurrence]] = field(default_factory=dict)
+    uses: dict[str, list[str]] = field(default_factory=dict)
     imports: list[tuple[str, Import]] = field(default_factory=list)
     children: dict[str, list[Definition]] = field(default_factory=dict)
     impls: list[tuple[str, str, str, int]] = field(default_factory=list)
+    _names: NameIndex | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(
@@ -75,9 +101,7 @@ class TreeIndex:
         """Merge file records into one index."""
         by_name: defaultdict[str, list[Definition]] = defaultdict(list)
         by_qual: defaultdict[str, list[Definition]] = defaultdict(list)
-        uses: defaultdict[str, list[tuple[str, Occurrence]]] = defaultdict(list)
-        inside: defaultdict[tuple[str, str], list[Occurrence]] = defaultdict(list)
-        children: defaultdict[str, list[Definition]] = defaultdict(list)
+        uses: defaultdict[str, list[str]] = defaultdict(list)
         index = cls(files, {}, truncated)
         for record in records:
             index.indexed[record.path] = record
@@ -87,25 +111,115 @@ class TreeIndex:
                 by_qual[d.qualname].append(d)
                 index.by_symbol[d.symbol] = d
                 index.by_place.setdefault((d.path, d.qualname), d)
-                for base in d.bases:
-                    children[base].append(d)
-            for occ in record.occurrences:
-                uses[occ.name].append((record.path, occ))
-                if occ.enclosing is not None:
-                    inside[(record.path, occ.enclosing)].append(occ)
+            for name in record.names:
+                uses[name].append(record.path)
             index.imports.extend((record.path, imp) for imp in record.imports)
             index.impls.extend((record.path, t, trait, line) for t, trait, line in record.impls)
-        for path, typ, trait, _line in index.impls:
-            for d in by_name.get(typ, ()):
-                if d.path == path or d.kind in ("struct", "enum", "type"):
-                    children[trait].append(d)
         index.by_name, index.by_qualname = dict(by_name), dict(by_qual)
-        index.uses, index.inside, index.children = dict(uses), dict(inside), dict(children)
+        index.uses = dict(uses)
+        index.children = _children(index.by_name, index.impls)
         return index
+
+    def derive(self, files: dict[str, str], replaced: dict[str, FileIndex | None]) -> TreeIndex:
+        """A new index: this one with some files' records replaced (this one is unchanged).
+
+        Tables are copied shallowly; only the entries the replaced files touch
+        (their names, qualnames, symbols and places) are rebuilt, so a staged
+        edit costs about its own file, not the tree.
+
+        Args:
+            files: Every regular file of the new view (path to blob id).
+            replaced: Path to its new records, or ``None`` where the file is gone
+                or not indexed.
+
+        Returns:
+            The new :class:`TreeIndex`.
+        """
+        paths = set(replaced)
+        old = [self.indexed[p] for p in paths if p in self.indexed]
+        new = [r for r in replaced.values() if r is not None]
+        truncated = self.truncated or any(r.truncated for r in new)
+        index = TreeIndex(files, dict(self.indexed), truncated)
+        for p in paths:
+            index.indexed.pop(p, None)
+        for r in new:
+            index.indexed[r.path] = r
+        old_defs = [d for r in old for d in r.definitions]
+        new_defs = [d for r in new for d in r.definitions]
+
+        def rebuilt(
+            table: dict[str, list[Definition]], names: set[str], attr: str
+        ) -> dict[str, list[Definition]]:
+            out = dict(table)
+            fresh: defaultdict[str, list[Definition]] = defaultdict(list)
+            for d in new_defs:
+                fresh[getattr(d, attr)].append(d)
+            for name in names:
+                kept = [d for d in table.get(name, ()) if d.path not in paths]
+                kept += fresh.get(name, ())
+                if kept:
+                    out[name] = kept
+                else:
+                    out.pop(name, None)
+            return out
+
+        touched = old_defs + new_defs
+        index.by_name = rebuilt(self.by_name, {d.name for d in touched}, "name")
+        index.by_qualname = rebuilt(self.by_qualname, {d.qualname for d in touched}, "qualname")
+        index.by_symbol = dict(self.by_symbol)
+        index.by_place = dict(self.by_place)
+        for d in old_defs:
+            if index.by_symbol.get(d.symbol) is d:
+                del index.by_symbol[d.symbol]
+            if index.by_place.get((d.path, d.qualname)) is d:
+                del index.by_place[(d.path, d.qualname)]
+        for d in new_defs:
+            index.by_symbol[d.symbol] = d
+            index.by_place.setdefault((d.path, d.qualname), d)
+        index.uses = dict(self.uses)
+        added: defaultdict[str, list[str]] = defaultdict(list)
+        for r in new:
+            for name in r.names:
+                added[name].append(r.path)
+        for name in {n for r in old for n in r.names} | set(added):
+            # Files by name: dropping a file's uses costs the files using the name.
+            kept_uses = [p for p in self.uses.get(name, ()) if p not in paths]
+            kept_uses += added.get(name, ())
+            if kept_uses:
+                index.uses[name] = kept_uses
+            else:
+                index.uses.pop(name, None)
+        index.imports = [x for x in self.imports if x[0] not in paths]
+        index.impls = [x for x in self.impls if x[0] not in paths]
+        for r in new:
+            index.imports.extend((r.path, imp) for imp in r.imports)
+            index.impls.extend((r.path, t, trait, line) for t, trait, line in r.impls)
+        index.children = _children(index.by_name, index.impls)
+        return index
+
+    def names(self) -> NameIndex:
+        """The name lookup structures of this index (made on first use, then kept)."""
+        found = self._names
+        if found is None:
+            found = self._names = NameIndex(self.by_name)
+        return found
+
+    def uses_of(self, name: str) -> Iterator[tuple[str, Occurrence]]:
+        """Every occurrence of a name (references and calls) with its file's path, file by file."""
+        for path in self.uses.get(name, ()):
+            for occ in self.indexed[path].named(name):
+                yield path, occ
+
+    def occurrence_count(self) -> int:
+        """How many occurrences the index holds (without making them)."""
+        return sum(r.occurrence_count for r in self.indexed.values())
 
     def calls_in(self, d: Definition) -> list[Occurrence]:
         """Call occurrences inside a definition (callees), in source order."""
-        return [o for o in self.inside.get((d.path, d.qualname), ()) if o.roles & Role.CALL]
+        record = self.indexed.get(d.path)
+        if record is None:
+            return []
+        return [o for o in record.inside(d.qualname) if o.roles & Role.CALL]
 
     def enclosing(self, path: str, occ: Occurrence) -> Definition | None:
         """The definition an occurrence sits in, or ``None`` at file level."""
@@ -132,6 +246,115 @@ class TreeIndex:
             prefix = path.rstrip("/") + "/"
             found = [d for d in found if d.path == path or d.path.startswith(prefix)]
         return sorted(found, key=rank_key)
+
+
+def _children(
+    by_name: dict[str, list[Definition]], impls: list[tuple[str, str, str, int]]
+) -> dict[str, list[Definition]]:
+    """Definitions by each base they name, and Rust types by the traits they implement."""
+    children: defaultdict[str, list[Definition]] = defaultdict(list)
+    for defs in by_name.values():
+        for d in defs:
+            for base in d.bases:
+                children[base].append(d)
+    for path, typ, trait, _line in impls:
+        for d in by_name.get(typ, ()):
+            if d.path == path or d.kind in ("struct", "enum", "type"):
+                children[trait].append(d)
+    return dict(children)
+
+
+FUZZY_CANDIDATES = 150
+"""Names compared by edit ratio at most, per fuzzy query (those sharing most bigrams)."""
+
+
+class NameIndex:
+    """Lookup structures over the names of one index, made once per index.
+
+    * exact and case-insensitive: a dict from each lower-cased name to its spellings;
+    * prefix: the lower-cased names sorted, searched by bisection;
+    * substring: every lower-cased name in one newline-joined string, searched
+      with ``str.find`` (in C);
+    * fuzzy: names by the bigrams of their lower-cased form; a query compares
+      (``difflib`` ratio) only the :data:`FUZZY_CANDIDATES` names sharing the
+      most bigrams with it (at least a third of the query's), of a length
+      within the cutoff's reach.
+
+    Args:
+        by_name: Definitions by name (``TreeIndex.by_name``).
+    """
+
+    def __init__(self, by_name: dict[str, list[Definition]]) -> None:
+        lower: defaultdict[str, list[str]] = defaultdict(list)
+        for name in by_name:
+            lower[name.lower()].append(name)
+        self.lower: dict[str, list[str]] = dict(lower)
+        self.sorted: list[str] = sorted(self.lower)
+        self.joined = "\n" + "\n".join(self.sorted) + "\n"
+        self._starts: list[int] = []
+        at = 1
+        for low in self.sorted:
+            self._starts.append(at)
+            at += len(low) + 1
+        grams: defaultdict[str, list[int]] = defaultdict(list)
+        for i, low in enumerate(self.sorted):
+            for gram in {low[k : k + 2] for k in range(max(1, len(low) - 1))}:
+                grams[gram].append(i)
+        self.grams: dict[str, list[int]] = dict(grams)
+
+    def with_prefix(self, prefix: str) -> list[str]:
+        """Lower-cased names starting with ``prefix`` (lower-cased), in order."""
+        start = bisect.bisect_left(self.sorted, prefix)
+        end = bisect.bisect_left(self.sorted, prefix + "\U0010ffff", lo=start)
+        return self.sorted[start:end]
+
+    def containing(self, part: str) -> list[str]:
+        """Lower-cased names that contain ``part`` (lower-cased, no newline)."""
+        if not part or "\n" in part:
+            return []
+        out: list[str] = []
+        seen = -1
+        at = self.joined.find(part)
+        while at >= 0:
+            i = bisect.bisect_right(self._starts, at) - 1
+            if i != seen and 0 <= i < len(self.sorted):
+                out.append(self.sorted[i])
+                seen = i
+            at = self.joined.find(part, at + 1)
+        return out
+
+    def close_to(self, query: str, cutoff: float = 0.7, n: int = 50) -> list[tuple[float, str]]:
+        """Lower-cased names whose ``difflib`` ratio to ``query`` is at least ``cutoff``.
+
+        Returns:
+            ``(ratio, name)`` best first, at most ``n``.
+        """
+        counts: defaultdict[int, int] = defaultdict(int)
+        query_grams = {query[k : k + 2] for k in range(max(1, len(query) - 1))}
+        for gram in query_grams:
+            for i in self.grams.get(gram, ()):
+                counts[i] += 1
+        size = len(query)
+        least = max(1, len(query_grams) // 3)
+        # ratio = 2M / (a + b) <= 2 min(a, b) / (a + b): lengths out of reach are skipped.
+        reach = [
+            (c, i)
+            for i, c in counts.items()
+            if c >= least
+            and 2 * min(size, len(self.sorted[i])) >= cutoff * (size + len(self.sorted[i]))
+        ]
+        reach.sort(key=lambda pair: -pair[0])
+        matcher = difflib.SequenceMatcher()
+        matcher.set_seq2(query)
+        out: list[tuple[float, str]] = []
+        for _count, i in reach[:FUZZY_CANDIDATES]:
+            matcher.set_seq1(self.sorted[i])
+            if matcher.real_quick_ratio() >= cutoff and matcher.quick_ratio() >= cutoff:
+                ratio = matcher.ratio()
+                if ratio >= cutoff:
+                    out.append((ratio, self.sorted[i]))
+        out.sort(key=lambda pair: (-pair[0], pair[1]))
+        return out[:n]
 
 
 _KIND_RANK = {
@@ -175,19 +398,102 @@ class _LRU:
             self.items.popitem(last=False)
 
 
-class Indexer:
-    """Per-engine index state: the blob and view caches (thread-safe)."""
+_gc_lock = threading.Lock()
+_gc_pausers = 0
+_gc_was_enabled = False
 
-    def __init__(self) -> None:
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic collector while records are built in bulk.
+
+    Records hold no reference cycles, but each collection scans every live
+    object: building a large index with the collector on spends about half its
+    time there. Nested and concurrent pauses share one switch; the collector is
+    back on when the last one ends (reference counting frees memory meanwhile).
+    """
+    global _gc_pausers, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pausers == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def git_blob_id(data: bytes) -> str:
+    """The git blob id of some content.
+
+    Args:
+        data: The content.
+
+    Returns:
+        40 hex digits: SHA-1 of ``blob <size in decimal>``, a NUL, then ``data``.
+    """
+    head = b"blob %d\0" % len(data)
+    return hashlib.sha1(head + data, usedforsecurity=False).hexdigest()
+
+
+_POOL: ParsePool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _shared_pool() -> ParsePool:
+    """The process's worker pool (one for every indexer of the process)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ParsePool()
+            # Stopped before the interpreter tears its modules down, not during.
+            atexit.register(_POOL.close)
+        return _POOL
+
+
+class Indexer:
+    """Per-engine index state: the blob and view caches, the persisted rows (thread-safe).
+
+    Args:
+        persisted: Where encoded records are kept between processes
+            (engine/semantic/persist.py), or ``None`` to keep nothing.
+        pool: Worker processes that parse; default the process's shared pool.
+    """
+
+    def __init__(
+        self, persisted: PersistedIndex | None = None, pool: ParsePool | None = None
+    ) -> None:
         self._lock = threading.Lock()
         self._blobs = _LRU(BLOB_CACHE_ENTRIES)
         self._views = _LRU(VIEW_CACHE_ENTRIES)
+        self._pool = pool
+        self.persisted = persisted
         self.parsed = 0  # files parsed so far (tests and benchmarks read it)
+        self.loaded = 0  # files whose records came from the persisted index
+
+    def persist_to(self, persisted: PersistedIndex | None) -> None:
+        """Keep records in (and read them from) ``persisted`` from now on."""
+        self.persisted = persisted
 
     def file_index(
         self, path: str, blob: str, read: Callable[[str], bytes | None]
     ) -> FileIndex | None:
-        """The record of one file, parsed on a cache miss; ``None`` if not indexable."""
+        """The record of one file, parsed on a cache miss; ``None`` if not indexable.
+
+        Args:
+            path: A repository path.
+            blob: An id of the content (the git blob id, or :func:`git_blob_id`
+                of the plaintext): records are cached under ``(path, blob)``.
+            read: Returns the plaintext at a path, ``None`` if there is none;
+                may raise :class:`RepositoryError` (the file is then left out).
+
+        Returns:
+            The records, or ``None`` for a path in no known language or unreadable.
+        """
         language = language_for(path)
         if language is None:
             return None
@@ -208,8 +514,123 @@ class Indexer:
             self.parsed += 1
         return record
 
+    def _records(
+        self,
+        repo: vcs.Repository,
+        files: dict[str, str],
+        read: Callable[[str], bytes | None],
+        staged: frozenset[str],
+    ) -> dict[str, FileIndex]:
+        """Records of some files of one view: from memory, the persisted rows, or parsed.
+
+        Only files of the commit's tree (not ``staged``) whose path the policy
+        does not protect and whose blob is not sealed (git holds the plaintext:
+        it hashes to the blob id) are persisted.
+        """
+        found: dict[str, FileIndex] = {}
+        missing: list[tuple[str, str, str]] = []
+        with self._lock:
+            for path, blob in files.items():
+                language = language_for(path)
+                if language is None:
+                    continue
+                cached = self._blobs.get((path, blob))
+                if isinstance(cached, FileIndex):
+                    found[path] = cached
+                else:
+                    missing.append((path, blob, language))
+        if not missing:
+            return found
+        persisted = self.persisted
+        loaded: dict[tuple[str, str], bytes] = {}
+        if persisted is not None:
+            loaded = persisted.load((p, b) for p, b, _l in missing if p not in staged)
+        items: list[Item] = []
+        fresh: list[FileIndex] = []
+        for path, blob, language in missing:
+            payload = loaded.get((path, blob))
+            if payload is not None:
+                try:
+                    fresh.append(decode(payload, path, blob, language))
+                    continue
+                except CodecError:
+                    persisted.rejected += 1  # type: ignore[union-attr]
+            try:
+                data = read(path)
+            except RepositoryError:  # a seal that does not open: not indexed
+                continue
+            if data is not None:
+                items.append((path, blob, data, language))
+        loaded_count = len(fresh)
+        rows: list[tuple[str, str, bytes]] = []
+
+        def keep(path: str, blob: str, data: bytes) -> bool:
+            # The blob is in git in the clear exactly when the plaintext hashes to
+            # its id: a sealed blob's id is the hash of its ciphertext.
+            return (
+                persisted is not None
+                and path not in staged
+                and not repo.protects(path)
+                and git_blob_id(data) == blob
+            )
+
+        if len(items) >= MIN_POOL_FILES:
+            pool = self._pool or _shared_pool()
+            for (path, blob, data, language), payload in pool.parse(items):
+                fresh.append(decode(payload, path, blob, language))
+                if keep(path, blob, data):
+                    rows.append((path, blob, payload))
+        else:  # a few files (a staged edit, a new commit): here, no encoding unless kept
+            for path, blob, data, language in items:
+                record = extract(path, blob, data, language)
+                fresh.append(record)
+                if keep(path, blob, data):
+                    rows.append((path, blob, encode(record)))
+        if persisted is not None and rows:
+            persisted.store(rows)
+        with self._lock:
+            for record in fresh:
+                self._blobs.put((record.path, record.blob), record)
+                found[record.path] = record
+            self.parsed += len(fresh) - loaded_count
+            self.loaded += loaded_count
+        return found
+
+    def _build(
+        self,
+        repo: vcs.Repository,
+        files: dict[str, str],
+        read: Callable[[str], bytes | None],
+        staged: frozenset[str],
+    ) -> TreeIndex:
+        truncated = len(files) >= MAX_LISTED_FILES
+        chosen: dict[str, str] = {}
+        for path in sorted(files):
+            if language_for(path) is None:
+                continue
+            if len(chosen) >= MAX_INDEXED_FILES:
+                truncated = True
+                break
+            chosen[path] = files[path]
+        with _gc_paused():
+            records = self._records(repo, chosen, read, staged)
+            return TreeIndex.build(files, (records[p] for p in chosen if p in records), truncated)
+
     def view(self, repo: vcs.Repository, agent: str, staged: vcs.StagedChange | None) -> TreeIndex:
-        """The index of a session's view: its lane or base, with its staged edits over it."""
+        """The index of a session's view: its lane or base, with its staged edits over it.
+
+        A view with staged edits is derived from its base tree's view (cached,
+        or built first): only the staged files are parsed and only the tables
+        their names touch are rebuilt.
+
+        Args:
+            repo: The engine's repository.
+            agent: A validated agent name.
+            staged: The session's staged change, or ``None``.
+
+        Returns:
+            The view's :class:`TreeIndex`, shared by every session with the same view.
+        """
         tree_id, files, read = repo.view_files(agent, staged, limit=MAX_LISTED_FILES)
         changed = sorted(staged.changes) if staged is not None else []
         key = (tree_id, tuple((p, files.get(p)) for p in changed))
@@ -217,16 +638,27 @@ class Indexer:
             cached = self._views.get(key)
         if isinstance(cached, TreeIndex):
             return cached
-        records: list[FileIndex] = []
-        truncated = len(files) >= MAX_LISTED_FILES
-        for path in sorted(files):
-            if len(records) >= MAX_INDEXED_FILES:
-                truncated = True
-                break
-            record = self.file_index(path, files[path], read)
-            if record is not None:
-                records.append(record)
-        index = TreeIndex.build(files, records, truncated)
+        if not changed or staged is None:
+            index = self._build(repo, files, read, frozenset())
+        else:
+            base_key = (tree_id, ())
+            with self._lock:
+                base = self._views.get(base_key)
+            if not isinstance(base, TreeIndex):
+                clean = vcs.StagedChange(base=staged.base)
+                base_tree, base_files, base_read = repo.view_files(
+                    agent, clean, limit=MAX_LISTED_FILES
+                )
+                base = self._build(repo, base_files, base_read, frozenset())
+                if base_tree == tree_id:
+                    with self._lock:
+                        self._views.put(base_key, base)
+            if base.truncated or len(files) >= MAX_LISTED_FILES:
+                index = self._build(repo, files, read, frozenset(changed))
+            else:
+                present = {p: files[p] for p in changed if p in files}
+                records = self._records(repo, present, read, frozenset(changed))
+                index = base.derive(files, {p: records.get(p) for p in changed})
         with self._lock:
             self._views.put(key, index)
         return index

@@ -20,14 +20,16 @@ session whose view holds the same blob.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
 from enum import IntFlag
+from typing import NamedTuple
 
 __all__ = [
     "Definition",
     "FileIndex",
     "Import",
     "Occurrence",
+    "PackedOccurrences",
     "Range",
     "Role",
     "scip_symbol",
@@ -44,9 +46,12 @@ class Role(IntFlag):
     CALL = 0x100  # chit's extension: the occurrence is the callee of a call
 
 
-@dataclass(frozen=True, slots=True)
-class Range:
-    """A zero-based source range: lines and byte columns, end exclusive."""
+class Range(NamedTuple):
+    """A zero-based source range: lines and byte columns, end exclusive.
+
+    A named tuple rather than a frozen dataclass: an index holds one per
+    occurrence (hundreds of thousands), and a tuple is made three times faster.
+    """
 
     start_line: int
     start_col: int
@@ -54,9 +59,10 @@ class Range:
     end_col: int
 
 
-@dataclass(frozen=True, slots=True)
-class Definition:
+class Definition(NamedTuple):
     """One defined symbol (SCIP ``SymbolInformation`` plus its definition range).
+
+    A named tuple, as :class:`Range`: a warm start makes one per definition.
 
     Attributes:
         symbol: The SCIP symbol string (:func:`scip_symbol`).
@@ -88,9 +94,10 @@ class Definition:
     bases: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Occurrence:
+class Occurrence(NamedTuple):
     """A use of a name (SCIP ``Occurrence`` without a resolved symbol).
+
+    A named tuple, as :class:`Range`, because there are many.
 
     Attributes:
         name: The identifier as written (the last component of ``a.b.c``).
@@ -105,8 +112,7 @@ class Occurrence:
     enclosing: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Import:
+class Import(NamedTuple):
     """One imported module or name (an occurrence with SCIP's ``Import`` role).
 
     Attributes:
@@ -125,9 +131,45 @@ class Import:
     enclosing: str | None
 
 
-@dataclass(frozen=True, slots=True)
+class PackedOccurrences:
+    """Occurrences kept as integers until first asked for (the persisted form).
+
+    Seven integers per occurrence, as ``engine/semantic/codec.py`` lays them
+    out: name (an index into ``strings``), the four range numbers, roles, and
+    enclosing (an index into ``strings`` or -1). The codec has checked every
+    number before making one; :meth:`unpack` only builds the tuples.
+
+    Args:
+        strings: The string table.
+        ints: ``7 * count`` checked integers (any sequence of ints: an ``array``).
+        roles: Each roles value that occurs, as a :class:`Role`.
+    """
+
+    __slots__ = ("_ints", "_roles", "_strings", "count")
+
+    def __init__(self, strings: list[str], ints: Sequence[int], roles: dict[int, Role]) -> None:
+        self._strings: list[str | None] = [*strings, None]  # index -1 is None
+        self._ints = ints
+        self._roles = roles
+        self.count = len(ints) // 7
+
+    def unpack(self) -> tuple[Occurrence, ...]:
+        """The occurrences, in source order."""
+        ints, texts, roles = self._ints, self._strings, self._roles
+        columns = [ints[k::7] for k in range(7)]
+        return tuple(
+            Occurrence(texts[n], Range(a, b, c, d), roles[r], texts[e])
+            for n, a, b, c, d, r, e in zip(*columns, strict=True)
+        )
+
+
 class FileIndex:
     """Everything indexed from one blob at one path (SCIP ``Document``).
+
+    Immutable once made. Occurrences may come packed (a record read from the
+    persisted index): they are then made into :class:`Occurrence` tuples the
+    first time they are asked for, so a warm start builds only what queries
+    touch.
 
     Attributes:
         path: Repository path.
@@ -139,16 +181,121 @@ class FileIndex:
         imports: In source order.
         impls: ``(type, trait, line)`` for Rust ``impl Trait for Type`` blocks.
         truncated: True if the per-file bounds cut occurrences or definitions.
+        names: Every name an occurrence spells (without making the occurrences).
     """
 
-    path: str
-    blob: str
-    language: str
-    definitions: tuple[Definition, ...]
-    occurrences: tuple[Occurrence, ...]
-    imports: tuple[Import, ...]
-    impls: tuple[tuple[str, str, int], ...] = ()
-    truncated: bool = False
+    __slots__ = (
+        "_by_name",
+        "_inside",
+        "_occurrences",
+        "_packed",
+        "blob",
+        "definitions",
+        "impls",
+        "imports",
+        "language",
+        "names",
+        "occurrence_count",
+        "path",
+        "truncated",
+    )
+
+    def __init__(
+        self,
+        path: str,
+        blob: str,
+        language: str,
+        definitions: tuple[Definition, ...],
+        occurrences: tuple[Occurrence, ...] | PackedOccurrences,
+        imports: tuple[Import, ...],
+        impls: tuple[tuple[str, str, int], ...] = (),
+        truncated: bool = False,
+        *,
+        names: frozenset[str] | None = None,
+    ) -> None:
+        self.path = path
+        self.blob = blob
+        self.language = language
+        self.definitions = definitions
+        self.imports = imports
+        self.impls = impls
+        self.truncated = truncated
+        self._by_name: dict[str, tuple[Occurrence, ...]] | None = None
+        self._inside: dict[str, tuple[Occurrence, ...]] | None = None
+        if isinstance(occurrences, PackedOccurrences):
+            if names is None:
+                raise ValueError("packed occurrences come with their names")
+            self._packed: PackedOccurrences | None = occurrences
+            self._occurrences: tuple[Occurrence, ...] | None = None
+            self.occurrence_count = occurrences.count
+            self.names = names
+        else:
+            self._packed = None
+            self._occurrences = occurrences
+            self.occurrence_count = len(occurrences)
+            self.names = frozenset(o.name for o in occurrences) if names is None else names
+
+    @property
+    def occurrences(self) -> tuple[Occurrence, ...]:
+        """References and calls, in source order (made from the packed form on first use)."""
+        found = self._occurrences
+        if found is None:
+            packed = self._packed  # kept once set, never cleared
+            if packed is None:  # pragma: no cover - __init__ sets one of the two
+                raise RuntimeError("a FileIndex without occurrences")
+            # Two threads may both unpack; they make equal tuples and one is kept.
+            found = self._occurrences = packed.unpack()
+        return found
+
+    def named(self, name: str) -> tuple[Occurrence, ...]:
+        """Occurrences spelling ``name``, in source order."""
+        table = self._by_name
+        if table is None:
+            groups: dict[str, list[Occurrence]] = {}
+            for occ in self.occurrences:
+                groups.setdefault(occ.name, []).append(occ)
+            table = self._by_name = {k: tuple(v) for k, v in groups.items()}
+        return table.get(name, ())
+
+    def inside(self, qualname: str) -> tuple[Occurrence, ...]:
+        """Occurrences whose enclosing definition is ``qualname``, in source order."""
+        table = self._inside
+        if table is None:
+            groups: dict[str, list[Occurrence]] = {}
+            for occ in self.occurrences:
+                if occ.enclosing is not None:
+                    groups.setdefault(occ.enclosing, []).append(occ)
+            table = self._inside = {k: tuple(v) for k, v in groups.items()}
+        return table.get(qualname, ())
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name.startswith("_") or not hasattr(self, name):
+            object.__setattr__(self, name, value)
+        else:
+            raise AttributeError(f"FileIndex.{name} is read-only")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FileIndex):
+            return NotImplemented
+        return (
+            self.path == other.path
+            and self.blob == other.blob
+            and self.language == other.language
+            and self.definitions == other.definitions
+            and self.imports == other.imports
+            and self.impls == other.impls
+            and self.truncated == other.truncated
+            and self.names == other.names
+            and self.occurrences == other.occurrences
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"FileIndex({self.path!r}, {self.blob!r}, {len(self.definitions)} definitions,"
+            f" {self.occurrence_count} occurrences)"
+        )
 
 
 _SIMPLE = re.compile(r"[A-Za-z0-9_+$-]+")

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 import threading
-import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -32,10 +32,10 @@ from engine import schemas as s
 from engine import vcs
 from engine.errors import AccessDeniedError, RepositoryError
 from engine.paths import glob_may_match_below, validate_path
-from engine.semantic.extract import extract
-from engine.semantic.index import TreeIndex, indexer_for, rank_key
+from engine.semantic.index import TreeIndex, git_blob_id, indexer_for, rank_key
 from engine.semantic.languages import language_for
 from engine.semantic.records import Definition, Role
+from engine.state import Intent
 
 if TYPE_CHECKING:
     from engine.handlers import CallContext, Session
@@ -157,6 +157,7 @@ def _score(query: str, lowered: str, name: str) -> tuple[float, ...] | None:
 def search_symbols(ctx: CallContext, args: s.SearchSymbolsArgs) -> s.Symbols:
     """Find definitions by name: exact, then prefix, substring and fuzzy matches."""
     index = _index(ctx)
+    names = index.names()
     query = args.query.strip()
     lowered = query.lower()
     scored: list[tuple[tuple[float, ...], Definition]] = []
@@ -165,19 +166,21 @@ def search_symbols(ctx: CallContext, args: s.SearchSymbolsArgs) -> s.Symbols:
         for d in index.by_qualname.get(query, ()):
             scored.append(((0,), d))
         matched.add(query.rsplit(".", 1)[1])
-    for name, defs in index.by_name.items():
+    # Every name scored by _score contains the lowered query: the substring
+    # lookup finds them all (the exact and prefix ones among them).
+    candidates: list[str] = []
+    for low in names.containing(lowered) if lowered else names.sorted:
+        candidates.extend(names.lower[low])
+    for name in candidates:
         score = _score(query, lowered, name)
         if score is not None and name not in matched:
-            scored.extend((score, d) for d in defs)
+            scored.extend((score, d) for d in index.by_name[name])
             matched.add(name)
-    lower_names: dict[str, list[str]] = {}
-    for name in index.by_name:
-        if name not in matched:
-            lower_names.setdefault(name.lower(), []).append(name)
-    for close in difflib.get_close_matches(lowered, list(lower_names), n=50, cutoff=0.7):
-        ratio = difflib.SequenceMatcher(None, lowered, close).ratio()
-        for name in lower_names[close]:
-            scored.extend(((5, -ratio), d) for d in index.by_name[name])
+    for ratio, close in names.close_to(lowered):
+        for name in names.lower[close]:
+            if name not in matched:
+                matched.add(name)
+                scored.extend(((5, -ratio), d) for d in index.by_name[name])
     scored.sort(key=lambda pair: (pair[0], rank_key(pair[1])))
     symbols: list[s.Symbol] = []
     pruned = 0
@@ -274,7 +277,7 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
     for kind in kinds:
         if kind in ("callers", "references"):
             want_call = kind == "callers"
-            for path, occ in index.uses.get(d.name, ()):
+            for path, occ in index.uses_of(d.name):
                 if bool(occ.roles & Role.CALL) != want_call:
                     continue
                 enclosing = index.enclosing(path, occ)
@@ -379,11 +382,20 @@ def _changed_defs(ctx: CallContext, index: TreeIndex) -> list[Definition]:
         for nd in new_defs:
             if any(a <= nd.range.end_line and nd.range.start_line <= b for a, b in changed):
                 touched.append(nd)
-        old_record = extract(path, "", old, language) if len(old) else None
+        old_record = (
+            indexer_for(ctx.repo).file_index(path, git_blob_id(old), _reader(old))
+            if len(old)
+            else None
+        )
         kept = {nd.qualname for nd in new_defs}
         if old_record is not None:
             touched.extend(od for od in old_record.definitions if od.qualname not in kept)
     return touched
+
+
+def _reader(data: bytes) -> Callable[[str], bytes | None]:
+    """A reader that returns ``data`` for any path (for :meth:`Indexer.file_index`)."""
+    return lambda _path: data
 
 
 def _uses_reaching(index: TreeIndex, d: Definition) -> list[tuple[str, Any]]:
@@ -399,7 +411,7 @@ def _uses_reaching(index: TreeIndex, d: Definition) -> list[tuple[str, Any]]:
         or len(index.by_name.get(name, ())) > AMBIGUOUS_NAME_DEFINITIONS
     ):
         name = d.scope.rsplit(".", 1)[-1]
-    return list(index.uses.get(name, ()))
+    return list(index.uses_of(name))
 
 
 def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
@@ -486,18 +498,14 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
 
 
 @dataclass
-class _Intent:
-    agent: str
-    paths: tuple[str, ...]
-    expires_at: float
-
-
-@dataclass
 class _Peers:
-    """Per-engine (per repository object, so per process) intents and sessions seen."""
+    """Per-engine (per repository object, so per process) sessions that used the index.
+
+    Their staged paths are shown to peers of the same engine; declared intents
+    are in the state store, shared by every engine process (docs/semantic.md).
+    """
 
     lock: threading.Lock
-    intents: dict[str, _Intent]
     sessions: weakref.WeakValueDictionary[str, Session]
 
 
@@ -509,7 +517,7 @@ def _peers(repo: vcs.Repository) -> _Peers:
     with _PEERS_LOCK:
         found = _PEERS.get(repo)
         if found is None:
-            found = _Peers(threading.Lock(), {}, weakref.WeakValueDictionary())
+            found = _Peers(threading.Lock(), weakref.WeakValueDictionary())
             _PEERS[repo] = found
         return found
 
@@ -534,21 +542,26 @@ def _staged_paths(session: Session) -> tuple[str, ...]:
     return ()
 
 
+def _repo_id(repo: vcs.Repository) -> str:
+    """The repository's identity in the state store: the real path of its common git dir."""
+    return os.path.realpath(os.path.dirname(repo.chit_dir))
+
+
 def _peer_intents(
-    ctx: CallContext, mine: list[str], names: set[str], index: TreeIndex, now: float
+    ctx: CallContext, mine: list[str], names: set[str], index: TreeIndex
 ) -> tuple[list[s.PeerIntent], int]:
     peers = _peers(ctx.repo)
     with peers.lock:
-        for sid in [k for k, v in peers.intents.items() if v.expires_at <= now]:
-            del peers.intents[sid]
-        declared = dict(peers.intents)
         sessions = dict(peers.sessions.items())
-    me = ctx.session.session_id
-    wanted: dict[str, tuple[str, set[str]]] = {}
-    for sid, intent in declared.items():
+    declared = ctx.store.intents(_repo_id(ctx.repo), now=ctx.now)
+    me = (ctx.session.session_id, ctx.session.token_id)
+    wanted: dict[tuple[str, str], tuple[str, set[str]]] = {}
+    for intent in declared:
+        sid = (intent.session, intent.token_id)
         if sid != me:
             wanted.setdefault(sid, (intent.agent, set()))[1].update(intent.paths)
-    for sid, session in sessions.items():
+    for session in sessions.values():
+        sid = (session.session_id, session.token_id)
         if sid != me:
             wanted.setdefault(sid, (session.agent, set()))[1].update(_staged_paths(session))
     out: list[s.PeerIntent] = []
@@ -615,7 +628,6 @@ def project_context(ctx: CallContext, args: s.ProjectContextArgs) -> s.ProjectCo
     """A pre-write briefing for some paths, recording the caller's intent for them."""
     paths = _check_paths(ctx, args.paths)
     index = _index(ctx)
-    now = time.time()
     pruned = 0
     defs: list[Definition] = []
     for path, record in sorted(index.indexed.items()):
@@ -628,11 +640,19 @@ def project_context(ctx: CallContext, args: s.ProjectContextArgs) -> s.ProjectCo
     symbols, cut_symbols = _fit((_symbol(d) for d in defs), RESULT_BYTE_BUDGET // 4)
     conventions, hidden, cut_conventions = _conventions(ctx, index, paths)
     names = {d.name for d in defs if d.scope is None}
-    peers, hidden_peers = _peer_intents(ctx, paths, names, index, now)
-    registry = _peers(ctx.repo)
-    expires = min(now + INTENT_TTL_SECONDS, float(ctx.token.expires_at))
-    with registry.lock:
-        registry.intents[ctx.session.session_id] = _Intent(ctx.token.agent, tuple(paths), expires)
+    peers, hidden_peers = _peer_intents(ctx, paths, names, index)
+    expires = min(ctx.now + INTENT_TTL_SECONDS, int(ctx.token.expires_at))
+    ctx.store.put_intent(
+        Intent(
+            repo=_repo_id(ctx.repo),
+            session=ctx.session.session_id,
+            token_id=ctx.session.token_id,
+            agent=ctx.token.agent,
+            paths=tuple(dict.fromkeys(paths)),
+            expires_at=expires,
+        ),
+        now=ctx.now,
+    )
     return s.ProjectContext(
         symbols=symbols,
         conventions=conventions,

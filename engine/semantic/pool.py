@@ -1,0 +1,164 @@
+"""Parsing in worker processes, so a cold index uses every core.
+
+A :class:`ParsePool` keeps a few worker processes (one per core, at most
+:data:`MAX_WORKERS`), started by a fork server (``multiprocessing``'s
+``forkserver``: a clean single-threaded process, never a fork of the threaded
+engine) that has imported the extractor once. Each worker has its own
+tree-sitter parsers (a parser is not shared across processes or threads). The
+engine reads and opens every file itself (sealed blobs open only in the engine)
+and sends workers ``(path, blob id, bytes, language)``; a worker answers with
+each file's records in the byte form of ``engine/semantic/codec.py``, which the
+engine decodes with the same checks as a persisted row. The encoded bytes are
+what the persisted index stores, so nothing is encoded twice.
+
+Workers exit with the engine (they are its children). If the pool cannot start
+or a worker dies, the batch is parsed in the calling thread instead.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import gc
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+from engine.semantic.codec import encode
+from engine.semantic.extract import extract
+
+__all__ = ["MAX_WORKERS", "MIN_POOL_FILES", "ParsePool", "parse_batch"]
+
+logger = logging.getLogger("chit.engine.semantic")
+
+MAX_WORKERS = 8
+MIN_POOL_FILES = 24
+"""Fewer files than this to parse are parsed in the calling thread (no IPC)."""
+_BATCH_BYTES = 256 * 1024
+
+Item = tuple[str, str, bytes, str]
+"""``(path, blob id hex, plaintext, language)``."""
+
+
+def parse_batch(items: list[Item]) -> tuple[list[bytes], float]:
+    """Extract and encode some files (runs in a worker; pure: bytes in, bytes out).
+
+    Args:
+        items: ``(path, blob id, plaintext, language)`` per file.
+
+    Returns:
+        The encoded records of each file, in order, and the CPU seconds spent.
+    """
+    start = time.process_time()
+    was_enabled = gc.isenabled()
+    gc.disable()  # records hold no cycles; collecting while building them is waste
+    try:
+        out = [encode(extract(path, blob, data, language)) for path, blob, data, language in items]
+    finally:
+        if was_enabled:
+            gc.enable()
+    return out, time.process_time() - start
+
+
+def _batches(items: list[Item], workers: int) -> list[list[Item]]:
+    """Split into batches of about :data:`_BATCH_BYTES`, at least four per worker."""
+    total = sum(len(i[2]) for i in items)
+    target = max(16 * 1024, min(_BATCH_BYTES, total // (4 * workers) + 1))
+    out: list[list[Item]] = []
+    current: list[Item] = []
+    size = 0
+    # Largest first, so the long files do not end the run on one core.
+    for item in sorted(items, key=lambda i: -len(i[2])):
+        current.append(item)
+        size += len(item[2])
+        if size >= target:
+            out.append(current)
+            current, size = [], 0
+    if current:
+        out.append(current)
+    return out
+
+
+class ParsePool:
+    """Worker processes that parse files; made on first use, shared by an engine.
+
+    Args:
+        workers: How many; default one per core (``os.cpu_count()``), at most
+            :data:`MAX_WORKERS`.
+    """
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = max(1, min(MAX_WORKERS, workers or os.cpu_count() or 1))
+        self._lock = threading.Lock()
+        self._executor: concurrent.futures.ProcessPoolExecutor | None = None
+        self._broken = False
+        self.worker_cpu = 0.0  # CPU seconds the workers spent parsing (benchmarks read it)
+
+    def __repr__(self) -> str:
+        return f"ParsePool({self.workers} workers)"
+
+    def _get(self) -> concurrent.futures.ProcessPoolExecutor | None:
+        with self._lock:
+            if self._broken:
+                return None
+            if self._executor is None:
+                try:
+                    context = multiprocessing.get_context("forkserver")
+                    context.set_forkserver_preload(["engine.semantic.pool"])
+                    self._executor = concurrent.futures.ProcessPoolExecutor(
+                        max_workers=self.workers, mp_context=context
+                    )
+                except (OSError, ValueError):
+                    logger.warning("index workers cannot start; parsing in the engine")
+                    self._broken = True
+                    return None
+            return self._executor
+
+    def parse(self, items: list[Item]) -> Iterator[tuple[Item, bytes]]:
+        """Parse files, in workers when there are enough of them.
+
+        Args:
+            items: ``(path, blob id, plaintext, language)`` per file.
+
+        Yields:
+            ``(item, encoded records)`` per file, in no particular order.
+        """
+        executor = self._get() if len(items) >= MIN_POOL_FILES and self.workers > 1 else None
+        if executor is None:
+            for item in items:
+                yield item, parse_batch([item])[0][0]
+            return
+        batches = _batches(items, self.workers)
+        try:
+            futures = {executor.submit(parse_batch, batch): batch for batch in batches}
+        except (RuntimeError, concurrent.futures.process.BrokenProcessPool):
+            futures = {}
+        done: set[int] = set()
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                batch = futures[future]
+                try:
+                    encoded, cpu = future.result()
+                    self.worker_cpu += cpu
+                except concurrent.futures.process.BrokenProcessPool:
+                    raise
+                except Exception:  # a worker's failure: parse here
+                    encoded = parse_batch(batch)[0]
+                done.add(id(batch))
+                yield from zip(batch, encoded, strict=True)
+        except concurrent.futures.process.BrokenProcessPool:
+            logger.warning("an index worker died; parsing in the engine")
+            with self._lock:
+                self._broken = True
+        for batch in batches:
+            if id(batch) not in done:
+                yield from zip(batch, parse_batch(batch)[0], strict=True)
+
+    def close(self) -> None:
+        """Stop the workers (they also stop with the engine's process)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
