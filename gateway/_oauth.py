@@ -22,6 +22,7 @@ __all__ = [
     "TOKEN_PATH",
     "authorization_server_metadata",
     "check_issuer_url",
+    "is_loopback",
 ]
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
@@ -32,7 +33,8 @@ METADATA_PATH = "/.well-known/oauth-authorization-server"
 MAX_URL_CHARS = 2048
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """True iff ``host`` (a name or an address, no brackets) is ``localhost`` or loopback."""
     if host == "localhost":
         return True
     try:
@@ -78,7 +80,7 @@ def check_issuer_url(value: str, *, option: str, origin_only: bool = False) -> s
     host = parts.hostname or ""
     if parts.scheme not in ("https", "http") or not host:
         raise ValueError(f"{option} takes https://NAME[:PORT]... (http only on loopback)")
-    if parts.scheme == "http" and not _is_loopback(host):
+    if parts.scheme == "http" and not is_loopback(host):
         raise ValueError(
             f"{option}: http is accepted only for a loopback host (127.0.0.1, [::1], "
             "localhost); use https"

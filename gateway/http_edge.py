@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import ipaddress
 import logging
 import socket
 import sys
@@ -158,15 +157,6 @@ def parse_listen_address(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError("--http takes HOST:PORT, for example 127.0.0.1:8765 or [::1]:8765")
     return host, int(port)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _authority(host: str, port: int) -> str:
@@ -374,7 +364,7 @@ class HttpEdge:
     @staticmethod
     def _allowed(settings: HttpSettings, port: int) -> tuple[frozenset[str], frozenset[str]]:
         hosts = {_authority(settings.host, port)}
-        if _is_loopback(settings.host):
+        if _oauth.is_loopback(settings.host):
             hosts |= {f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"}
         hosts |= set(settings.allowed_hosts)
         origins = {f"http://{h}" for h in hosts}
@@ -765,7 +755,7 @@ def serve_http(engine: EngineClient, settings: HttpSettings) -> None:
     """
     import uvicorn
 
-    if not _is_loopback(settings.host):
+    if not _oauth.is_loopback(settings.host):
         if not settings.allow_non_loopback:
             raise ConfigurationError(
                 f"refusing to serve on non-loopback {settings.host}: bearer tokens would "

@@ -39,7 +39,8 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
 
@@ -119,6 +120,18 @@ def derive_key(secret: bytes) -> bytes:
     if len(secret) < 32:
         raise ValueError("the key material must be at least 32 bytes")
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_KEY_INFO).derive(secret)
+
+
+@contextmanager
+def _immediate(db: sqlite3.Connection) -> Iterator[None]:
+    """One ``BEGIN IMMEDIATE`` transaction: committed if the block ends, else rolled back."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 def _mac(key: bytes, path: str, blob: str, payload: bytes) -> bytes:
@@ -251,8 +264,7 @@ class PersistedIndex:
             return
         stamp = int(time.time()) if now is None else now
         try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(db):
                 db.executemany(
                     "INSERT OR REPLACE INTO records (path, blob, version, mac, payload, stored_at)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
@@ -265,10 +277,6 @@ class PersistedIndex:
                 if self._writes >= MAX_ROWS // 10:
                     self._writes = 0
                     self._prune(db)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
         except sqlite3.Error:
             self._fail("cannot be written")
 
@@ -290,12 +298,7 @@ class PersistedIndex:
         if db is None:
             return
         try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(db):
                 self._prune(db)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
         except sqlite3.Error:
             self._fail("cannot be written")
