@@ -35,9 +35,10 @@ import re
 import secrets
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
@@ -455,6 +456,31 @@ def _load_signing_file(path: Path) -> SigningKey:
     return key
 
 
+_Key = TypeVar("_Key", "SigningKey", "SealingKey")
+
+
+def _keys_in(folder: Path, load: Callable[[Path], _Key], kind: str) -> list[_Key]:
+    """Every key file of one kind in ``folder``, newest first (ConfigurationError as below)."""
+    if not folder.is_dir():
+        raise ConfigurationError(f"no {kind} keys at {folder}; run `chit init`")
+    found = [load(p) for p in sorted(folder.glob("*.json"))]
+    return sorted(found, key=lambda k: (k.created, k.key_id), reverse=True)
+
+
+def _make_key_dirs(home: str | os.PathLike[str], folder: Path) -> None:
+    """The home, ``keys`` and ``folder``, each 0700."""
+    for d in (Path(home), Path(home) / "keys", folder):
+        d.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(d, 0o700)
+
+
+def _next_created(existing: Sequence[SigningKey | SealingKey], now: int | None) -> int:
+    """A creation time after every existing key's (so the new key sorts newest)."""
+    created = int(time.time()) if now is None else now
+    newest = existing[0].created if existing else created - 1
+    return max(created, newest + 1)
+
+
 def signing_keys(home: str | os.PathLike[str]) -> list[SigningKey]:
     """Every engine signing key in ``<home>/keys/signing``, newest first.
 
@@ -462,11 +488,7 @@ def signing_keys(home: str | os.PathLike[str]) -> list[SigningKey]:
         ConfigurationError: If the folder is missing, or a key file is malformed
             or readable by group or others.
     """
-    folder = _signing_dir(home)
-    if not folder.is_dir():
-        raise ConfigurationError(f"no signing keys at {folder}; run `chit init`")
-    found = [_load_signing_file(p) for p in sorted(folder.glob("*.json"))]
-    return sorted(found, key=lambda k: (k.created, k.key_id), reverse=True)
+    return _keys_in(_signing_dir(home), _load_signing_file, "signing")
 
 
 def active_signing_key(home: str | os.PathLike[str]) -> SigningKey:
@@ -491,9 +513,7 @@ def create_signing_key(home: str | os.PathLike[str], *, now: int | None = None) 
         ConfigurationError: If existing signing keys cannot be loaded.
     """
     folder = _signing_dir(home)
-    for d in (Path(home), Path(home) / "keys", folder):
-        d.mkdir(mode=0o700, exist_ok=True)
-        os.chmod(d, 0o700)
+    _make_key_dirs(home, folder)
     with _locked(home):
         if any(folder.glob("*.json")):
             return active_signing_key(home)
@@ -510,9 +530,7 @@ def rotate_signing_key(home: str | os.PathLike[str], *, now: int | None = None) 
     """
     with _locked(home):
         existing = signing_keys(home)
-        created = int(time.time()) if now is None else now
-        newest = existing[0].created if existing else created - 1
-        key = _new_signing_key(max(created, newest + 1))
+        key = _new_signing_key(_next_created(existing, now))
         folder = _signing_dir(home)
         _write_signing_key(folder, key)
         for old in existing:
@@ -663,11 +681,7 @@ def sealing_keys(home: str | os.PathLike[str]) -> list[SealingKey]:
         ConfigurationError: If the folder is missing, or a key file is malformed
             or readable by group or others.
     """
-    folder = _sealing_dir(home)
-    if not folder.is_dir():
-        raise ConfigurationError(f"no sealing keys at {folder}; run `chit init`")
-    found = [_load_sealing_file(p) for p in sorted(folder.glob("*.json"))]
-    return sorted(found, key=lambda k: (k.created, k.key_id), reverse=True)
+    return _keys_in(_sealing_dir(home), _load_sealing_file, "sealing")
 
 
 def create_sealing_key(home: str | os.PathLike[str], *, now: int | None = None) -> SealingKey:
@@ -680,9 +694,7 @@ def create_sealing_key(home: str | os.PathLike[str], *, now: int | None = None) 
         ConfigurationError: If existing sealing keys cannot be loaded, or none is active.
     """
     folder = _sealing_dir(home)
-    for d in (Path(home), Path(home) / "keys", folder):
-        d.mkdir(mode=0o700, exist_ok=True)
-        os.chmod(d, 0o700)
+    _make_key_dirs(home, folder)
     with _locked(home):
         if not any(folder.glob("*.json")):
             key = _new_sealing_key(int(time.time()) if now is None else now)
@@ -699,9 +711,7 @@ def rotate_sealing_key(home: str | os.PathLike[str], *, now: int | None = None) 
     """
     with _locked(home):
         existing = sealing_keys(home)
-        created = int(time.time()) if now is None else now
-        newest = existing[0].created if existing else created - 1
-        key = _new_sealing_key(max(created, newest + 1))
+        key = _new_sealing_key(_next_created(existing, now))
         _write_sealing_key(_sealing_dir(home), key)
     return key
 
