@@ -461,3 +461,34 @@ def test_protected_content_leaves_no_hash_in_the_log(world: World) -> None:
     digest = hashlib.sha256(secret.encode()).hexdigest()
     assert digest in json.dumps(plain) and digest not in json.dumps(sealed)
     assert cli(world, "audit", "log", "verify").returncode == 0
+
+
+def _doc_block(doc: str, after: str) -> str:
+    """The first fenced block after the line ``after`` in ``doc``, whitespace removed."""
+    rest = doc[doc.index(after):]
+    start = rest.index("```\n") + 4
+    return "".join(rest[start:rest.index("```", start)].split())
+
+
+def test_the_audit_doc_vector_is_what_the_engine_signs() -> None:
+    """docs/audit.md's call-log vector: entry bytes, chain head and signature, recomputed."""
+    doc = (ROOT / "docs" / "audit.md").read_text("utf-8")
+    section = doc[doc.index("#### Test vector"):doc.index("### The checks")]
+    entry = {
+        "v": calllog.LOG_VERSION, "seq": 1, "prev": bytes(32), "time": 1796000000,
+        "kid": "s20261130-00000000", "agent": "docs-bot",
+        "chain": ["00112233445566778899aabbccddeeff"], "session": "s1", "tool": "read_file",
+        "arguments": {"path": "src/app.py"}, "decision": "allowed", "code": None,
+        "policy_hash": "sha256:" + "0" * 64, "catalog_hash": "sha256:" + "1" * 64,
+    }
+    data = cbor.encode(entry)
+    head = calllog.entry_head(1, data, entry["kid"], entry["time"])
+    key = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+    signature = key.sign(calllog.HEAD_CONTEXT + head)
+    assert _doc_block(section, "Entry bytes") == data.hex()
+    assert _doc_block(section, "Chain head at the entry") == head.hex()
+    assert _doc_block(section, "Signature over") == signature.hex()
+    public = Ed25519PublicKey.from_public_bytes(bytes.fromhex(
+        section.split("public key", 1)[1].split()[0]))
+    public.verify(signature, calllog.HEAD_CONTEXT + head)
+    assert calllog.decode_entry(data) == entry
