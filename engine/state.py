@@ -36,6 +36,7 @@ from typing import Any, Protocol
 __all__ = [
     "GENESIS",
     "MAX_INTENTS",
+    "MAX_INTENTS_PER_TOKEN",
     "MAX_INTENT_PATHS",
     "MAX_JTI_KEEP_UNTIL",
     "Delegation",
@@ -54,6 +55,8 @@ MAX_INTENTS = 10_000
 """Live intents kept per repository; past it the ones expiring first are dropped."""
 MAX_INTENT_PATHS = 256
 """Paths one intent may name (``project_context`` takes at most this many)."""
+MAX_INTENTS_PER_TOKEN = 16
+"""Live intents kept per token (its latest sessions); older ones are dropped."""
 
 MAX_JTI_KEEP_UNTIL = 2**62
 """Latest time a replay-cache entry may name (SQLite integers are 64-bit)."""
@@ -547,6 +550,15 @@ class SQLiteStore:
                     json.dumps(list(intent.paths)),
                     intent.expires_at,
                 ),
+            )
+            # One token's sessions keep at most MAX_INTENTS_PER_TOKEN intents, so a
+            # single agent cannot fill the table every peer lookup reads.
+            db.execute(
+                "DELETE FROM intents WHERE repo = ? AND token_id = ? AND session NOT IN ("
+                "SELECT session FROM intents WHERE repo = ? AND token_id = ?"
+                " ORDER BY expires_at DESC LIMIT ?)",
+                (intent.repo, intent.token_id, intent.repo, intent.token_id,
+                 MAX_INTENTS_PER_TOKEN),
             )
             db.execute(
                 "DELETE FROM intents WHERE repo = ? AND (session, token_id) NOT IN ("

@@ -49,6 +49,18 @@ def test_intents_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         store.put_intent(intent("big", 10, paths=tuple(str(k) for k in range(257))), now=0)
 
 
+def test_one_token_keeps_only_its_latest_intents(tmp_path: Path) -> None:
+    """Threat: one agent filling the shared table every peer's project_context reads."""
+    store = SQLiteStore(tmp_path / "state.db")
+    store.put_intent(Intent("/r", "peer", "p" * 32, "bob", ("a",), 5000), now=0)
+    for k in range(state.MAX_INTENTS_PER_TOKEN + 10):
+        store.put_intent(intent(f"flood{k:03d}", 1000 + k), now=0)
+    live = store.intents("/r", now=0)
+    flood = sorted(i.session for i in live if i.agent == "alice")
+    assert flood == [f"flood{k:03d}" for k in range(10, state.MAX_INTENTS_PER_TOKEN + 10)]
+    assert [i.session for i in live if i.agent == "bob"] == ["peer"]  # others untouched
+
+
 def test_a_malformed_row_is_skipped(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "state.db")
     store.put_intent(intent("good", 10), now=0)
