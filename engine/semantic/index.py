@@ -225,26 +225,47 @@ class TreeIndex:
         """The definition an occurrence sits in, or ``None`` at file level."""
         return None if occ.enclosing is None else self.by_place.get((path, occ.enclosing))
 
-    def resolve(self, symbol: str, path: str | None = None) -> list[Definition]:
+    def resolve(
+        self,
+        symbol: str,
+        path: str | None = None,
+        visible: Callable[[str], bool] | None = None,
+    ) -> list[Definition]:
         """Definitions a symbol argument names, best first.
 
-        ``symbol`` is a SCIP symbol string, a dotted name within a file
-        (``Router.add_route``) or a plain name (``add_route``); ``path`` keeps
-        definitions in that file or under that folder.
+        Args:
+            symbol: A SCIP symbol string, a dotted name within a file
+                (``Router.add_route``) or a plain name (``add_route``); each
+                form is tried in that order until one finds something.
+            path: Keep only definitions in that file or under that folder.
+            visible: Keep only definitions whose path this accepts, at every
+                step, so a definition it refuses never changes which form is
+                used (a name defined only where the caller cannot see is not
+                found, exactly as one defined nowhere).
+
+        Returns:
+            The definitions, ordered by :func:`rank_key`; empty if none.
         """
-        found: list[Definition]
+        prefix = None if path is None else path.rstrip("/") + "/"
+
+        def kept(defs: Iterable[Definition]) -> list[Definition]:
+            return [
+                d
+                for d in defs
+                if (prefix is None or d.path == path or d.path.startswith(prefix))
+                and (visible is None or visible(d.path))
+            ]
+
+        found: list[Definition] = []
         if symbol in self.by_symbol:
-            found = [self.by_symbol[symbol]]
-        else:
-            found = list(self.by_qualname.get(symbol, ()))
-            if not found and "." in symbol:
-                tail = symbol.rsplit(".", 1)[1]
-                found = [d for d in self.by_name.get(tail, ()) if d.qualname.endswith(symbol)]
-            if not found:
-                found = list(self.by_name.get(symbol, ()))
-        if path is not None:
-            prefix = path.rstrip("/") + "/"
-            found = [d for d in found if d.path == path or d.path.startswith(prefix)]
+            found = kept([self.by_symbol[symbol]])
+        if not found:
+            found = kept(self.by_qualname.get(symbol, ()))
+        if not found and "." in symbol:
+            tail = symbol.rsplit(".", 1)[1]
+            found = kept(d for d in self.by_name.get(tail, ()) if d.qualname.endswith(symbol))
+        if not found:
+            found = kept(self.by_name.get(symbol, ()))
         return sorted(found, key=rank_key)
 
 
@@ -323,8 +344,22 @@ class NameIndex:
             at = self.joined.find(part, at + 1)
         return out
 
-    def close_to(self, query: str, cutoff: float = 0.7, n: int = 50) -> list[tuple[float, str]]:
+    def close_to(
+        self,
+        query: str,
+        cutoff: float = 0.7,
+        n: int = 50,
+        keep: Callable[[str], bool] | None = None,
+    ) -> list[tuple[float, str]]:
         """Lower-cased names whose ``difflib`` ratio to ``query`` is at least ``cutoff``.
+
+        Args:
+            query: The lower-cased query.
+            cutoff: The least ratio, 0 to 1.
+            n: At most this many results.
+            keep: If given, only lower-cased names it accepts are candidates;
+                applied before the :data:`FUZZY_CANDIDATES` cut, so names it
+                refuses never push others out.
 
         Returns:
             ``(ratio, name)`` best first, at most ``n``.
@@ -342,6 +377,7 @@ class NameIndex:
             for i, c in counts.items()
             if c >= least
             and 2 * min(size, len(self.sorted[i])) >= cutoff * (size + len(self.sorted[i]))
+            and (keep is None or keep(self.sorted[i]))
         ]
         reach.sort(key=lambda pair: -pair[0])
         matcher = difflib.SequenceMatcher()

@@ -5,8 +5,11 @@ search_symbols, symbol_context, symbol_relations, change_impact and project_cont
 Each reads the index of the caller's session view (its staged edits over its
 lane) and prunes by ``ctx.visible`` (scope and policy, as for any read): no
 result names a path, symbol or snippet the caller may not see, and ``pruned``
-says how many were left out, never what. A symbol that is only defined outside
-the caller's view is ``not_found``, exactly as one that does not exist.
+says how many were left out, never what. Text the caller chooses (a query, a
+symbol argument, the names its code calls) is matched only against definitions
+it may see: a symbol only defined outside its view is ``not_found``, exactly as
+one that does not exist, and is not counted, so no count can be steered to
+spell out hidden names (docs/semantic.md, "What pruned counts").
 
 Results are bounded by :data:`RESULT_BYTE_BUDGET`: list items are added while
 the UTF-8 JSON of the items so far stays within it, then ``truncated`` is set
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
+import policy
 from engine import schemas as s
 from engine import vcs
 from engine.errors import AccessDeniedError, RepositoryError
@@ -132,8 +136,29 @@ def _not_found() -> RepositoryError:
     return RepositoryError("not_found", "no such symbol in your view")
 
 
-def _visible_defs(ctx: CallContext, defs: list[Definition]) -> list[Definition]:
+def _resolve(
+    ctx: CallContext, index: TreeIndex, symbol: str, path: str | None = None
+) -> list[Definition]:
+    """The caller's visible definitions a symbol argument names (hidden ones never counted)."""
+    return index.resolve(symbol, path, visible=ctx.visible)
+
+
+def _visible_of(ctx: CallContext, defs: Iterable[Definition]) -> list[Definition]:
+    """Those of ``defs`` the caller may see, in their order."""
     return [d for d in defs if ctx.visible(d.path)]
+
+
+def _visible_names(ctx: CallContext, index: TreeIndex) -> Callable[[str], bool]:
+    """A test of whether a name has a definition the caller may see (answers kept per call)."""
+    known: dict[str, bool] = {}
+
+    def test(name: str) -> bool:
+        found = known.get(name)
+        if found is None:
+            found = known[name] = any(ctx.visible(d.path) for d in index.by_name.get(name, ()))
+        return found
+
+    return test
 
 
 # --- search_symbols ----------------------------------------------------------------
@@ -155,15 +180,21 @@ def _score(query: str, lowered: str, name: str) -> tuple[float, ...] | None:
 
 
 def search_symbols(ctx: CallContext, args: s.SearchSymbolsArgs) -> s.Symbols:
-    """Find definitions by name: exact, then prefix, substring and fuzzy matches."""
+    """Find definitions by name: exact, then prefix, substring and fuzzy matches.
+
+    The query is matched only against definitions the caller may see: a hidden
+    definition is neither returned nor counted, and never takes a place among
+    the fuzzy candidates (``pruned`` is 0; docs/semantic.md "What pruned counts").
+    """
     index = _index(ctx)
     names = index.names()
+    visible_name = _visible_names(ctx, index)
     query = args.query.strip()
     lowered = query.lower()
     scored: list[tuple[tuple[float, ...], Definition]] = []
     matched: set[str] = set()
     if "." in query:
-        for d in index.by_qualname.get(query, ()):
+        for d in _visible_of(ctx, index.by_qualname.get(query, ())):
             scored.append(((0,), d))
         matched.add(query.rsplit(".", 1)[1])
     # Every name scored by _score contains the lowered query: the substring
@@ -174,26 +205,23 @@ def search_symbols(ctx: CallContext, args: s.SearchSymbolsArgs) -> s.Symbols:
     for name in candidates:
         score = _score(query, lowered, name)
         if score is not None and name not in matched:
-            scored.extend((score, d) for d in index.by_name[name])
+            scored.extend((score, d) for d in _visible_of(ctx, index.by_name[name]))
             matched.add(name)
-    for ratio, close in names.close_to(lowered):
+
+    def has_visible(low: str) -> bool:
+        return any(visible_name(name) for name in names.lower[low])
+
+    for ratio, close in names.close_to(lowered, keep=has_visible):
         for name in names.lower[close]:
             if name not in matched:
                 matched.add(name)
-                scored.extend(((5, -ratio), d) for d in index.by_name[name])
+                scored.extend(((5, -ratio), d) for d in _visible_of(ctx, index.by_name[name]))
     scored.sort(key=lambda pair: (pair[0], rank_key(pair[1])))
-    symbols: list[s.Symbol] = []
-    pruned = 0
-    for _score_value, d in scored:
-        if not ctx.visible(d.path):
-            pruned += 1
-        elif len(symbols) < args.limit:
-            symbols.append(_symbol(d))
-    kept, cut = _fit(symbols)
+    kept, cut = _fit(_symbol(d) for _score_value, d in scored[: args.limit])
     return s.Symbols(
         symbols=kept,
-        pruned=pruned,
-        truncated=cut or index.truncated or len(scored) - pruned > args.limit,
+        pruned=0,
+        truncated=cut or index.truncated or len(scored) > args.limit,
     )
 
 
@@ -210,7 +238,7 @@ def _read(ctx: CallContext, path: str) -> bytes | None:
 def symbol_context(ctx: CallContext, args: s.SymbolContextArgs) -> s.SymbolContext:
     """A symbol's definition, signature, doc, enclosing scope and a window of its code."""
     index = _index(ctx)
-    found = _visible_defs(ctx, index.resolve(args.symbol, args.path))
+    found = _resolve(ctx, index, args.symbol, args.path)
     if not found:
         raise _not_found()
     d = found[0]
@@ -252,9 +280,14 @@ def _module_of(path: str) -> str:
 
 
 def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relations:
-    """Callers, callees, references, imports, parents and children of a symbol, by name."""
+    """Callers, callees, references, imports, parents and children of a symbol, by name.
+
+    Callers, references, imports and children found in files the caller may not
+    see are counted in ``pruned``; callees and parents resolve only to visible
+    definitions (``unresolved`` otherwise), as the symbol argument does.
+    """
     index = _index(ctx)
-    found = _visible_defs(ctx, index.resolve(args.symbol, args.path))
+    found = _resolve(ctx, index, args.symbol, args.path)
     if not found:
         raise _not_found()
     d = found[0]
@@ -289,7 +322,7 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
                 add(kind, sym, path)
         elif kind == "callees":
             for occ in index.calls_in(d):
-                targets = index.by_name.get(occ.name, [])
+                targets = _visible_of(ctx, index.by_name.get(occ.name, ()))
                 target = next((t for t in targets if t.path == d.path), None)
                 target = target or next(iter(sorted(targets, key=rank_key)), None)
                 if target is None:
@@ -315,7 +348,7 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
         elif kind == "parents":
             bases = list(d.bases) + [t for p, typ, t, _l in index.impls if typ == d.name and p]
             for base in bases:
-                targets = sorted(index.by_name.get(base, []), key=rank_key)
+                targets = sorted(_visible_of(ctx, index.by_name.get(base, ())), key=rank_key)
                 if targets:
                     add(kind, _symbol(targets[0]), targets[0].path)
                 else:
@@ -333,19 +366,38 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
 # --- change_impact -----------------------------------------------------------------
 
 
+def _in_scope(ctx: CallContext, path: str) -> bool:
+    """True iff ``path`` is in the token's scope, or is a folder with scope under it."""
+    token = ctx.token
+    below = bool(token.path_scopes) and all(
+        any(glob_may_match_below(g, path) for g in globs) for globs in token.path_scopes
+    )
+    return token.allows_path(path) or below
+
+
 def _check_paths(ctx: CallContext, paths: list[str]) -> list[str]:
     """Validate path arguments: each a file or folder with something in scope under it."""
     out = []
     for raw in paths:
         path = validate_path(raw)
-        token = ctx.token
-        below = bool(token.path_scopes) and all(
-            any(glob_may_match_below(g, path) for g in globs) for globs in token.path_scopes
-        )
-        if not (token.allows_path(path) or below):
+        if not _in_scope(ctx, path):
             raise AccessDeniedError("path_outside_scope", f"{path!r} is outside this token's scope")
         out.append(path)
     return out
+
+
+def _may_name(ctx: CallContext, index: TreeIndex, path: str) -> bool:
+    """True iff the caller may be shown a peer's path: a file it may see, or a folder it may name.
+
+    A folder (a declared intent for ``src/``) is shown if the caller could have
+    passed it as an argument itself and the policy does not refuse it.
+    """
+    if ctx.visible(path):
+        return True
+    if path in index.files:
+        return False
+    request = policy.Request(agent=ctx.token.agent, tool=ctx.tool, operation="read", paths=(path,))
+    return _in_scope(ctx, path) and policy.evaluate(ctx.policy, request).allowed
 
 
 def _under(path: str, prefixes: Iterable[str]) -> bool:
@@ -398,24 +450,29 @@ def _reader(data: bytes) -> Callable[[str], bytes | None]:
     return lambda _path: data
 
 
-def _uses_reaching(index: TreeIndex, d: Definition) -> list[tuple[str, Any]]:
+def _uses_reaching(ctx: CallContext, index: TreeIndex, d: Definition) -> list[tuple[str, Any]]:
     """Uses that reach a definition, by name.
 
-    A dunder method (``__init__``) or a method whose name many definitions share
-    is reached through its class's name instead, so one touched constructor does
-    not pull in every constructor of the tree.
+    A dunder method (``__init__``) or a method whose name many visible
+    definitions share is reached through its class's name instead, so one
+    touched constructor does not pull in every constructor of the tree.
     """
     name = d.name
     if d.scope and (
         (name.startswith("__") and name.endswith("__"))
-        or len(index.by_name.get(name, ())) > AMBIGUOUS_NAME_DEFINITIONS
+        or len(_visible_of(ctx, index.by_name.get(name, ()))) > AMBIGUOUS_NAME_DEFINITIONS
     ):
         name = d.scope.rsplit(".", 1)[-1]
     return list(index.uses_of(name))
 
 
 def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
-    """Symbols a change touches, their reverse-reference closure, and the tests that reach them."""
+    """Symbols a change touches, their reverse-reference closure, and the tests that reach them.
+
+    ``pruned`` counts hidden files under the given folders (one each) and uses
+    of the walked definitions in files the caller may not see; a symbol
+    argument defined only in hidden files touches nothing and is not counted.
+    """
     index = _index(ctx)
     pruned = 0
     touched: list[Definition] = []
@@ -423,17 +480,18 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
         touched = _changed_defs(ctx, index)
     if args.paths:
         folders = _check_paths(ctx, args.paths)
-        touched.extend(
-            d for p, rec in index.indexed.items() if _under(p, folders) for d in rec.definitions
-        )
+        for p, rec in index.indexed.items():
+            if _under(p, folders):
+                if ctx.visible(p):
+                    touched.extend(rec.definitions)
+                else:
+                    pruned += 1  # one per hidden file, whatever it defines
     for symbol in args.symbols or ():
-        touched.extend(index.resolve(symbol))
+        touched.extend(_resolve(ctx, index, symbol))
     visible_touched: dict[tuple[str, str], Definition] = {}
     for d in touched:
         if ctx.visible(d.path):
             visible_touched.setdefault((d.path, d.qualname), d)
-        else:
-            pruned += 1
     # Reverse references, breadth first, over visible definitions only.
     depth_of: dict[tuple[str, str], int] = {}
     hits: dict[tuple[str, str], int] = {}
@@ -445,7 +503,7 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
     for depth in range(1, IMPACT_DEPTH + 1):
         following: list[Definition] = []
         for d in frontier:
-            for path, occ in _uses_reaching(index, d):
+            for path, occ in _uses_reaching(ctx, index, d):
                 if not ctx.visible(path):
                     hidden.add((path, occ.range.start_line))
                     continue
@@ -568,15 +626,24 @@ def _peer_intents(
     pruned = 0
     for _sid, (agent, paths) in sorted(wanted.items()):
         overlapping = set()
+        hidden = 0
         for path in paths:
             if any(_overlaps(path, m) for m in mine):
+                if _may_name(ctx, index, path):
+                    overlapping.add(path)
+                else:
+                    hidden += 1
+            elif (
+                names and ctx.visible(path) and any(d.name in names for d in _defs_in(index, path))
+            ):
+                # Touches a symbol the caller's paths define. Only visible paths
+                # are compared by name, so a name the caller defines cannot
+                # probe a hidden file's definitions.
                 overlapping.add(path)
-            elif names and any(d.name in names for d in _defs_in(index, path)):
-                overlapping.add(path)  # touches a symbol the caller's paths define
+        pruned += hidden
         if not overlapping:
             continue
-        shown = sorted(p for p in overlapping if ctx.visible(p))
-        pruned += len(overlapping) - len(shown)
+        shown = sorted(overlapping)
         if shown:
             out.append(s.PeerIntent(agent=agent, paths=shown))
     return out, pruned
@@ -635,7 +702,7 @@ def project_context(ctx: CallContext, args: s.ProjectContextArgs) -> s.ProjectCo
             if ctx.visible(path):
                 defs.extend(record.definitions)
             else:
-                pruned += len(record.definitions)
+                pruned += 1  # one per hidden file, whatever it defines
     defs.sort(key=lambda d: (d.scope is not None, d.path, d.range.start_line))
     symbols, cut_symbols = _fit((_symbol(d) for d in defs), RESULT_BYTE_BUDGET // 4)
     conventions, hidden, cut_conventions = _conventions(ctx, index, paths)

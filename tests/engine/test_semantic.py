@@ -160,7 +160,8 @@ def test_scope_pruning_with_a_sub_folder_token(real: Repo) -> None:
     token = real.mint(agent="mw", paths="src/starlette/middleware/**")
     found = real.ok(token, "search_symbols", {"query": "Router"})
     assert all(s["path"].startswith("src/starlette/middleware/") for s in found["symbols"])
-    assert found["pruned"] >= 1
+    # Query text is matched within the view only: hidden matches are not even counted.
+    assert found["pruned"] == 0
     for tool, args in [("symbol_context", {"symbol": "Router"}),
                        ("symbol_relations", {"symbol": "Router"})]:
         answer = real.call(token, tool, args)
@@ -173,7 +174,12 @@ def test_scope_pruning_with_a_sub_folder_token(real: Repo) -> None:
     outside = real.call(token, "project_context", {"paths": ["src/starlette/routing.py"]})
     assert outside["ok"] is False and outside["error"]["error"] == "path_outside_scope"
     impact = real.ok(token, "change_impact", {"symbols": ["request_response"]})
-    assert impact["touched"] == [] and impact["affected"] == [] and impact["pruned"] >= 1
+    # A symbol defined only out of scope touches nothing and is not counted (as one
+    # defined nowhere); a visible one's hidden uses are counted.
+    assert impact["touched"] == [] and impact["affected"] == [] and impact["pruned"] == 0
+    impact = real.ok(token, "change_impact", {"symbols": ["Middleware"]})
+    assert impact["touched"] and impact["pruned"] >= 2
+    assert "routing.py" not in json.dumps(impact)
 
 
 def test_results_are_bounded_and_say_so(real: Repo) -> None:

@@ -1,0 +1,233 @@
+"""What the semantic tools' ``pruned`` counts may reveal, and what it may not.
+
+Threat: a token limited to part of a repository (by scope, or kept out of a
+protected file by a deny rule) recovers the names defined in the files it may
+not see, by asking for text it chooses and watching the counts (a prefix query
+answered "1 pruned" for ``vault_r`` and "0 pruned" for ``vault_x`` spells a
+hidden name one character at a time). Every test here compares the answer for
+a hidden name with the answer for a name that exists nowhere: they must be the
+same, byte for byte.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import operator
+from engine.seed import create_repository
+from engine.service import Engine
+
+POLICY = """version = 1
+[paths]
+protected = ["src/open/secret/**"]
+
+[[rules]]
+effect = "deny"
+agents = ["narrow*"]
+paths = ["src/open/secret/**"]
+reason = "key handling is for the vault team"
+"""
+
+FILES = {
+    "src/open/app.py": (
+        b"from open.util import helper\n\n\n"
+        b"def handle_request(x):\n    return helper(x)\n\n\n"
+        b"class Plain:\n    pass\n"
+    ),
+    "src/open/util.py": b"def helper(x):\n    return x\n",
+    # Out of the narrow token's scope.
+    "src/vault/keys.py": (
+        b"from open.util import helper\n\n\n"
+        b"def vault_rotate_master(days):\n    return helper(days)\n\n\n"
+        b"class VaultBase:\n    pass\n"
+    ),
+    # In its scope, but protected and denied to it by policy.
+    "src/open/secret/seal.py": (
+        b"from open.util import helper\n\n\n"
+        b"def seal_unwrap_kek(blob):\n    return helper(blob)\n"
+    ),
+}
+
+
+class World:
+    def __init__(self, tmp: Path) -> None:
+        self.home, self.repo = tmp / "home", tmp / "repo"
+        operator.init_home(self.home)
+        (self.home / "policy.toml").write_text(POLICY)
+        create_repository(self.repo, FILES)
+        self.engine = Engine(self.home, self.repo)
+        self.narrow = self.mint("narrow-1", "src/open/**")
+
+    def mint(self, agent: str, paths: str, ops: str = "read,write") -> str:
+        info = operator.mint_token(self.home, agent=agent, operations=ops.split(","),
+                                   paths=paths.split(","), ttl_seconds=900)
+        return str(info["token"])
+
+    def call(self, token: str, tool: str, args: dict[str, Any], session: str = "s") -> Any:
+        listed = self.engine.offer(token)["catalog_hash"]
+        session = f"{session}-{hashlib.sha256(token.encode()).hexdigest()[:12]}"
+        return self.engine.invoke(token, tool, args, session=session,
+                                  offered_catalog_hash=listed)
+
+    def ok(self, token: str, tool: str, args: dict[str, Any], session: str = "s") -> Any:
+        answer = self.call(token, tool, args, session)
+        assert answer["ok"] is True, answer
+        return answer["result"]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    return World(tmp_path_factory.mktemp("pruning"))
+
+
+def test_the_hidden_names_exist_for_a_token_that_may_see_them(world: World) -> None:
+    """The fixture's hidden names are real: a wide token finds each of them."""
+    wide = world.mint("wide", "src/**")
+    for name, path in [("vault_rotate_master", "src/vault/keys.py"),
+                       ("seal_unwrap_kek", "src/open/secret/seal.py")]:
+        found = world.ok(wide, "search_symbols", {"query": name[:7]})["symbols"]
+        assert (name, path) in {(s["symbol"], s["path"]) for s in found}
+
+
+# A hidden name, a prefix of it, a near miss of it; and a name of the same
+# shape that exists nowhere.
+HIDDEN_AND_ABSENT = [
+    ("vault_rotate_master", "vault_rotate_mistle"),
+    ("vault_r", "vault_x"),
+    ("vaultrotatemaster", "vaultrotatemistle"),  # fuzzy
+    ("VaultBase", "VaultBose"),
+    ("seal_unwrap_kek", "seal_unwrap_kez"),  # protected, denied by policy
+    ("seal_un", "seal_ux"),
+]
+
+
+@pytest.mark.parametrize(("hidden", "absent"), HIDDEN_AND_ABSENT)
+def test_search_answers_a_hidden_name_as_one_that_does_not_exist(
+    world: World, hidden: str, absent: str
+) -> None:
+    for limit in (1, 20):
+        one = world.ok(world.narrow, "search_symbols", {"query": hidden, "limit": limit})
+        other = world.ok(world.narrow, "search_symbols", {"query": absent, "limit": limit})
+        assert one == other
+        assert one["pruned"] == 0
+
+
+@pytest.mark.parametrize(("hidden", "absent"), HIDDEN_AND_ABSENT[:1] + HIDDEN_AND_ABSENT[4:5])
+def test_symbol_arguments_answer_a_hidden_name_as_one_that_does_not_exist(
+    world: World, hidden: str, absent: str
+) -> None:
+    for tool in ("symbol_context", "symbol_relations"):
+        one = world.call(world.narrow, tool, {"symbol": hidden})
+        other = world.call(world.narrow, tool, {"symbol": absent})
+        assert one["ok"] is False and one["error"]["error"] == "not_found"
+        assert one["error"] == other["error"]
+    one = world.ok(world.narrow, "change_impact", {"symbols": [hidden]})
+    other = world.ok(world.narrow, "change_impact", {"symbols": [absent]})
+    assert one == other == {"touched": [], "affected": [], "tests": [], "pruned": 0,
+                            "truncated": False}
+
+
+def test_a_qualified_name_is_not_shadowed_by_a_hidden_one(tmp_path: Path) -> None:
+    """A hidden exact qualname must not change which visible definition is used."""
+    files = {
+        "src/open/api.py": (
+            b"class Outer:\n    class Vault:\n        def rotate(self):\n            return 1\n"
+        ),
+        "src/hidden/vault.py": b"class Vault:\n    def rotate(self):\n        return 2\n",
+    }
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    operator.init_home(home)
+    create_repository(repo, files)
+    w = World.__new__(World)
+    w.home, w.repo, w.engine = home, repo, Engine(home, repo)
+    narrow = w.mint("narrow", "src/open/**")
+    got = w.ok(narrow, "symbol_context", {"symbol": "Vault.rotate"})
+    assert (got["symbol"]["symbol"], got["symbol"]["path"]) == (
+        "Outer.Vault.rotate", "src/open/api.py")
+
+
+def test_callees_and_parents_never_resolve_to_hidden_definitions(world: World) -> None:
+    """Threat: the token stages code that calls (or subclasses) guessed names."""
+    code = ("from vault.keys import VaultBase\n\n\n"
+            "def probe():\n    vault_rotate_master(1)\n    vault_rotate_mistle(1)\n\n\n"
+            "class Probe(VaultBase):\n    pass\n\n\n"
+            "class Other(VaultBose):\n    pass\n")
+    world.ok(world.narrow, "write_file", {"path": "src/open/probe.py", "content": code},
+             session="probe")
+    callees = world.ok(world.narrow, "symbol_relations",
+                       {"symbol": "probe", "kinds": ["callees"]}, session="probe")
+    assert callees["pruned"] == 0
+    assert {(r["symbol"]["symbol"], r["symbol"]["kind"]) for r in callees["relations"]} == {
+        ("vault_rotate_master", "unresolved"), ("vault_rotate_mistle", "unresolved")}
+    for cls, base in [("Probe", "VaultBase"), ("Other", "VaultBose")]:
+        parents = world.ok(world.narrow, "symbol_relations",
+                           {"symbol": cls, "kinds": ["parents"]}, session="probe")
+        assert parents["pruned"] == 0
+        assert [(r["symbol"]["symbol"], r["symbol"]["kind"], r["symbol"]["path"])
+                for r in parents["relations"]] == [(base, "unresolved", "src/open/probe.py")]
+
+
+def test_uses_of_a_visible_name_in_hidden_files_are_counted_never_named(world: World) -> None:
+    """What pruned is for: a visible helper has callers the token cannot see."""
+    relations = world.ok(world.narrow, "symbol_relations", {"symbol": "helper"})
+    text = str(relations)
+    assert "vault" not in text and "seal" not in text and "secret" not in text
+    shown = {(r["kind"], r["symbol"]["path"]) for r in relations["relations"]}
+    assert ("callers", "src/open/app.py") in shown and ("imports", "src/open/app.py") in shown
+    # keys.py and seal.py each import it and call it once: two callers, two imports.
+    assert relations["pruned"] == 4
+    impact = world.ok(world.narrow, "change_impact", {"symbols": ["helper"]})
+    assert [a["symbol"] for a in impact["affected"]] == ["handle_request"]
+    assert impact["pruned"] == 2  # one call in each hidden file
+
+
+def test_folders_count_hidden_files_once_each(world: World) -> None:
+    """A hidden file under a named folder counts once, whatever it defines."""
+    briefing = world.ok(world.narrow, "project_context", {"paths": ["src/open"]})
+    assert {s["path"] for s in briefing["symbols"]} == {"src/open/app.py", "src/open/util.py"}
+    assert briefing["pruned"] == 1  # src/open/secret/seal.py
+    impact = world.ok(world.narrow, "change_impact", {"paths": ["src/open"]})
+    assert impact["pruned"] >= 1
+    assert "seal" not in str(impact)
+
+
+def test_hidden_names_never_crowd_visible_ones_out_of_fuzzy_search(tmp_path: Path) -> None:
+    """Fuzzy search compares a bounded number of candidates: hidden names take none of them."""
+    hidden = "".join(f"def handle_request{i:03d}():\n    pass\n\n\n" for i in range(300))
+    files = {
+        "src/open/app.py": b"def handle_requestz():\n    pass\n",
+        "src/hidden/many.py": hidden.encode(),
+    }
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    operator.init_home(home)
+    create_repository(repo, files)
+    w = World.__new__(World)
+    w.home, w.repo, w.engine = home, repo, Engine(home, repo)
+    narrow = w.mint("narrow", "src/open/**")
+    found = w.ok(narrow, "search_symbols", {"query": "hndle_requst"})
+    assert [s["symbol"] for s in found["symbols"]] == ["handle_requestz"]
+    assert found["pruned"] == 0
+
+
+def test_peers_are_compared_by_name_only_on_paths_the_caller_may_see(world: World) -> None:
+    """Threat: a token defines a guessed name in its own file to learn a peer's hidden one."""
+    wide = world.mint("wide-peer", "src/**")
+    world.ok(wide, "write_file", {"path": "src/vault/new.py",
+                                  "content": "def peer_secret_fn():\n    pass\n"},
+             session="peer")
+    world.ok(wide, "project_context", {"paths": ["src/vault/new.py"]}, session="peer")
+    mine = {"path": "src/open/guess.py", "content": "def peer_secret_fn():\n    pass\n"}
+    world.ok(world.narrow, "write_file", mine, session="guess")
+    one = world.ok(world.narrow, "project_context", {"paths": ["src/open/guess.py"]},
+                   session="guess")
+    assert "vault" not in str(one["peers"]) and one["pruned"] == 0
+    # The same session of the peer, declaring a folder the caller may name, is shown.
+    world.ok(wide, "project_context", {"paths": ["src/open"]}, session="peer")
+    two = world.ok(world.narrow, "project_context", {"paths": ["src/open/guess.py"]},
+                   session="guess")
+    assert {"agent": "wide-peer", "paths": ["src/open"]} in two["peers"]
+    assert "vault" not in str(two["peers"]) and two["pruned"] == 0
