@@ -40,6 +40,7 @@ import fcntl
 import hashlib
 import os
 import re
+import stat
 import sys
 import threading
 import time as _time
@@ -68,6 +69,7 @@ __all__ = [
     "StagedChange",
     "commit_trailers",
     "lane_ref",
+    "private_folder",
 ]
 
 MAIN: Final = "refs/heads/main"
@@ -119,6 +121,34 @@ def lane_ref(agent: str) -> str:
     if not _AGENT_NAME.fullmatch(agent) or not pygit2.reference_is_valid_name(ref):
         raise ValueError("agent name is not a valid lane component")
     return ref
+
+
+def private_folder(path: str) -> None:
+    """Make ``path`` a folder only this user may use (0700), creating it and its parents.
+
+    For chit's folder in the git directory (``<common git dir>/chit``) and the
+    folders under it. An existing folder looser than 0700 is tightened; one
+    that is a symbolic link, not a folder, or another user's is refused, so
+    chit never writes its lock files or its index where someone else chose.
+    The check is made on a descriptor opened without following a final link,
+    so the folder cannot be swapped between the check and the ``fchmod``.
+
+    Raises:
+        OSError: If it cannot be created or opened, or is refused as above.
+    """
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISDIR(info.st_mode):
+            raise NotADirectoryError(path)
+        if info.st_uid != os.geteuid():
+            raise PermissionError(f"{path} belongs to another user")
+        if stat.S_IMODE(info.st_mode) & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
 
 
 def _check_path(path: str) -> None:
@@ -565,6 +595,7 @@ class Repository:
         self._local.repo = repo
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._lock_folder_checked = False
         try:
             self._main_head(repo)
         except RepositoryError as exc:
@@ -604,15 +635,15 @@ class Repository:
                 os.close(fd)  # closing the descriptor releases the flock
 
     def _open_lock_file(self, ref: str) -> int:
-        folder = os.path.join(self._commondir, "chit", "locks")
+        folder = os.path.join(self.chit_dir, "locks")
         path = os.path.join(folder, hashlib.sha256(ref.encode()).hexdigest() + ".flock")
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
         try:
-            try:
-                return os.open(path, flags, 0o600)
-            except FileNotFoundError:
-                os.makedirs(folder, mode=0o700, exist_ok=True)
-                return os.open(path, flags, 0o600)
+            if not self._lock_folder_checked:
+                private_folder(self.chit_dir)
+                private_folder(folder)
+                self._lock_folder_checked = True
+            return os.open(path, flags, 0o600)
         except OSError as exc:
             raise RepositoryError("internal_error", "cannot open the lane's lock file") from exc
 

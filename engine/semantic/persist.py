@@ -48,6 +48,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from engine.semantic.codec import FORMAT, MAX_PAYLOAD_BYTES
+from engine.vcs import private_folder
 
 __all__ = ["DB_NAME", "MAX_ROWS", "RECORD_VERSION", "PersistedIndex", "derive_key"]
 
@@ -176,7 +177,7 @@ class PersistedIndex:
         if db is not None:
             return db
         try:
-            self._path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private_folder(str(self._path.parent))
             # Created 0600 (and kept so), never through a symbolic link in its place.
             flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
             fd = os.open(self._path, flags, 0o600)

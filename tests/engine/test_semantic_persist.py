@@ -257,6 +257,19 @@ def test_a_symlink_in_place_of_the_database_is_not_followed(
     assert not target.exists()
 
 
+def test_a_symlinked_chit_folder_leaves_the_index_in_memory(
+    code_world: World, tmp_path: Path
+) -> None:
+    """Threat: .git/chit replaced by a link, to have the index written elsewhere."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    db_path(code_world.repo).parent.symlink_to(elsewhere)
+    engine = Engine(code_world.home, code_world.repo)
+    found = call(engine, code_world.mint(ops="read"), "search_symbols", {"query": "helper"})
+    assert found["symbols"][0]["path"] == "src/lib/util.py"
+    assert list(elsewhere.iterdir()) == []
+
+
 # -- the worker pool ---------------------------------------------------------------
 
 

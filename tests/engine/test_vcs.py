@@ -584,6 +584,35 @@ def test_locked_lane_is_a_conflict_and_changes_nothing(
     _commit(vcs, "alice", seed)
 
 
+def test_chit_folder_is_private_and_a_symlink_in_its_place_is_refused(
+    vcs: Repository, git_repo: pygit2.Repository, tmp_path: Path
+) -> None:
+    """Threat: a link or a loose folder at .git/chit sends lock files where someone else chose."""
+    chit = Path(git_repo.path) / "chit"
+    chit.mkdir(mode=0o755)
+    os.chmod(chit, 0o755)
+    staged = StagedChange()
+    vcs.stage_write("alice", staged, "a.txt", b"a")
+    _commit(vcs, "alice", staged)
+    assert chit.stat().st_mode & 0o777 == 0o700
+    assert (chit / "locks").stat().st_mode & 0o777 == 0o700
+    # A fresh engine on a repository whose chit folder is a symbolic link.
+    shutil.rmtree(chit)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    chit.symlink_to(elsewhere)
+    fresh = Repository(git_repo.path)
+    head = _lane_head(git_repo, "alice")
+    again = StagedChange()
+    fresh.stage_write("alice", again, "b.txt", b"b")
+    before = StagedChange(again.base, dict(again.changes), dict(again.modes))
+    with pytest.raises(RepositoryError) as exc:
+        _commit(fresh, "alice", again)
+    assert _code(exc) == "internal_error"
+    assert again == before and _lane_head(git_repo, "alice") == head
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_concurrent_commits_on_one_lane_one_winner_per_base(vcs: Repository) -> None:
     sessions = [StagedChange() for _ in range(8)]
     for i, staged in enumerate(sessions):
