@@ -54,6 +54,7 @@ from engine.policyfile import PolicyFile, PolicySnapshot, denied
 from engine.ratelimit import RateLimiter
 from engine.semantic.index import indexer_for
 from engine.semantic.persist import PersistedIndex, derive_key
+from engine.semantic.tools import share_staged_paths, staged_paths
 from engine.state import open_store
 from policy.paths import deny_matches
 
@@ -438,7 +439,10 @@ class Engine:
                 signing_key=functools.partial(keys.active_signing_key, self._home),
                 public_keys=self._public_keys,
             )
+            before = () if spec.read_only else staged_paths(session)
             result: BaseModel = spec.handler(ctx, args)
+            if not spec.read_only:
+                share_staged_paths(ctx, before)
         dumped: dict[str, Any] = result.model_dump(mode="json")
         return dumped
 

@@ -2,7 +2,7 @@
 
 The store keeps revocations, issued delegations, the engine's mode (frozen or
 not), the call log, the token exchange's replay cache of JWT ``jti`` values and
-the sessions' declared intents (``project_context``). The default store is
+the sessions' declared intents (``project_context``) and staged paths. The default store is
 SQLite (the standard library's ``sqlite3``, WAL mode) at ``<home>/state.db``,
 shared by every engine process and CLI command on one host: ``chit revoke`` or
 ``chit freeze on`` in one process takes effect on the next call served by
@@ -58,6 +58,26 @@ MAX_INTENT_PATHS = 256
 MAX_INTENTS_PER_TOKEN = 16
 """Live intents kept per token (its latest sessions); older ones are dropped."""
 
+_INTENT_SQL_TEMPLATES = {
+    "expire": "DELETE FROM {table} WHERE expires_at <= ?",
+    "forget": "DELETE FROM {table} WHERE repo = ? AND session = ? AND token_id = ?",
+    "put": "INSERT OR REPLACE INTO {table} (repo, session, token_id, agent, paths, expires_at)"
+    " VALUES (?, ?, ?, ?, ?, ?)",
+    "per_token": "DELETE FROM {table} WHERE repo = ? AND token_id = ? AND session NOT IN ("
+    "SELECT session FROM {table} WHERE repo = ? AND token_id = ?"
+    " ORDER BY expires_at DESC LIMIT ?)",
+    "per_repo": "DELETE FROM {table} WHERE repo = ? AND (session, token_id) NOT IN ("
+    "SELECT session, token_id FROM {table} WHERE repo = ? ORDER BY expires_at DESC LIMIT ?)",
+    "live": "SELECT session, token_id, agent, paths, expires_at FROM {table}"
+    " WHERE repo = ? AND expires_at > ? ORDER BY session, token_id LIMIT ?",
+}
+_INTENT_SQL = {
+    staged: {name: sql.format(table=table) for name, sql in _INTENT_SQL_TEMPLATES.items()}
+    for staged, table in ((False, "intents"), (True, "staged_paths"))
+}
+"""Statements on declared intents (False) and on sessions' staged paths (True): two
+tables of one shape, their names fixed here (values are always bound parameters)."""
+
 MAX_JTI_KEEP_UNTIL = 2**62
 """Latest time a replay-cache entry may name (SQLite integers are 64-bit)."""
 
@@ -112,6 +132,16 @@ CREATE TABLE IF NOT EXISTS intents (
     PRIMARY KEY (repo, session, token_id)
 );
 CREATE INDEX IF NOT EXISTS intents_expiry ON intents (repo, expires_at);
+CREATE TABLE IF NOT EXISTS staged_paths (
+    repo TEXT NOT NULL,
+    session TEXT NOT NULL,
+    token_id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    paths TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (repo, session, token_id)
+);
+CREATE INDEX IF NOT EXISTS staged_paths_expiry ON staged_paths (repo, expires_at);
 CREATE TABLE IF NOT EXISTS call_log_head (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     seq INTEGER NOT NULL,
@@ -251,11 +281,11 @@ class Store(Protocol):
     def release_jti(self, issuer: str, jti: str) -> None:
         """Forget a claim whose exchange minted nothing, so the JWT may be retried."""
 
-    def put_intent(self, intent: Intent, *, now: int) -> None:
-        """Record (or replace) a session's intent; drop expired ones."""
+    def put_intent(self, intent: Intent, *, now: int, staged: bool = False) -> None:
+        """Record (or replace) a session's intent, or its staged paths; drop expired ones."""
 
-    def intents(self, repo: str, *, now: int) -> list[Intent]:
-        """Intents about ``repo`` that have not expired at ``now``."""
+    def intents(self, repo: str, *, now: int, staged: bool = False) -> list[Intent]:
+        """Intents (or sessions' staged paths) about ``repo`` that have not expired at ``now``."""
 
 
 class SQLiteStore:
@@ -515,16 +545,19 @@ class SQLiteStore:
 
     # --- intents ---------------------------------------------------------------------
 
-    def put_intent(self, intent: Intent, *, now: int) -> None:
+    def put_intent(self, intent: Intent, *, now: int, staged: bool = False) -> None:
         """Record a session's intent, replacing its earlier one, in one transaction.
 
         Expired intents of every repository are deleted in the same transaction,
         and of this repository's live ones only the :data:`MAX_INTENTS` that
-        expire last are kept.
+        expire last are kept, at most :data:`MAX_INTENTS_PER_TOKEN` per token.
 
         Args:
             intent: The intent; ``paths`` at most :data:`MAX_INTENT_PATHS`.
             now: Unix seconds.
+            staged: Record the paths the session has staged (table
+                ``staged_paths``, same rules) instead of a declared intent; an
+                intent with no paths then deletes the session's row.
 
         Raises:
             ValueError: If ``intent`` names more than :data:`MAX_INTENT_PATHS`
@@ -535,13 +568,17 @@ class SQLiteStore:
             isinstance(p, str) for p in intent.paths
         ):
             raise ValueError("an intent names at most 256 path strings")
+        sql = _INTENT_SQL[staged]
         db = self._connect()
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute("DELETE FROM intents WHERE expires_at <= ?", (now,))
+            db.execute(sql["expire"], (now,))
+            if staged and not intent.paths:
+                db.execute(sql["forget"], (intent.repo, intent.session, intent.token_id))
+                db.execute("COMMIT")
+                return
             db.execute(
-                "INSERT OR REPLACE INTO intents (repo, session, token_id, agent, paths,"
-                " expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                sql["put"],
                 (
                     intent.repo,
                     intent.session,
@@ -554,24 +591,17 @@ class SQLiteStore:
             # One token's sessions keep at most MAX_INTENTS_PER_TOKEN intents, so a
             # single agent cannot fill the table every peer lookup reads.
             db.execute(
-                "DELETE FROM intents WHERE repo = ? AND token_id = ? AND session NOT IN ("
-                "SELECT session FROM intents WHERE repo = ? AND token_id = ?"
-                " ORDER BY expires_at DESC LIMIT ?)",
+                sql["per_token"],
                 (intent.repo, intent.token_id, intent.repo, intent.token_id,
                  MAX_INTENTS_PER_TOKEN),
             )
-            db.execute(
-                "DELETE FROM intents WHERE repo = ? AND (session, token_id) NOT IN ("
-                "SELECT session, token_id FROM intents WHERE repo = ?"
-                " ORDER BY expires_at DESC LIMIT ?)",
-                (intent.repo, intent.repo, MAX_INTENTS),
-            )
+            db.execute(sql["per_repo"], (intent.repo, intent.repo, MAX_INTENTS))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
 
-    def intents(self, repo: str, *, now: int) -> list[Intent]:
+    def intents(self, repo: str, *, now: int, staged: bool = False) -> list[Intent]:
         """Live intents about ``repo`` (at most :data:`MAX_INTENTS`), by session.
 
         A row that does not read back as an intent (paths not a JSON list of
@@ -580,19 +610,13 @@ class SQLiteStore:
         Args:
             repo: The repository's identity, as in :attr:`Intent.repo`.
             now: Unix seconds; intents expiring at or before it are left out.
+            staged: Read sessions' staged paths instead of declared intents.
 
         Returns:
             Intents ordered by session id, then token id.
         """
-        rows = (
-            self._connect()
-            .execute(
-                "SELECT session, token_id, agent, paths, expires_at FROM intents"
-                " WHERE repo = ? AND expires_at > ? ORDER BY session, token_id LIMIT ?",
-                (repo, now, MAX_INTENTS),
-            )
-            .fetchall()
-        )
+        live = _INTENT_SQL[staged]["live"]
+        rows = self._connect().execute(live, (repo, now, MAX_INTENTS)).fetchall()
         out: list[Intent] = []
         for session, token_id, agent, raw, expires_at in rows:
             try:

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 import re
-import threading
-import weakref
+import sqlite3
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -39,7 +38,7 @@ from engine.paths import glob_may_match_below, validate_path
 from engine.semantic.index import TreeIndex, git_blob_id, indexer_for, rank_key
 from engine.semantic.languages import language_for
 from engine.semantic.records import Definition, Role
-from engine.state import Intent
+from engine.state import MAX_INTENT_PATHS, Intent
 
 if TYPE_CHECKING:
     from engine.handlers import CallContext, Session
@@ -53,6 +52,8 @@ __all__ = [
     "change_impact",
     "project_context",
     "search_symbols",
+    "share_staged_paths",
+    "staged_paths",
     "symbol_context",
     "symbol_relations",
 ]
@@ -103,10 +104,10 @@ _TEST_PATH = re.compile(
 )
 
 T = TypeVar("T", bound=BaseModel)
+logger = logging.getLogger("chit.engine")
 
 
 def _index(ctx: CallContext) -> TreeIndex:
-    _note_session(ctx)
     return indexer_for(ctx.repo).view(ctx.repo, ctx.token.agent, ctx.session.staged)
 
 
@@ -555,49 +556,48 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
 # --- project_context and intents ------------------------------------------------------
 
 
-@dataclass
-class _Peers:
-    """Per-engine (per repository object, so per process) sessions that used the index.
-
-    Their staged paths are shown to peers of the same engine; declared intents
-    are in the state store, shared by every engine process (docs/semantic.md).
-    """
-
-    lock: threading.Lock
-    sessions: weakref.WeakValueDictionary[str, Session]
-
-
-_PEERS: weakref.WeakKeyDictionary[vcs.Repository, _Peers] = weakref.WeakKeyDictionary()
-_PEERS_LOCK = threading.Lock()
-
-
-def _peers(repo: vcs.Repository) -> _Peers:
-    with _PEERS_LOCK:
-        found = _PEERS.get(repo)
-        if found is None:
-            found = _Peers(threading.Lock(), weakref.WeakValueDictionary())
-            _PEERS[repo] = found
-        return found
-
-
-def _note_session(ctx: CallContext) -> None:
-    """Remember a session that used the index, so peers see its staged paths."""
-    peers = _peers(ctx.repo)
-    with peers.lock:
-        peers.sessions[ctx.session.session_id] = ctx.session
-
-
 def _overlaps(a: str, b: str) -> bool:
     return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
 
 
-def _staged_paths(session: Session) -> tuple[str, ...]:
-    for _attempt in range(3):
-        try:
-            return tuple(session.staged.changes)
-        except RuntimeError:  # changed size while copied: try again
-            continue
-    return ()
+def share_staged_paths(ctx: CallContext, before: tuple[str, ...]) -> None:
+    """Publish the session's staged paths to its peers, if a write call changed them.
+
+    Called by the engine after every successful call that is not read-only.
+    The paths (never content; the first :data:`~engine.state.MAX_INTENT_PATHS`)
+    go to the state store's ``staged_paths`` table, read by ``project_context``
+    in every engine process of the chit home, until the token expires or an
+    hour after the last change, whichever is first; an empty staged change
+    (after a commit or a discard) removes the session's row. A store that
+    cannot be written is logged and the call's answer stands: peers are a
+    courtesy, the staged change itself is in the session.
+
+    Args:
+        ctx: The call's context (its session after the handler ran).
+        before: The session's staged paths before the handler ran
+            (:func:`staged_paths`).
+    """
+    after = staged_paths(ctx.session)
+    if after == before:
+        return
+    expires = min(ctx.now + INTENT_TTL_SECONDS, int(ctx.token.expires_at))
+    intent = Intent(
+        repo=_repo_id(ctx.repo),
+        session=ctx.session.session_id,
+        token_id=ctx.session.token_id,
+        agent=ctx.token.agent,
+        paths=after[:MAX_INTENT_PATHS],
+        expires_at=expires,
+    )
+    try:
+        ctx.store.put_intent(intent, now=ctx.now, staged=True)
+    except (sqlite3.Error, OSError):
+        logger.warning("a session's staged paths could not be shared with its peers")
+
+
+def staged_paths(session: Session) -> tuple[str, ...]:
+    """The paths a session has staged (writes, deletions, both sides of a move), sorted."""
+    return tuple(sorted(session.staged.changes))
 
 
 def _repo_id(repo: vcs.Repository) -> str:
@@ -608,20 +608,15 @@ def _repo_id(repo: vcs.Repository) -> str:
 def _peer_intents(
     ctx: CallContext, mine: list[str], names: set[str], index: TreeIndex
 ) -> tuple[list[s.PeerIntent], int]:
-    peers = _peers(ctx.repo)
-    with peers.lock:
-        sessions = dict(peers.sessions.items())
-    declared = ctx.store.intents(_repo_id(ctx.repo), now=ctx.now)
+    repo = _repo_id(ctx.repo)
+    declared = ctx.store.intents(repo, now=ctx.now)
+    staged = ctx.store.intents(repo, now=ctx.now, staged=True)
     me = (ctx.session.session_id, ctx.session.token_id)
     wanted: dict[tuple[str, str], tuple[str, set[str]]] = {}
-    for intent in declared:
+    for intent in declared + staged:
         sid = (intent.session, intent.token_id)
         if sid != me:
             wanted.setdefault(sid, (intent.agent, set()))[1].update(intent.paths)
-    for session in sessions.values():
-        sid = (session.session_id, session.token_id)
-        if sid != me:
-            wanted.setdefault(sid, (session.agent, set()))[1].update(_staged_paths(session))
     out: list[s.PeerIntent] = []
     pruned = 0
     for _sid, (agent, paths) in sorted(wanted.items()):

@@ -461,6 +461,9 @@ def test_symbol_tools_show_protected_symbols_only_to_allowed_tokens(
         call(protected, narrow, "project_context", {"paths": ["src/use.py"]}),
     ]
     assert not any(leaks(a) or "vault.py" in json.dumps(a) for a in answers)
-    assert ok(answers[0])["symbols"] == [] and ok(answers[0])["pruned"] == 1
+    # A protected name answers as one defined nowhere: not listed, not counted.
+    assert ok(answers[0])["symbols"] == [] and ok(answers[0])["pruned"] == 0
+    assert ok(answers[0]) == ok(call(protected, narrow, "search_symbols",
+                                     {"query": "rotate_vault_kez"}))
     assert err(answers[2]) == err(answers[3]) == "not_found"
 

@@ -61,6 +61,19 @@ def test_one_token_keeps_only_its_latest_intents(tmp_path: Path) -> None:
     assert [i.session for i in live if i.agent == "bob"] == ["peer"]  # others untouched
 
 
+def test_staged_paths_are_kept_apart_from_intents_and_removed_when_empty(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteStore(tmp_path / "state.db")
+    store.put_intent(intent("s1", 200, paths=("declared",)), now=100)
+    store.put_intent(intent("s1", 200, paths=("staged.py",)), now=100, staged=True)
+    assert [i.paths for i in store.intents("/r", now=100)] == [("declared",)]
+    assert [i.paths for i in store.intents("/r", now=100, staged=True)] == [("staged.py",)]
+    store.put_intent(intent("s1", 200, paths=()), now=120, staged=True)  # committed
+    assert store.intents("/r", now=120, staged=True) == []
+    assert [i.paths for i in store.intents("/r", now=120)] == [("declared",)]
+
+
 def test_a_malformed_row_is_skipped(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "state.db")
     store.put_intent(intent("good", 10), now=0)

@@ -100,6 +100,32 @@ def test_intents_cross_engine_processes(world: World) -> None:
     assert fourth["peers"] == [{"agent": "bob", "paths": ["src/api/v1.py"]}]
 
 
+def test_staged_paths_reach_peers_of_other_engine_processes(world: World) -> None:
+    """Alice only writes (no semantic tool); bob, in another ``chit mcp``, sees her path.
+
+    Her engine publishes the session's staged paths (never content) to the shared
+    state store on every write; after her commit they are gone.
+    """
+    alice = world.mint(agent="alice", ops="read,write,commit", paths="src/**")
+    bob = world.mint(agent="bob", ops="read", paths="src/**")
+    secret = "def main():\n    return 'staged-only-42'\n"
+
+    async def run() -> tuple[Any, Any]:
+        async with Client(stdio_server_params(world.home, world.repo, alice)) as a:
+            await a.list_tools()
+            await a.call_tool("write_file", {"path": "src/app.py", "content": secret})
+            async with Client(stdio_server_params(world.home, world.repo, bob)) as b:
+                before = payload(await b.call_tool("project_context", {"paths": ["src"]}))
+                await a.call_tool("commit", {"message": "main returns a string"})
+                after = payload(await b.call_tool("project_context", {"paths": ["src"]}))
+        return before, after
+
+    before, after = anyio.run(run)
+    assert before["peers"] == [{"agent": "alice", "paths": ["src/app.py"]}]
+    assert "staged-only-42" not in json.dumps(before)
+    assert after["peers"] == []
+
+
 def test_a_tree_large_enough_for_the_worker_pool_over_stdio(tmp_path: Path) -> None:
     """``chit mcp`` parses a cold tree in its worker processes; the protocol stays clean.
 
