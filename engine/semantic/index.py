@@ -93,6 +93,8 @@ class TreeIndex:
     children: dict[str, list[Definition]] = field(default_factory=dict)
     impls: list[tuple[str, str, str, int]] = field(default_factory=list)
     _names: NameIndex | None = field(default=None, repr=False, compare=False)
+    derived: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
+    """Lookup structures other modules make from this index on first use, by name."""
 
     @classmethod
     def build(

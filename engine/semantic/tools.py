@@ -35,6 +35,7 @@ from engine import schemas as s
 from engine import vcs
 from engine.errors import AccessDeniedError, RepositoryError
 from engine.paths import glob_may_match_below, validate_path
+from engine.semantic.binding import binds_elsewhere, import_points_elsewhere, narrowed
 from engine.semantic.index import TreeIndex, git_blob_id, indexer_for, rank_key
 from engine.semantic.languages import language_for
 from engine.semantic.records import Definition, Role
@@ -280,6 +281,19 @@ def _module_of(path: str) -> str:
     return ".".join(parts)
 
 
+def _bound_elsewhere(ctx: CallContext, index: TreeIndex, d: Definition) -> Callable[[str], bool]:
+    """A test, kept per file for one call: does that file bind ``d``'s name elsewhere?"""
+    known: dict[str, bool] = {}
+
+    def test(path: str) -> bool:
+        found = known.get(path)
+        if found is None:
+            found = known[path] = binds_elsewhere(index, path, d, ctx.visible)
+        return found
+
+    return test
+
+
 def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relations:
     """Callers, callees, references, imports, parents and children of a symbol, by name.
 
@@ -293,6 +307,7 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
         raise _not_found()
     d = found[0]
     kinds: list[str] = list(args.kinds or _ALL_KINDS)
+    elsewhere = _bound_elsewhere(ctx, index, d)
     relations: list[s.Relation] = []
     pruned = 0
     seen: set[tuple[str, str, str, int]] = set()
@@ -312,7 +327,7 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
         if kind in ("callers", "references"):
             want_call = kind == "callers"
             for path, occ in index.uses_of(d.name):
-                if bool(occ.roles & Role.CALL) != want_call:
+                if bool(occ.roles & Role.CALL) != want_call or elsewhere(path):
                     continue
                 enclosing = index.enclosing(path, occ)
                 line = occ.range.start_line
@@ -323,9 +338,11 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
                 add(kind, sym, path)
         elif kind == "callees":
             for occ in index.calls_in(d):
-                targets = _visible_of(ctx, index.by_name.get(occ.name, ()))
+                targets = sorted(_visible_of(ctx, index.by_name.get(occ.name, ())), key=rank_key)
                 target = next((t for t in targets if t.path == d.path), None)
-                target = target or next(iter(sorted(targets, key=rank_key)), None)
+                target = target or next(
+                    iter(narrowed(index, d.path, occ.name, targets, ctx.visible)), None
+                )
                 if target is None:
                     sym = s.Symbol(
                         symbol=occ.name,
@@ -343,6 +360,8 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
                     imp.name is None and imp.module.rsplit(".", 1)[-1] == d.name
                 )
                 if named or (imp.name in ("*", None) and module and imp.module == module):
+                    if import_points_elsewhere(index, path, imp, d.path, ctx.visible):
+                        continue
                     label = f"{imp.module}.{imp.name}" if imp.name else imp.module
                     sym = s.Symbol(symbol=label, kind="import", path=path, line=imp.line + 1)
                     add(kind, sym, path)
@@ -350,6 +369,7 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
             bases = list(d.bases) + [t for p, typ, t, _l in index.impls if typ == d.name and p]
             for base in bases:
                 targets = sorted(_visible_of(ctx, index.by_name.get(base, ())), key=rank_key)
+                targets = narrowed(index, d.path, base, targets, ctx.visible)
                 if targets:
                     add(kind, _symbol(targets[0]), targets[0].path)
                 else:
@@ -359,7 +379,8 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
                     add(kind, sym, d.path)
         elif kind == "children":
             for child in index.children.get(d.name, ()):
-                add(kind, _symbol(child), child.path)
+                if not elsewhere(child.path):
+                    add(kind, _symbol(child), child.path)
     kept, cut = _fit(relations)
     return s.Relations(symbol=d.qualname, relations=kept, pruned=pruned, truncated=cut)
 
@@ -459,12 +480,15 @@ def _uses_reaching(ctx: CallContext, index: TreeIndex, d: Definition) -> list[tu
     touched constructor does not pull in every constructor of the tree.
     """
     name = d.name
+    via = d
     if d.scope and (
         (name.startswith("__") and name.endswith("__"))
         or len(_visible_of(ctx, index.by_name.get(name, ()))) > AMBIGUOUS_NAME_DEFINITIONS
     ):
         name = d.scope.rsplit(".", 1)[-1]
-    return list(index.uses_of(name))
+        via = index.by_place.get((d.path, d.scope), d)
+    elsewhere = _bound_elsewhere(ctx, index, via) if via.name == name else lambda _path: False
+    return [(path, occ) for path, occ in index.uses_of(name) if not elsewhere(path)]
 
 
 def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:

@@ -144,6 +144,49 @@ def test_relations_known_caller_import_and_parent(real: Repo) -> None:
     assert "request_response" in {r["symbol"]["symbol"] for r in callees}
 
 
+def _v1_subclasses_of_base_model() -> set[tuple[str, str]]:
+    """(class, path) under pydantic/v1 that subclass a BaseModel their file imports from v1."""
+    found = set()
+    for file in (PYDANTIC / "v1").rglob("*.py"):
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+        imported = {
+            (node.level, node.module or "") for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and any(a.name == "BaseModel" for a in node.names)
+        }
+        from_v1 = any(mod.startswith("pydantic.v1") or level > 0 for level, mod in imported)
+        defines = any(isinstance(n, ast.ClassDef) and n.name == "BaseModel" for n in tree.body)
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and (from_v1 or defines) and any(
+                    isinstance(b, ast.Name) and b.id == "BaseModel" for b in node.bases):
+                found.add((node.name, f"src/pydantic/v1/{file.relative_to(PYDANTIC / 'v1')}"))
+    return found
+
+
+def test_relations_follow_imports_where_a_name_repeats(real: Repo) -> None:
+    """pydantic ships its v1 API beside v2: two top-level BaseModel classes.
+
+    Files under pydantic/v1 import (or define) v1's BaseModel, so their
+    subclasses and imports belong to it, not to pydantic.main.BaseModel.
+    Expected facts come from Python's ast.
+    """
+    v1_children = _v1_subclasses_of_base_model()
+    assert v1_children  # the corpus has them
+    token = real.mint()
+
+    def relations(path: str, kind: str) -> set[tuple[str, str]]:
+        result = real.ok(token, "symbol_relations",
+                         {"symbol": "BaseModel", "path": path, "kinds": [kind]})
+        return {(r["symbol"]["symbol"], r["symbol"]["path"]) for r in result["relations"]}
+
+    v2 = relations("src/pydantic/main.py", "children")
+    assert ("RootModel", "src/pydantic/root_model.py") in v2
+    assert not v2 & v1_children
+    assert v1_children <= relations("src/pydantic/v1/main.py", "children")
+    imports = relations("src/pydantic/main.py", "imports")
+    assert "src/pydantic/root_model.py" in {p for _s, p in imports}
+    assert not any(p.startswith("src/pydantic/v1/") for _s, p in imports)
+
+
 def test_change_impact_reaches_callers_and_tests(real: Repo) -> None:
     token = real.mint()
     impact = real.ok(token, "change_impact", {"symbols": ["request_response"]})

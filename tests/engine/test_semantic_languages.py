@@ -157,9 +157,15 @@ def test_every_language_through_the_engine(tmp_path: Path) -> None:
     assert answer["ok"], answer
     paths = {s["path"] for s in answer["result"]["symbols"] if s["symbol"] == "Circle"}
     assert paths == set(FIXTURES)
-    # Go and Rust scope methods by their receiver or impl type.
-    answer = engine.invoke(token, "symbol_relations",
-                           {"symbol": "square", "path": "go/shapes.go", "kinds": ["callers"]},
-                           session="s", offered_catalog_hash=listed)
-    callers = {(r["symbol"]["symbol"], r["symbol"]["path"]) for r in answer["result"]["relations"]}
-    assert ("Circle.Area", "go/shapes.go") in callers and ("Circle.area", "rs/shapes.rs") in callers
+    # Go and Rust scope methods by their receiver or impl type. Each file defines
+    # its own top-level square: its calls are its own, not the other files'
+    # (and a use never refers to a definition in another language).
+    for path, caller in [("go/shapes.go", "Circle.Area"), ("rs/shapes.rs", "Circle.area"),
+                         ("py/shapes.py", "Circle.area")]:
+        answer = engine.invoke(token, "symbol_relations",
+                               {"symbol": "square", "path": path, "kinds": ["callers"]},
+                               session="s", offered_catalog_hash=listed)
+        callers = {(r["symbol"]["symbol"], r["symbol"]["path"])
+                   for r in answer["result"]["relations"]}
+        assert (caller, path) in callers
+        assert {p for _s, p in callers} == {path}  # never another language's square

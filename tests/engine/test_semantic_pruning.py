@@ -231,3 +231,32 @@ def test_peers_are_compared_by_name_only_on_paths_the_caller_may_see(world: Worl
                    session="guess")
     assert {"agent": "wide-peer", "paths": ["src/open"]} in two["peers"]
     assert "vault" not in str(two["peers"]) and two["pruned"] == 0
+
+
+def test_hidden_modules_never_decide_which_visible_uses_are_shown(tmp_path: Path) -> None:
+    """Threat: learning whether a hidden module exists, or what it imports, from relations.
+
+    Two visible files import ``helper`` from hidden-side modules: one that exists
+    (and re-exports the visible helper), one that exists nowhere. Judged on
+    visible files only, both are imports from outside the caller's tree.
+    """
+    files = {
+        "src/open/util.py": b"def helper(x):\n    return x\n",
+        "src/open/a.py": b"from vault.reexport import helper\n\n\ndef a():\n    return helper(1)\n",
+        "src/open/b.py": b"from vault.nothere import helper\n\n\ndef b():\n    return helper(1)\n",
+        "src/vault/__init__.py": b"",
+        "src/vault/reexport.py": b"from open.util import helper\n",
+    }
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    operator.init_home(home)
+    create_repository(repo, files)
+    w = World.__new__(World)
+    w.home, w.repo, w.engine = home, repo, Engine(home, repo)
+    narrow = w.mint("narrow", "src/open/**")
+    relations = w.ok(narrow, "symbol_relations", {"symbol": "helper", "kinds": ["callers"]})
+    shown = {r["symbol"]["symbol"] for r in relations["relations"]}
+    assert ("a" in shown) == ("b" in shown)
+    # A token that sees everything follows the re-export.
+    wide = w.mint("wide", "src/**")
+    relations = w.ok(wide, "symbol_relations", {"symbol": "helper", "kinds": ["callers"]})
+    assert {r["symbol"]["symbol"] for r in relations["relations"]} == {"a"}
