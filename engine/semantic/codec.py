@@ -25,10 +25,16 @@ occurrences as little-endian 32-bit signed integers::
   line, start column, end line, end column, roles, enclosing (an index into
   ``strings``, or -1).
 
-Every integer is checked when the bytes are decoded, column by column in C
-(``min``/``max`` over array slices); the :class:`Occurrence` tuples themselves
-are made only when a query first asks for that file's occurrences
-(:class:`~engine.semantic.records.PackedOccurrences`).
+Integers are checked column by column in C (``min``/``max`` over array
+slices), text fields by ``map`` over columns.
+
+Two ways to decode: :func:`decode` checks every field at once;
+:func:`decode_lazily` (what a view uses) checks at once only what the view's
+merged tables need (the header, the string table, the counts and the
+definitions' names, qualnames, symbols and bases) and checks each other part,
+definitions, imports and occurrences, the first time a query asks for it
+(``_Row``); a part that fails then makes the record count as missing (the
+file is parsed again, see :class:`~engine.semantic.records.FileIndex`).
 
 The path and blob id are not in the bytes: they are the key the bytes are found
 under, so a record can never name another path than the one it is looked up for.
@@ -53,13 +59,15 @@ from engine.semantic.records import (
     Definition,
     FileIndex,
     Import,
-    PackedOccurrences,
+    Occurrence,
+    Outline,
     Range,
+    Repair,
     Role,
     scip_symbol,
 )
 
-__all__ = ["FORMAT", "MAX_PAYLOAD_BYTES", "CodecError", "decode", "encode"]
+__all__ = ["FORMAT", "MAX_PAYLOAD_BYTES", "CodecError", "decode", "decode_lazily", "encode"]
 
 FORMAT = "chit-semantic-file/1"
 MAX_PAYLOAD_BYTES = 16_000_000
@@ -273,8 +281,197 @@ def _role(value: int) -> Role:
     return role
 
 
+def _outline(raw: list[Any], prefix: str) -> Outline:
+    """The columns of the definitions' rows a view's tables need, checked in C.
+
+    The same checks :func:`_definitions` makes of these columns (names,
+    qualnames, symbols naming the path, bases), and of the rows' shape.
+    """
+    if not raw:
+        return Outline()
+    if set(map(type, raw)) != {list} or set(map(len, raw)) != {9}:
+        raise _fail("definition")
+    names, quals, _kinds, _spans, _sigs, _docs, _scopes, bases, symbols = zip(*raw, strict=True)
+    _texts(names)
+    _texts(quals)
+    _texts(symbols, 2 * MAX_NAME_CHARS + len(prefix))
+    if set(map(type, bases)) != {list} or max(map(len, bases)) > 256:
+        raise _fail("definition bases")
+    _texts(tuple(chain.from_iterable(bases)))
+    if not all(map(str.startswith, symbols, repeat(prefix))) or min(map(len, symbols)) <= len(
+        prefix
+    ):
+        raise _fail("definition symbol")
+    return Outline(names, quals, symbols, bases)
+
+
+class _Row:
+    """The parts of one opened row that are checked and made only when first asked for.
+
+    Implements :class:`~engine.semantic.records.Parts`. Holds the row's bytes
+    (untrusted until a part is checked), its string table (checked when the row
+    was opened) and its imports as JSON gave them (unchecked).
+    """
+
+    __slots__ = (
+        "_at",
+        "_names",
+        "_path",
+        "_prefix",
+        "_strings",
+        "_untrusted",
+        "_untrusted_imports",
+    )
+
+    def __init__(
+        self,
+        untrusted: bytes,
+        at: int,
+        path: str,
+        prefix: str,
+        strings: list[str],
+        names: int,
+        untrusted_imports: list[Any],
+    ) -> None:
+        self._untrusted = untrusted
+        self._at = at  # where the header's newline is
+        self._path = path
+        self._prefix = prefix
+        self._strings = strings
+        self._names = names
+        self._untrusted_imports = untrusted_imports
+
+    def definitions(self) -> tuple[Definition, ...]:
+        """Every definition, each field checked (the header is parsed again)."""
+        doc = _header(self._untrusted, self._at)
+        return _definitions(_list(doc[5], MAX_DEFINITIONS), self._path, self._prefix)
+
+    def imports(self) -> tuple[Import, ...]:
+        """Every import, each field checked."""
+        return _imports(_list(self._untrusted_imports, MAX_IMPORTS))
+
+    def _columns(self) -> tuple[list[array[int]], dict[int, Role]]:
+        """The occurrence integers by column, each column checked in one pass in C."""
+        flat = array("i")
+        flat.frombytes(memoryview(self._untrusted)[self._at + 1 :])
+        if sys.byteorder == "big":  # pragma: no cover - the format is little-endian
+            flat.byteswap()
+        if not flat:
+            return [], {}
+        columns = [flat[k::7] for k in range(7)]
+        if min(columns[0]) < 0 or max(columns[0]) >= self._names:
+            raise _fail("occurrence name")
+        if min(min(columns[k]) for k in range(1, 5)) < 0:
+            raise _fail("occurrence range")
+        if min(columns[6]) < -1 or max(columns[6]) >= len(self._strings):
+            raise _fail("occurrence enclosing")
+        return columns, {value: _role(value) for value in set(columns[5])}
+
+    def check_occurrences(self) -> None:
+        """Check every occurrence integer without making the occurrences."""
+        self._columns()
+
+    def occurrences(self) -> tuple[Occurrence, ...]:
+        """Every occurrence, its integers checked, in source order."""
+        columns, roles = self._columns()
+        if not columns:
+            return ()
+        texts: list[str | None] = [*self._strings, None]  # index -1 is None
+        return tuple(
+            Occurrence(texts[n], Range(a, b, c, d), roles[r], texts[e])
+            for n, a, b, c, d, r, e in zip(*columns, strict=True)
+        )
+
+
+def _header(untrusted: bytes, at: int) -> list[Any]:
+    """The JSON header before ``at``, as a list of the format's nine fields."""
+    try:
+        doc = json.loads(untrusted[:at].decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _fail("not JSON") from None
+    if type(doc) is not list or len(doc) != 9 or doc[0] != FORMAT:
+        raise _fail("format")
+    return doc
+
+
+def _open(
+    payload: bytes, path: str, blob: str, language: str, repair: Repair | None
+) -> tuple[FileIndex, _Row]:
+    """Check what a view's tables need of a row; leave the rest to :class:`_Row`."""
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise _fail("too large")
+    at = payload.find(b"\n")
+    if at < 0:
+        raise _fail("no header")
+    doc = _header(payload, at)
+    _, lang, truncated, strings, name_count, raw_defs, raw_imps, raw_impls, count = doc
+    if lang != language or lang not in LANGUAGES or type(truncated) is not bool:
+        raise _fail("header")
+    names = _list(strings, 2 * MAX_OCCURRENCES + MAX_DEFINITIONS)
+    if names and (set(map(type, names)) != {str} or max(map(len, names)) > MAX_NAME_CHARS):
+        raise _fail("string table")
+    if _int(name_count) > len(names) or _int(count) > MAX_OCCURRENCES:
+        raise _fail("counts")
+    if len(payload) - at - 1 != 28 * count:
+        raise _fail("occurrence bytes")
+    prefix = scip_symbol(path, "", ())
+    outline = _outline(_list(raw_defs, MAX_DEFINITIONS), prefix)
+    impls: list[tuple[str, str, int]] = []
+    for item in _list(raw_impls, MAX_DEFINITIONS):
+        fields = _list(item, 3)
+        if len(fields) != 3:
+            raise _fail("impl")
+        impls.append((_text(fields[0]), _text(fields[1]), _int(fields[2])))
+    row = _Row(payload, at, path, prefix, names, name_count, _list(raw_imps, MAX_IMPORTS))
+    record = FileIndex.from_parts(
+        path,
+        blob,
+        language,
+        row,
+        outline=outline,
+        names=frozenset(names[:name_count]),
+        occurrence_count=count,
+        impls=tuple(impls),
+        truncated=truncated,
+        repair=repair,
+    )
+    return record, row
+
+
+def decode_lazily(
+    payload: bytes, path: str, blob: str, language: str, repair: Repair | None = None
+) -> FileIndex:
+    """Open records found under ``(path, blob)``: check now what a view's tables need.
+
+    Checked now, as :func:`decode` checks them: the size, the JSON header and
+    its format, language and truncated flag, the string table (every name the
+    occurrences spell), the counts against the bytes, the definitions'
+    names, qualnames, symbols (each naming ``path``) and bases, and the
+    ``impls``. Checked the first time each is asked for (the definitions'
+    other fields, the imports, the occurrence integers): if one fails then,
+    ``repair`` gives the records the file has instead (see
+    :meth:`~engine.semantic.records.FileIndex.from_parts`).
+
+    Args:
+        payload: Bytes made by :func:`encode`, or anything else (untrusted).
+        path: The repository path they were looked up for; every record gets it.
+        blob: The blob id (hex) they were looked up for.
+        language: The path's language (``engine.semantic.languages.language_for``).
+        repair: Parses the file again, for a part that fails its later check.
+
+    Returns:
+        The file's :class:`FileIndex`.
+
+    Raises:
+        CodecError: If what is checked now fails (as for :func:`decode`).
+    """
+    return _open(payload, path, blob, language, repair)[0]
+
+
 def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
-    """Decode records found under ``(path, blob)``, checking everything (untrusted input).
+    """Decode records found under ``(path, blob)``, checking everything now (untrusted input).
+
+    The occurrence tuples are still made on first use (their integers are checked now).
 
     Args:
         payload: Bytes made by :func:`encode`, or anything else.
@@ -292,60 +489,19 @@ def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
             records than the extractor's bounds allow, or a definition whose
             symbol names another path.
     """
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise _fail("too large")
-    head, newline, packed = payload.partition(b"\n")
-    if not newline:
-        raise _fail("no header")
-    try:
-        doc = json.loads(head.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise _fail("not JSON") from None
-    if type(doc) is not list or len(doc) != 9 or doc[0] != FORMAT:
-        raise _fail("format")
-    _, lang, truncated, strings, name_count, raw_defs, raw_imps, raw_impls, count = doc
-    if lang != language or lang not in LANGUAGES or type(truncated) is not bool:
-        raise _fail("header")
-    names = _list(strings, 2 * MAX_OCCURRENCES + MAX_DEFINITIONS)
-    if names and (set(map(type, names)) != {str} or max(map(len, names)) > MAX_NAME_CHARS):
-        raise _fail("string table")
-    if _int(name_count) > len(names) or _int(count) > MAX_OCCURRENCES:
-        raise _fail("counts")
-    if len(packed) != 28 * count:
-        raise _fail("occurrence bytes")
-    prefix = scip_symbol(path, "", ())
-    definitions = _definitions(_list(raw_defs, MAX_DEFINITIONS), path, prefix)
-    flat = array("i")
-    flat.frombytes(packed)
-    if sys.byteorder == "big":  # pragma: no cover - the format is little-endian
-        flat.byteswap()
-    roles: dict[int, Role] = {}
-    if count:
-        # Checked column by column, each in one pass in C.
-        columns = [flat[k::7] for k in range(7)]
-        if min(columns[0]) < 0 or max(columns[0]) >= name_count:
-            raise _fail("occurrence name")
-        if min(min(columns[k]) for k in range(1, 5)) < 0:
-            raise _fail("occurrence range")
-        if min(columns[6]) < -1 or max(columns[6]) >= len(names):
-            raise _fail("occurrence enclosing")
-        roles = {value: _role(value) for value in set(columns[5])}
-    occurrences = PackedOccurrences(names, flat, roles)
-    imports = _imports(_list(raw_imps, MAX_IMPORTS))
-    impls: list[tuple[str, str, int]] = []
-    for item in _list(raw_impls, MAX_DEFINITIONS):
-        fields = _list(item, 3)
-        if len(fields) != 3:
-            raise _fail("impl")
-        impls.append((_text(fields[0]), _text(fields[1]), _int(fields[2])))
-    return FileIndex(
+    record, row = _open(payload, path, blob, language, None)
+    definitions, imports = row.definitions(), row.imports()
+    row.check_occurrences()
+    return FileIndex.from_parts(
         path,
         blob,
         language,
-        definitions,
-        occurrences,
-        imports,
-        tuple(impls),
-        truncated,
-        names=frozenset(names[:name_count]),
+        row,
+        outline=record.outline,
+        names=record.names,
+        occurrence_count=record.occurrence_count,
+        impls=record.impls,
+        truncated=record.truncated,
+        definitions=definitions,
+        imports=imports,
     )
