@@ -45,8 +45,9 @@ from __future__ import annotations
 import json
 import sys
 from array import array
+from collections.abc import Sequence
 from itertools import chain, repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.semantic.extract import (
     MAX_DEFINITIONS,
@@ -67,7 +68,17 @@ from engine.semantic.records import (
     scip_symbol,
 )
 
-__all__ = ["FORMAT", "MAX_PAYLOAD_BYTES", "CodecError", "decode", "decode_lazily", "encode"]
+__all__ = [
+    "FORMAT",
+    "MAX_PAYLOAD_BYTES",
+    "OUTLINE_FORMAT",
+    "CodecError",
+    "decode",
+    "decode_lazily",
+    "decode_stored",
+    "encode",
+    "encode_outline",
+]
 
 FORMAT = "chit-semantic-file/1"
 MAX_PAYLOAD_BYTES = 16_000_000
@@ -199,7 +210,7 @@ def _list(value: object, limit: int) -> list[Any]:
     return value
 
 
-def _texts(values: tuple[Any, ...], limit: int = MAX_NAME_CHARS, *, optional: bool = False) -> None:
+def _texts(values: Sequence[Any], limit: int = MAX_NAME_CHARS, *, optional: bool = False) -> None:
     """Check a column of text fields in C (``map``), ``None`` allowed if ``optional``."""
     allowed = {str, type(None)} if optional else {str}
     if not set(map(type, values)) <= allowed:
@@ -281,8 +292,28 @@ def _role(value: int) -> Role:
     return role
 
 
-def _outline(raw: list[Any], prefix: str) -> Outline:
-    """The columns of the definitions' rows a view's tables need, checked in C.
+def _impls(raw: object) -> tuple[tuple[str, str, int], ...]:
+    impls: list[tuple[str, str, int]] = []
+    for item in _list(raw, MAX_DEFINITIONS):
+        fields = _list(item, 3)
+        if len(fields) != 3:
+            raise _fail("impl")
+        impls.append((_text(fields[0]), _text(fields[1]), _int(fields[2])))
+    return tuple(impls)
+
+
+def _symbols(symbols: Sequence[Any], prefix: str) -> None:
+    """Check that every symbol is text naming the path (``prefix``) and something in it."""
+    _texts(symbols, 2 * MAX_NAME_CHARS + len(prefix))
+    if symbols and (
+        not all(map(str.startswith, symbols, repeat(prefix)))
+        or min(map(len, symbols)) <= len(prefix)
+    ):
+        raise _fail("definition symbol")
+
+
+def _outline_of_rows(raw: list[Any], prefix: str) -> Outline:
+    """The outline of the definitions' rows of a record's header, checked in C.
 
     The same checks :func:`_definitions` makes of these columns (names,
     qualnames, symbols naming the path, bases), and of the rows' shape.
@@ -294,117 +325,38 @@ def _outline(raw: list[Any], prefix: str) -> Outline:
     names, quals, _kinds, _spans, _sigs, _docs, _scopes, bases, symbols = zip(*raw, strict=True)
     _texts(names)
     _texts(quals)
-    _texts(symbols, 2 * MAX_NAME_CHARS + len(prefix))
+    _symbols(symbols, prefix)
     if set(map(type, bases)) != {list} or max(map(len, bases)) > 256:
         raise _fail("definition bases")
-    _texts(tuple(chain.from_iterable(bases)))
-    if not all(map(str.startswith, symbols, repeat(prefix))) or min(map(len, symbols)) <= len(
-        prefix
-    ):
-        raise _fail("definition symbol")
-    return Outline(names, quals, symbols, bases)
+    every_base = tuple(chain.from_iterable(bases))
+    _texts(every_base)
+    return Outline(names, quals, symbols, tuple(dict.fromkeys(every_base)))
 
 
-class _Row:
-    """The parts of one opened row that are checked and made only when first asked for.
+class _Head(NamedTuple):
+    """A record's header, its common fields checked."""
 
-    Implements :class:`~engine.semantic.records.Parts`. Holds the row's bytes
-    (untrusted until a part is checked), its string table (checked when the row
-    was opened) and its imports as JSON gave them (unchecked).
-    """
-
-    __slots__ = (
-        "_at",
-        "_names",
-        "_path",
-        "_prefix",
-        "_strings",
-        "_untrusted",
-        "_untrusted_imports",
-    )
-
-    def __init__(
-        self,
-        untrusted: bytes,
-        at: int,
-        path: str,
-        prefix: str,
-        strings: list[str],
-        names: int,
-        untrusted_imports: list[Any],
-    ) -> None:
-        self._untrusted = untrusted
-        self._at = at  # where the header's newline is
-        self._path = path
-        self._prefix = prefix
-        self._strings = strings
-        self._names = names
-        self._untrusted_imports = untrusted_imports
-
-    def definitions(self) -> tuple[Definition, ...]:
-        """Every definition, each field checked (the header is parsed again)."""
-        doc = _header(self._untrusted, self._at)
-        return _definitions(_list(doc[5], MAX_DEFINITIONS), self._path, self._prefix)
-
-    def imports(self) -> tuple[Import, ...]:
-        """Every import, each field checked."""
-        return _imports(_list(self._untrusted_imports, MAX_IMPORTS))
-
-    def _columns(self) -> tuple[list[array[int]], dict[int, Role]]:
-        """The occurrence integers by column, each column checked in one pass in C."""
-        flat = array("i")
-        flat.frombytes(memoryview(self._untrusted)[self._at + 1 :])
-        if sys.byteorder == "big":  # pragma: no cover - the format is little-endian
-            flat.byteswap()
-        if not flat:
-            return [], {}
-        columns = [flat[k::7] for k in range(7)]
-        if min(columns[0]) < 0 or max(columns[0]) >= self._names:
-            raise _fail("occurrence name")
-        if min(min(columns[k]) for k in range(1, 5)) < 0:
-            raise _fail("occurrence range")
-        if min(columns[6]) < -1 or max(columns[6]) >= len(self._strings):
-            raise _fail("occurrence enclosing")
-        return columns, {value: _role(value) for value in set(columns[5])}
-
-    def check_occurrences(self) -> None:
-        """Check every occurrence integer without making the occurrences."""
-        self._columns()
-
-    def occurrences(self) -> tuple[Occurrence, ...]:
-        """Every occurrence, its integers checked, in source order."""
-        columns, roles = self._columns()
-        if not columns:
-            return ()
-        texts: list[str | None] = [*self._strings, None]  # index -1 is None
-        return tuple(
-            Occurrence(texts[n], Range(a, b, c, d), roles[r], texts[e])
-            for n, a, b, c, d, r, e in zip(*columns, strict=True)
-        )
+    doc: list[Any]
+    strings: list[str]
+    names: int  # how many of ``strings`` are names
+    occurrences: int
+    at: int  # where the header's newline is
 
 
-def _header(untrusted: bytes, at: int) -> list[Any]:
-    """The JSON header before ``at``, as a list of the format's nine fields."""
+def _head(untrusted: bytes, language: str) -> _Head:
+    """Parse and check the header of encoded records: size, format, counts, string table."""
+    if len(untrusted) > MAX_PAYLOAD_BYTES:
+        raise _fail("too large")
+    at = untrusted.find(b"\n")
+    if at < 0:
+        raise _fail("no header")
     try:
         doc = json.loads(untrusted[:at].decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise _fail("not JSON") from None
     if type(doc) is not list or len(doc) != 9 or doc[0] != FORMAT:
         raise _fail("format")
-    return doc
-
-
-def _open(
-    payload: bytes, path: str, blob: str, language: str, repair: Repair | None
-) -> tuple[FileIndex, _Row]:
-    """Check what a view's tables need of a row; leave the rest to :class:`_Row`."""
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise _fail("too large")
-    at = payload.find(b"\n")
-    if at < 0:
-        raise _fail("no header")
-    doc = _header(payload, at)
-    _, lang, truncated, strings, name_count, raw_defs, raw_imps, raw_impls, count = doc
+    _, lang, truncated, strings, name_count, _defs, _imps, _impls, count = doc
     if lang != language or lang not in LANGUAGES or type(truncated) is not bool:
         raise _fail("header")
     names = _list(strings, 2 * MAX_OCCURRENCES + MAX_DEFINITIONS)
@@ -412,44 +364,82 @@ def _open(
         raise _fail("string table")
     if _int(name_count) > len(names) or _int(count) > MAX_OCCURRENCES:
         raise _fail("counts")
-    if len(payload) - at - 1 != 28 * count:
+    if len(untrusted) - at - 1 != 28 * count:
         raise _fail("occurrence bytes")
-    prefix = scip_symbol(path, "", ())
-    outline = _outline(_list(raw_defs, MAX_DEFINITIONS), prefix)
-    impls: list[tuple[str, str, int]] = []
-    for item in _list(raw_impls, MAX_DEFINITIONS):
-        fields = _list(item, 3)
-        if len(fields) != 3:
-            raise _fail("impl")
-        impls.append((_text(fields[0]), _text(fields[1]), _int(fields[2])))
-    row = _Row(payload, at, path, prefix, names, name_count, _list(raw_imps, MAX_IMPORTS))
-    record = FileIndex.from_parts(
-        path,
-        blob,
-        language,
-        row,
-        outline=outline,
-        names=frozenset(names[:name_count]),
-        occurrence_count=count,
-        impls=tuple(impls),
-        truncated=truncated,
-        repair=repair,
-    )
-    return record, row
+    return _Head(doc, names, name_count, count, at)
+
+
+class _Row:
+    """The parts of encoded records checked and made only when first asked for.
+
+    Implements :class:`~engine.semantic.records.Parts`. Holds the bytes,
+    untrusted: each part parses the header again and checks everything it
+    uses (the header's common fields, then its own fields).
+    """
+
+    __slots__ = ("_language", "_path", "_prefix", "_untrusted")
+
+    def __init__(self, untrusted: bytes, path: str, prefix: str, language: str) -> None:
+        self._untrusted = untrusted
+        self._path = path
+        self._prefix = prefix
+        self._language = language
+
+    def definitions(self) -> tuple[Definition, ...]:
+        """Every definition, each field checked."""
+        head = _head(self._untrusted, self._language)
+        return _definitions(_list(head.doc[5], MAX_DEFINITIONS), self._path, self._prefix)
+
+    def imports(self) -> tuple[Import, ...]:
+        """Every import, each field checked."""
+        head = _head(self._untrusted, self._language)
+        return _imports(_list(head.doc[6], MAX_IMPORTS))
+
+    def _columns(self) -> tuple[_Head, list[array[int]], dict[int, Role]]:
+        """The occurrence integers by column, each column checked in one pass in C."""
+        head = _head(self._untrusted, self._language)
+        flat = array("i")
+        flat.frombytes(memoryview(self._untrusted)[head.at + 1 :])
+        if sys.byteorder == "big":  # pragma: no cover - the format is little-endian
+            flat.byteswap()
+        if not flat:
+            return head, [], {}
+        columns = [flat[k::7] for k in range(7)]
+        if min(columns[0]) < 0 or max(columns[0]) >= head.names:
+            raise _fail("occurrence name")
+        if min(min(columns[k]) for k in range(1, 5)) < 0:
+            raise _fail("occurrence range")
+        if min(columns[6]) < -1 or max(columns[6]) >= len(head.strings):
+            raise _fail("occurrence enclosing")
+        return head, columns, {value: _role(value) for value in set(columns[5])}
+
+    def check_occurrences(self) -> None:
+        """Check every occurrence integer without making the occurrences."""
+        self._columns()
+
+    def occurrences(self) -> tuple[Occurrence, ...]:
+        """Every occurrence, its integers checked, in source order."""
+        head, columns, roles = self._columns()
+        if not columns:
+            return ()
+        texts: list[str | None] = [*head.strings, None]  # index -1 is None
+        return tuple(
+            Occurrence(texts[n], Range(a, b, c, d), roles[r], texts[e])
+            for n, a, b, c, d, r, e in zip(*columns, strict=True)
+        )
 
 
 def decode_lazily(
     payload: bytes, path: str, blob: str, language: str, repair: Repair | None = None
 ) -> FileIndex:
-    """Open records found under ``(path, blob)``: check now what a view's tables need.
+    """Open encoded records: check now what a view's tables need, the rest on first use.
 
-    Checked now, as :func:`decode` checks them: the size, the JSON header and
-    its format, language and truncated flag, the string table (every name the
-    occurrences spell), the counts against the bytes, the definitions'
-    names, qualnames, symbols (each naming ``path``) and bases, and the
-    ``impls``. Checked the first time each is asked for (the definitions'
-    other fields, the imports, the occurrence integers): if one fails then,
-    ``repair`` gives the records the file has instead (see
+    Checked now, as :func:`decode` checks them: the size, the header's format,
+    language, flags and counts, the string table (every name the occurrences
+    spell), the definitions' names, qualnames, symbols (each naming ``path``)
+    and bases, and the ``impls``. Checked the first time each is asked for:
+    the definitions' other fields, the imports, the occurrence integers; if
+    one fails then, ``repair`` gives the file's records instead (see
     :meth:`~engine.semantic.records.FileIndex.from_parts`).
 
     Args:
@@ -465,7 +455,20 @@ def decode_lazily(
     Raises:
         CodecError: If what is checked now fails (as for :func:`decode`).
     """
-    return _open(payload, path, blob, language, repair)[0]
+    head = _head(payload, language)
+    prefix = scip_symbol(path, "", ())
+    return FileIndex.from_parts(
+        path,
+        blob,
+        language,
+        _Row(payload, path, prefix, language),
+        outline=_outline_of_rows(_list(head.doc[5], MAX_DEFINITIONS), prefix),
+        names=frozenset(head.strings[: head.names]),
+        occurrence_count=head.occurrences,
+        impls=_impls(head.doc[7]),
+        truncated=head.doc[2],
+        repair=repair,
+    )
 
 
 def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
@@ -489,7 +492,8 @@ def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
             records than the extractor's bounds allow, or a definition whose
             symbol names another path.
     """
-    record, row = _open(payload, path, blob, language, None)
+    opened = decode_lazily(payload, path, blob, language)
+    row = _Row(payload, path, scip_symbol(path, "", ()), language)
     definitions, imports = row.definitions(), row.imports()
     row.check_occurrences()
     return FileIndex.from_parts(
@@ -497,11 +501,120 @@ def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
         blob,
         language,
         row,
-        outline=record.outline,
-        names=record.names,
-        occurrence_count=record.occurrence_count,
-        impls=record.impls,
-        truncated=record.truncated,
+        outline=opened.outline,
+        names=opened.names,
+        occurrence_count=opened.occurrence_count,
+        impls=opened.impls,
+        truncated=opened.truncated,
         definitions=definitions,
         imports=imports,
+    )
+
+
+# --- the outline: what a view's tables need of a file, stored beside its records ---
+
+OUTLINE_FORMAT = "chit-semantic-outline/1"
+
+
+def encode_outline(record: FileIndex) -> bytes:
+    """The outline of a file's records, stored beside them (engine/semantic/persist.py).
+
+    What a view's tables need, so a warm start reads this instead of the
+    records' header: UTF-8 JSON, one line::
+
+        [OUTLINE_FORMAT, language, truncated, names, definition names,
+         definition qualnames, definition symbols, bases, impls, count]
+
+    ``names`` are the names the occurrences spell, ``bases`` every base the
+    definitions name (once each), ``count`` the number of occurrences.
+
+    Args:
+        record: Records of one file (made by the extractor or decoded).
+
+    Returns:
+        The bytes :func:`decode_stored` reads beside the records' bytes.
+    """
+    outline = record.outline
+    doc = [
+        OUTLINE_FORMAT,
+        record.language,
+        record.truncated,
+        list(record.names),
+        list(outline.names),
+        list(outline.qualnames),
+        list(outline.symbols),
+        list(outline.bases),
+        [list(i) for i in record.impls],
+        record.occurrence_count,
+    ]
+    return json.dumps(doc, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def decode_stored(
+    outline: bytes,
+    payload: bytes,
+    path: str,
+    blob: str,
+    language: str,
+    repair: Repair | None = None,
+) -> FileIndex:
+    """Open stored records from their outline; the records' bytes are checked on first use.
+
+    The outline (untrusted) is checked now, every field, as :func:`decode`
+    checks the same fields (types, lengths, counts within the extractor's
+    bounds, every symbol naming ``path``). ``payload`` is not read now: each
+    part (definitions, imports, occurrences) is checked the first time it is
+    asked for, and if one fails then, ``repair`` gives the file's records
+    instead (see :meth:`~engine.semantic.records.FileIndex.from_parts`).
+
+    Args:
+        outline: Bytes made by :func:`encode_outline`, or anything else.
+        payload: Bytes made by :func:`encode` of the same records, or anything else.
+        path: The repository path they were looked up for; every record gets it.
+        blob: The blob id (hex) they were looked up for.
+        language: The path's language.
+        repair: Parses the file again, for a part that fails its later check.
+
+    Returns:
+        The file's :class:`FileIndex`.
+
+    Raises:
+        CodecError: If the outline is malformed, over its bounds, of another
+            format or language, or names a symbol outside ``path``.
+    """
+    if len(outline) > MAX_PAYLOAD_BYTES:
+        raise _fail("too large")
+    try:
+        doc = json.loads(outline.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _fail("not JSON") from None
+    if type(doc) is not list or len(doc) != 10 or doc[0] != OUTLINE_FORMAT:
+        raise _fail("outline format")
+    _, lang, truncated, raw_names, raw_defs, raw_quals, raw_symbols, raw_bases, impls, count = doc
+    if lang != language or lang not in LANGUAGES or type(truncated) is not bool:
+        raise _fail("outline header")
+    names = _list(raw_names, MAX_OCCURRENCES)
+    defs = _list(raw_defs, MAX_DEFINITIONS)
+    quals = _list(raw_quals, MAX_DEFINITIONS)
+    symbols = _list(raw_symbols, MAX_DEFINITIONS)
+    bases = _list(raw_bases, 256 * MAX_DEFINITIONS)
+    if not len(defs) == len(quals) == len(symbols):
+        raise _fail("outline columns")
+    for column in (names, defs, quals, bases):
+        _texts(column)
+    prefix = scip_symbol(path, "", ())
+    _symbols(symbols, prefix)
+    if _int(count) > MAX_OCCURRENCES:
+        raise _fail("counts")
+    return FileIndex.from_parts(
+        path,
+        blob,
+        language,
+        _Row(payload, path, prefix, language),
+        outline=Outline(defs, quals, symbols, bases),
+        names=frozenset(names),
+        occurrence_count=count,
+        impls=_impls(impls),
+        truncated=truncated,
+        repair=repair,
     )

@@ -32,11 +32,16 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
-from itertools import chain
 
 from engine import vcs
 from engine.errors import RepositoryError
-from engine.semantic.codec import CodecError, decode_lazily, encode
+from engine.semantic.codec import (
+    CodecError,
+    decode_lazily,
+    decode_stored,
+    encode,
+    encode_outline,
+)
 from engine.semantic.extract import extract
 from engine.semantic.languages import language_for
 from engine.semantic.persist import PersistedIndex
@@ -393,7 +398,7 @@ class TreeIndex:
         if found is None:
             table: defaultdict[str, list[str]] = defaultdict(list)
             for path, record in self.indexed.items():
-                for base in dict.fromkeys(chain.from_iterable(record.outline.bases)):
+                for base in record.outline.bases:
                     table[base].append(path)
             found = self._bases = dict(table)
         return found
@@ -771,7 +776,7 @@ class Indexer:
         if not missing:
             return found
         persisted = self.persisted
-        loaded: dict[tuple[str, str], bytes] = {}
+        loaded: dict[tuple[str, str], tuple[bytes, bytes]] = {}
         if persisted is not None:
             loaded = persisted.load((p, b) for p, b, _l in missing if p not in staged)
 
@@ -791,11 +796,14 @@ class Indexer:
         items: list[Item] = []
         fresh: list[FileIndex] = []
         for path, blob, language in missing:
-            payload = loaded.get((path, blob))
-            if payload is not None:
+            row = loaded.get((path, blob))
+            if row is not None:
+                outline, payload = row
                 try:
                     fresh.append(
-                        decode_lazily(payload, path, blob, language, repair(path, blob, language))
+                        decode_stored(
+                            outline, payload, path, blob, language, repair(path, blob, language)
+                        )
                     )
                     continue
                 except CodecError:
@@ -807,7 +815,7 @@ class Indexer:
             if data is not None:
                 items.append((path, blob, data, language))
         loaded_count = len(fresh)
-        rows: list[tuple[str, str, bytes]] = []
+        rows: list[tuple[str, str, bytes, bytes]] = []
         if len(items) >= MIN_POOL_FILES:
             pool = self._pool or _shared_pool()
             for (path, blob, data, language), payload in pool.parse(items):
@@ -820,13 +828,13 @@ class Indexer:
                     continue
                 fresh.append(record)
                 if keep(path, blob, data):
-                    rows.append((path, blob, payload))
+                    rows.append((path, blob, encode_outline(record), payload))
         else:  # a few files (a staged edit, a new commit): here, no encoding unless kept
             for path, blob, data, language in items:
                 record = extract(path, blob, data, language)
                 fresh.append(record)
                 if keep(path, blob, data):
-                    rows.append((path, blob, encode(record)))
+                    rows.append((path, blob, encode_outline(record), encode(record)))
         if persisted is not None and rows:
             persisted.store(rows)
         with self._lock:
@@ -871,7 +879,7 @@ class Indexer:
         with self._lock:
             self.parsed += 1
         if persisted is not None and keep(path, blob, data):
-            persisted.store([(path, blob, encode(record))])
+            persisted.store([(path, blob, encode_outline(record), encode(record))])
         return record
 
     def _build(

@@ -1,4 +1,4 @@
-"""The persisted index: each file's encoded records by ``(path, blob id, version)``.
+"""The persisted index: each file's encoded records and outline by ``(path, blob id, version)``.
 
 A new engine process on a tree indexed before reads records from here instead of
 parsing (docs/semantic.md, "Building and reuse").
@@ -12,12 +12,17 @@ parsing (docs/semantic.md, "Building and reuse").
 * **Version**: rows carry :data:`RECORD_VERSION`, a hash of the extractor's source,
   the record codec and every grammar's version; a row of another version is
   never read (a changed extractor re-parses) and is the first to go.
+* **Two byte strings per row**: the records (``engine.semantic.codec.encode``)
+  and their outline (``encode_outline``: what a view's tables need), so a warm
+  start decodes only outlines and each file's records when a query first
+  needs them.
 * **Untrusted**: anyone who can write the git directory can write this file. A
   row is used only if its HMAC-SHA256 (keyed by the engine, see :func:`derive_key`)
-  verifies over the version, path, blob id and bytes, and then only through
-  :func:`engine.semantic.codec.decode`'s checks. Anything else (a row from
-  another chit home, altered bytes, a corrupt file) counts as missing: the file
-  is parsed again and the row rewritten.
+  verifies over the version, path, blob id, outline and records, and then only
+  through :func:`engine.semantic.codec.decode_stored`'s checks (the outline's
+  at once, each part of the records' at its first use). Anything else (a row
+  from another chit home, altered bytes, a corrupt file) counts as missing:
+  the file is parsed again and the row rewritten.
 * **Bounded**: at most :data:`MAX_ROWS` rows; past that the oldest rows are
   deleted. A row over :data:`~engine.semantic.codec.MAX_PAYLOAD_BYTES` is neither
   written nor read.
@@ -68,6 +73,7 @@ CREATE TABLE IF NOT EXISTS records (
     mac BLOB NOT NULL,
     payload BLOB NOT NULL,
     stored_at INTEGER NOT NULL,
+    outline BLOB,
     PRIMARY KEY (path, blob, version)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS records_age ON records (stored_at);
@@ -135,9 +141,23 @@ def _immediate(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
-def _mac(key: bytes, path: str, blob: str, payload: bytes) -> bytes:
-    head = f"{RECORD_VERSION}\0{path}\0{blob}\0".encode()
-    return hmac.new(key, head + payload, hashlib.sha256).digest()
+def _mac(key: bytes, path: str, blob: str, outline: bytes, payload: bytes) -> bytes:
+    head = f"{RECORD_VERSION}\0{path}\0{blob}\0{len(outline)}\0".encode()
+    mac = hmac.new(key, head, hashlib.sha256)
+    mac.update(outline)
+    mac.update(payload)
+    return mac.digest()
+
+
+def _add_outline(db: sqlite3.Connection) -> None:
+    """Give a table made before outlines were stored its ``outline`` column."""
+    if any(row[1] == "outline" for row in db.execute("PRAGMA table_info(records)")):
+        return
+    try:
+        db.execute("ALTER TABLE records ADD COLUMN outline BLOB")
+    except sqlite3.OperationalError:  # another engine added it meanwhile
+        if not any(row[1] == "outline" for row in db.execute("PRAGMA table_info(records)")):
+            raise
 
 
 class PersistedIndex:
@@ -191,6 +211,7 @@ class PersistedIndex:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
+            _add_outline(db)
         except (OSError, sqlite3.Error):
             self._fail("cannot be opened")
             return None
@@ -202,19 +223,20 @@ class PersistedIndex:
             logger.warning("the persisted semantic index %s; indexing from memory only", what)
         self._broken = True
 
-    def load(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
+    def load(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], tuple[bytes, bytes]]:
         """Rows for some ``(path, blob id)`` pairs whose MAC verifies.
 
         Args:
             keys: ``(repository path, blob id hex)`` pairs.
 
         Returns:
-            The verified bytes by pair (still to be decoded, as untrusted input);
+            ``(outline, payload)`` by pair: the verified bytes, still to be
+            decoded as untrusted input (``engine.semantic.codec.decode_stored``);
             pairs with no row, or a row that does not verify, are left out.
         """
         db = self._connect()
         wanted = list(keys)
-        found: dict[tuple[str, str], bytes] = {}
+        found: dict[tuple[str, str], tuple[bytes, bytes]] = {}
         if db is None or not wanted:
             return found
         try:
@@ -227,19 +249,26 @@ class PersistedIndex:
                 chunk = wanted[at : at + _BATCH]
                 marks = ",".join("(?,?)" for _ in chunk)
                 rows = db.execute(
-                    "SELECT path, blob, mac, payload FROM records WHERE version = ?"  # noqa: S608
-                    f" AND length(payload) <= ? AND (path, blob) IN (VALUES {marks})",
-                    (RECORD_VERSION, MAX_PAYLOAD_BYTES, *(x for pair in chunk for x in pair)),
+                    "SELECT path, blob, mac, outline, payload FROM records"  # noqa: S608
+                    " WHERE version = ? AND length(payload) <= ? AND length(outline) <= ?"
+                    f" AND (path, blob) IN (VALUES {marks})",
+                    (
+                        RECORD_VERSION,
+                        MAX_PAYLOAD_BYTES,
+                        MAX_PAYLOAD_BYTES,
+                        *(x for pair in chunk for x in pair),
+                    ),
                 ).fetchall()
-                for path, blob, mac, payload in rows:
+                for path, blob, mac, outline, payload in rows:
                     if (
                         type(path) is str
                         and type(blob) is str
                         and type(mac) is bytes
+                        and type(outline) is bytes
                         and type(payload) is bytes
-                        and hmac.compare_digest(mac, _mac(key, path, blob, payload))
+                        and hmac.compare_digest(mac, _mac(key, path, blob, outline, payload))
                     ):
-                        found[(path, blob)] = payload
+                        found[(path, blob)] = (outline, payload)
                     else:
                         self.rejected += 1
         except sqlite3.Error:
@@ -247,15 +276,21 @@ class PersistedIndex:
         self.hits += len(found)
         return found
 
-    def store(self, rows: Iterable[tuple[str, str, bytes]], *, now: int | None = None) -> None:
-        """Store encoded records, one transaction for the batch.
+    def store(
+        self, rows: Iterable[tuple[str, str, bytes, bytes]], *, now: int | None = None
+    ) -> None:
+        """Store encoded records with their outlines, one transaction for the batch.
 
         Args:
-            rows: ``(path, blob id hex, encoded bytes)``; bytes over
+            rows: ``(path, blob id hex, outline, payload)``: the bytes of
+                ``engine.semantic.codec.encode_outline`` and ``encode`` of one
+                file's records; rows with either over
                 :data:`~engine.semantic.codec.MAX_PAYLOAD_BYTES` are skipped.
             now: Unix seconds recorded as the rows' age (default: the clock).
         """
-        batch = [r for r in rows if len(r[2]) <= MAX_PAYLOAD_BYTES]
+        batch = [
+            r for r in rows if len(r[2]) <= MAX_PAYLOAD_BYTES and len(r[3]) <= MAX_PAYLOAD_BYTES
+        ]
         db = self._connect()
         if db is None or not batch:
             return
@@ -267,11 +302,20 @@ class PersistedIndex:
         try:
             with _immediate(db):
                 db.executemany(
-                    "INSERT OR REPLACE INTO records (path, blob, version, mac, payload, stored_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO records"
+                    " (path, blob, version, mac, outline, payload, stored_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [
-                        (path, blob, RECORD_VERSION, _mac(key, path, blob, data), data, stamp)
-                        for path, blob, data in batch
+                        (
+                            path,
+                            blob,
+                            RECORD_VERSION,
+                            _mac(key, path, blob, outline, payload),
+                            outline,
+                            payload,
+                            stamp,
+                        )
+                        for path, blob, outline, payload in batch
                     ],
                 )
                 self._writes += len(batch)

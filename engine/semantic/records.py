@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from enum import IntFlag
 from typing import Any, NamedTuple, Protocol
 
@@ -135,23 +135,23 @@ class Import(NamedTuple):
 
 
 class Outline(NamedTuple):
-    """What the merged tables of a view need of a file's definitions, column by column.
+    """What the merged tables of a view need of a file's definitions.
 
-    One entry per definition, in source order, in each column. A record read
-    from an encoded row has its outline checked when the row is opened, before
-    its definitions are made (:class:`FileIndex`).
+    The first three are columns, one entry per definition in source order. A
+    record read from the persisted index has its outline checked when it is
+    read, before any definition is made (:class:`FileIndex`).
 
     Attributes:
         names: Each definition's ``name``.
         qualnames: Each definition's ``qualname``.
         symbols: Each definition's ``symbol``.
-        bases: Each definition's ``bases`` (any sequence of strings).
+        bases: Every base the file's definitions name, once each, in order.
     """
 
-    names: tuple[str, ...] = ()
-    qualnames: tuple[str, ...] = ()
-    symbols: tuple[str, ...] = ()
-    bases: tuple[Sequence[str], ...] = ()
+    names: tuple[str, ...] | list[str] = ()
+    qualnames: tuple[str, ...] | list[str] = ()
+    symbols: tuple[str, ...] | list[str] = ()
+    bases: tuple[str, ...] | list[str] = ()
 
 
 class Parts(Protocol):
@@ -380,7 +380,7 @@ class FileIndex:
                 tuple(d.name for d in defs),
                 tuple(d.qualname for d in defs),
                 tuple(d.symbol for d in defs),
-                tuple(d.bases for d in defs),
+                tuple(dict.fromkeys(b for d in defs for b in d.bases)),
             )
         return found
 

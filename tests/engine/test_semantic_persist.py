@@ -222,8 +222,8 @@ def test_the_bound_keeps_the_newest_rows(tmp_path: Path, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(persist, "MAX_ROWS", 5)
     store = PersistedIndex(tmp_path, lambda: b"k" * 32)
-    store.store([(f"f{i}.py", "0" * 40, b"[]") for i in range(8)], now=100)
-    store.store([(f"g{i}.py", "0" * 40, b"[]") for i in range(3)], now=200)
+    store.store([(f"f{i}.py", "0" * 40, b"[]", b"[]") for i in range(8)], now=100)
+    store.store([(f"g{i}.py", "0" * 40, b"[]", b"[]") for i in range(3)], now=200)
     store.prune()
     with sqlite3.connect(tmp_path / DB_NAME) as db:
         kept = {r[0] for r in db.execute("SELECT path FROM records")}
