@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from typing import Any, NamedTuple
 
@@ -372,34 +372,54 @@ def _head(untrusted: bytes, language: str) -> _Head:
 class _Row:
     """The parts of encoded records checked and made only when first asked for.
 
-    Implements :class:`~engine.semantic.records.Parts`. Holds the bytes,
-    untrusted: each part parses the header again and checks everything it
-    uses (the header's common fields, then its own fields).
+    Implements :class:`~engine.semantic.records.Parts`. Holds the bytes, or a
+    way to read them (``fetch``, called on first use, once its answer is
+    kept), untrusted: each part parses the header again and checks everything
+    it uses (the header's common fields, then its own fields).
     """
 
-    __slots__ = ("_language", "_path", "_prefix", "_untrusted")
+    __slots__ = ("_fetch", "_language", "_path", "_prefix", "_untrusted")
 
-    def __init__(self, untrusted: bytes, path: str, prefix: str, language: str) -> None:
+    def __init__(
+        self,
+        untrusted: bytes | None,
+        path: str,
+        prefix: str,
+        language: str,
+        fetch: Callable[[], bytes | None] | None = None,
+    ) -> None:
         self._untrusted = untrusted
+        self._fetch = fetch
         self._path = path
         self._prefix = prefix
         self._language = language
 
+    def _bytes(self) -> bytes:
+        found = self._untrusted
+        if found is None:
+            fetch = self._fetch
+            found = fetch() if fetch is not None else None
+            if found is None:
+                raise _fail("no records")
+            self._untrusted = found
+        return found
+
     def definitions(self) -> tuple[Definition, ...]:
         """Every definition, each field checked."""
-        head = _head(self._untrusted, self._language)
+        head = _head(self._bytes(), self._language)
         return _definitions(_list(head.doc[5], MAX_DEFINITIONS), self._path, self._prefix)
 
     def imports(self) -> tuple[Import, ...]:
         """Every import, each field checked."""
-        head = _head(self._untrusted, self._language)
+        head = _head(self._bytes(), self._language)
         return _imports(_list(head.doc[6], MAX_IMPORTS))
 
     def _columns(self) -> tuple[_Head, list[array[int]], dict[int, Role]]:
         """The occurrence integers by column, each column checked in one pass in C."""
-        head = _head(self._untrusted, self._language)
+        untrusted = self._bytes()
+        head = _head(untrusted, self._language)
         flat = array("i")
-        flat.frombytes(memoryview(self._untrusted)[head.at + 1 :])
+        flat.frombytes(memoryview(untrusted)[head.at + 1 :])
         if sys.byteorder == "big":  # pragma: no cover - the format is little-endian
             flat.byteswap()
         if not flat:
@@ -552,24 +572,26 @@ def encode_outline(record: FileIndex) -> bytes:
 
 def decode_stored(
     outline: bytes,
-    payload: bytes,
+    fetch: Callable[[], bytes | None],
     path: str,
     blob: str,
     language: str,
     repair: Repair | None = None,
 ) -> FileIndex:
-    """Open stored records from their outline; the records' bytes are checked on first use.
+    """Open stored records from their outline; the records are read and checked on first use.
 
     The outline (untrusted) is checked now, every field, as :func:`decode`
     checks the same fields (types, lengths, counts within the extractor's
-    bounds, every symbol naming ``path``). ``payload`` is not read now: each
-    part (definitions, imports, occurrences) is checked the first time it is
-    asked for, and if one fails then, ``repair`` gives the file's records
-    instead (see :meth:`~engine.semantic.records.FileIndex.from_parts`).
+    bounds, every symbol naming ``path``). The records are not read now: the
+    first time a part (definitions, imports, occurrences) is asked for,
+    ``fetch`` reads them and that part is checked; if they are missing or the
+    part fails then, ``repair`` gives the file's records instead (see
+    :meth:`~engine.semantic.records.FileIndex.from_parts`).
 
     Args:
         outline: Bytes made by :func:`encode_outline`, or anything else.
-        payload: Bytes made by :func:`encode` of the same records, or anything else.
+        fetch: Returns the bytes :func:`encode` made of the same records (or
+            anything else), ``None`` if there are none.
         path: The repository path they were looked up for; every record gets it.
         blob: The blob id (hex) they were looked up for.
         language: The path's language.
@@ -610,7 +632,7 @@ def decode_stored(
         path,
         blob,
         language,
-        _Row(payload, path, prefix, language),
+        _Row(None, path, prefix, language, fetch),
         outline=Outline(defs, quals, symbols, bases),
         names=frozenset(names),
         occurrence_count=count,

@@ -674,6 +674,24 @@ def git_blob_id(data: bytes) -> str:
     return hashlib.sha1(head + data, usedforsecurity=False).hexdigest()
 
 
+class _Fetch:
+    """Reads one file's records row from the persisted index, when first called."""
+
+    __slots__ = ("_blob", "_path", "_persisted", "found")
+
+    def __init__(self, persisted: PersistedIndex, path: str, blob: str) -> None:
+        self._persisted = persisted
+        self._path = path
+        self._blob = blob
+        self.found = False  # a verified row was read (a later failure is then its check's)
+
+    def __call__(self) -> bytes | None:
+        """The row's verified bytes (still untrusted input), or ``None``."""
+        data = self._persisted.load([(self._path, self._blob)]).get((self._path, self._blob))
+        self.found = data is not None
+        return data
+
+
 _POOL: ParsePool | None = None
 _POOL_LOCK = threading.Lock()
 
@@ -776,9 +794,9 @@ class Indexer:
         if not missing:
             return found
         persisted = self.persisted
-        loaded: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+        loaded: dict[tuple[str, str], bytes] = {}
         if persisted is not None:
-            loaded = persisted.load((p, b) for p, b, _l in missing if p not in staged)
+            loaded = persisted.load_outlines((p, b) for p, b, _l in missing if p not in staged)
 
         def keep(path: str, blob: str, data: bytes) -> bool:
             # The blob is in git in the clear exactly when the plaintext hashes to
@@ -790,24 +808,21 @@ class Indexer:
                 and git_blob_id(data) == blob
             )
 
-        def repair(path: str, blob: str, language: str) -> Repair:
-            return partial(self._repair, path, blob, language, read, keep)
+        def repair(path: str, blob: str, language: str, fetch: _Fetch | None = None) -> Repair:
+            return partial(self._repair, path, blob, language, read, keep, fetch)
 
         items: list[Item] = []
         fresh: list[FileIndex] = []
         for path, blob, language in missing:
-            row = loaded.get((path, blob))
-            if row is not None:
-                outline, payload = row
+            outline = loaded.get((path, blob))
+            if outline is not None and persisted is not None:
+                fetch = _Fetch(persisted, path, blob)
+                mend = repair(path, blob, language, fetch)
                 try:
-                    fresh.append(
-                        decode_stored(
-                            outline, payload, path, blob, language, repair(path, blob, language)
-                        )
-                    )
+                    fresh.append(decode_stored(outline, fetch, path, blob, language, mend))
                     continue
                 except CodecError:
-                    persisted.rejected += 1  # type: ignore[union-attr]
+                    persisted.rejected += 1
             try:
                 data = read(path)
             except RepositoryError:  # a seal that does not open: not indexed
@@ -852,19 +867,26 @@ class Indexer:
         language: str,
         read: Callable[[str], bytes | None],
         keep: Callable[[str, str, bytes], bool],
+        fetch: _Fetch | None,
     ) -> FileIndex | None:
         """Parse a file again whose encoded records failed a check at first use.
 
-        The row counts as missing, as if it had failed when it was read: the
-        file is parsed from its content in the view it was first read for (the
-        same blob), the row rewritten if it may be kept, and every cached view
-        dropped (their tables came from the row's outline; they are merged
-        again on next use). ``None`` if the file can no longer be read (it is
-        dropped from the cache too).
+        The rows count as missing, as if they had failed when read: the file is
+        parsed from its content in the view it was first read for (the same
+        blob), its rows rewritten if it may be kept, and every cached view
+        dropped (their tables came from the outline; they are merged again on
+        next use). ``None`` if the file can no longer be read (it is dropped
+        from the cache too). ``fetch``: how the records were read from the
+        persisted index, if they were (they then count as parsed, no longer as
+        loaded; a row read and verified but failing a check counts as rejected,
+        as a row failing its MAC already did when read).
         """
         persisted = self.persisted
-        if persisted is not None:
+        if persisted is not None and (fetch is None or fetch.found):
             persisted.rejected += 1
+        if fetch is not None:
+            with self._lock:
+                self.loaded -= 1
         with self._lock:
             self._views.items.clear()
         try:

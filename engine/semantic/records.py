@@ -322,6 +322,8 @@ class FileIndex:
         with _ADOPT:
             if self._parts is parts and getattr(self, attr) is None:
                 setattr(self, attr, made)
+                if None not in (self._definitions, self._imports, self._occurrences):
+                    self._parts = self._repair = None  # every part made: let the bytes go
             # Else another thread made it (equal) or a repair replaced it: keep that.
             kept: tuple[Any, ...] = getattr(self, attr)
         return kept

@@ -128,10 +128,20 @@ def test_an_altered_row_is_parsed_again_never_shown(code_world: World) -> None:
         db.execute("UPDATE records SET payload = x'00ff' WHERE path = 'src/lib/util.py'")
     seen = probe(code_world.home, code_world.repo, token, "main")
     assert seen["doc"] == "Run the app."
-    assert seen["parsed"] == 2 and seen["loaded"] == 1 and seen["rejected"] == 2
+    # A file's records row is read (and its MAC checked) when a query first
+    # needs it: src/app.py's was, and counted as missing; src/lib/util.py's,
+    # which no query needed, was not read.
+    assert seen["parsed"] == 1 and seen["loaded"] == 2 and seen["rejected"] == 1
+    other = probe(code_world.home, code_world.repo, token, "helper")
+    assert other["symbols"] == [
+        {"symbol": "helper", "kind": "function", "path": "src/lib/util.py", "line": 1}]
+    assert other["parsed"] == 1 and other["rejected"] == 1
     # The rows were made again: the next process trusts them.
-    again = probe(code_world.home, code_world.repo, token, "main")
-    assert again["parsed"] == 0 and again["doc"] == "Run the app."
+    for query in ("main", "helper"):
+        again = probe(code_world.home, code_world.repo, token, query)
+        assert again["parsed"] == 0 and again["rejected"] == 0
+    assert again["doc"] is None and probe(
+        code_world.home, code_world.repo, token, "main")["doc"] == "Run the app."
 
 
 def test_rows_of_another_home_or_version_are_not_trusted(code_world: World, tmp_path: Path) -> None:
