@@ -212,10 +212,12 @@ def _list(value: object, limit: int) -> list[Any]:
 
 def _texts(values: Sequence[Any], limit: int = MAX_NAME_CHARS, *, optional: bool = False) -> None:
     """Check a column of text fields in C (``map``), ``None`` allowed if ``optional``."""
+    if not values:
+        return
     allowed = {str, type(None)} if optional else {str}
     if not set(map(type, values)) <= allowed:
         raise _fail("text field")
-    if max(map(len, filter(None, values)), default=0) > limit:
+    if max(map(len, filter(None, values) if optional else values), default=0) > limit:
         raise _fail("text field too long")
 
 

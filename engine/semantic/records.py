@@ -230,6 +230,17 @@ class FileIndex:
         "truncated",
     )
 
+    path: str
+    blob: str
+    language: str
+    impls: tuple[tuple[str, str, int], ...]
+    truncated: bool
+    names: frozenset[str]
+    occurrence_count: int
+    _by_name: dict[str, tuple[Occurrence, ...]] | None
+    _inside: dict[str, tuple[Occurrence, ...]] | None
+    _defined: _Defined | None
+
     def __init__(
         self,
         path: str,
@@ -243,20 +254,44 @@ class FileIndex:
         *,
         names: frozenset[str] | None = None,
     ) -> None:
-        self.path = path
-        self.blob = blob
-        self.language = language
-        self.impls = impls
-        self.truncated = truncated
-        self.names = frozenset(o.name for o in occurrences) if names is None else names
-        self.occurrence_count = len(occurrences)
+        self._set(
+            path,
+            blob,
+            language,
+            impls,
+            truncated,
+            frozenset(o.name for o in occurrences) if names is None else names,
+            len(occurrences),
+        )
         self._definitions: tuple[Definition, ...] | None = definitions
         self._imports: tuple[Import, ...] | None = imports
         self._occurrences: tuple[Occurrence, ...] | None = occurrences
         self._outline: Outline | None = None
         self._parts: Parts | None = None
         self._repair: Repair | None = None
-        self._clear_lookups()
+
+    def _set(
+        self,
+        path: str,
+        blob: str,
+        language: str,
+        impls: tuple[tuple[str, str, int], ...],
+        truncated: bool,
+        names: frozenset[str],
+        occurrence_count: int,
+    ) -> None:
+        """Set the public attributes (read-only afterwards) and clear the lookups."""
+        setter = object.__setattr__
+        setter(self, "path", path)
+        setter(self, "blob", blob)
+        setter(self, "language", language)
+        setter(self, "impls", impls)
+        setter(self, "truncated", truncated)
+        setter(self, "names", names)
+        setter(self, "occurrence_count", occurrence_count)
+        setter(self, "_by_name", None)
+        setter(self, "_inside", None)
+        setter(self, "_defined", None)
 
     @classmethod
     def from_parts(
@@ -296,14 +331,15 @@ class FileIndex:
         Returns:
             The record.
         """
-        record = cls(path, blob, language, (), (), (), impls, truncated, names=names)
-        object.__setattr__(record, "occurrence_count", occurrence_count)
-        record._outline = outline
-        record._parts = parts
-        record._repair = repair
-        record._definitions = definitions
-        record._imports = imports
-        record._occurrences = None
+        record = cls.__new__(cls)
+        record._set(path, blob, language, impls, truncated, names, occurrence_count)
+        setter = object.__setattr__
+        setter(record, "_outline", outline)
+        setter(record, "_parts", parts)
+        setter(record, "_repair", repair)
+        setter(record, "_definitions", definitions)
+        setter(record, "_imports", imports)
+        setter(record, "_occurrences", None)
         return record
 
     def _part(self, attr: str) -> tuple[Any, ...]:
@@ -344,18 +380,17 @@ class FileIndex:
             self._imports = fresh.imports
             self._occurrences = fresh.occurrences
             self._outline = fresh.outline
-            object.__setattr__(self, "names", fresh.names)
-            object.__setattr__(self, "impls", fresh.impls)
-            object.__setattr__(self, "truncated", fresh.truncated)
-            object.__setattr__(self, "occurrence_count", fresh.occurrence_count)
-            self._clear_lookups()
+            self._set(
+                self.path,
+                self.blob,
+                self.language,
+                fresh.impls,
+                fresh.truncated,
+                fresh.names,
+                fresh.occurrence_count,
+            )
             self._parts = None
             self._repair = None
-
-    def _clear_lookups(self) -> None:
-        self._by_name: dict[str, tuple[Occurrence, ...]] | None = None
-        self._inside: dict[str, tuple[Occurrence, ...]] | None = None
-        self._defined: _Defined | None = None
 
     @property
     def definitions(self) -> tuple[Definition, ...]:
