@@ -635,7 +635,7 @@ def decode_stored(
         blob,
         language,
         _Row(None, path, prefix, language, fetch),
-        outline=Outline(defs, quals, symbols, bases),
+        outline=Outline(tuple(defs), tuple(quals), tuple(symbols), tuple(bases)),
         names=frozenset(names),
         occurrence_count=count,
         impls=_impls(impls),

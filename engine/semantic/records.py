@@ -148,10 +148,10 @@ class Outline(NamedTuple):
         bases: Every base the file's definitions name, once each, in order.
     """
 
-    names: tuple[str, ...] | list[str] = ()
-    qualnames: tuple[str, ...] | list[str] = ()
-    symbols: tuple[str, ...] | list[str] = ()
-    bases: tuple[str, ...] | list[str] = ()
+    names: tuple[str, ...] = ()
+    qualnames: tuple[str, ...] = ()
+    symbols: tuple[str, ...] = ()
+    bases: tuple[str, ...] = ()
 
 
 class Parts(Protocol):
