@@ -273,14 +273,24 @@ def _imports(raw: list[Any]) -> tuple[Import, ...]:
         return ()
     if set(map(type, raw)) != {list} or set(map(len, raw)) != {5}:
         raise _fail("import")
-    modules, names, aliases, lines, enclosing = zip(*raw, strict=True)
+    columns = list(zip(*raw, strict=True))
+    _import_columns(columns)
+    return tuple(map(Import, *columns))
+
+
+def _import_columns(columns: list[Any]) -> None:
+    """Check imports given column by column: modules, names, aliases, lines, enclosing."""
+    if len(columns) != 5 or len(set(map(len, columns))) > 1:
+        raise _fail("import columns")
+    modules, names, aliases, lines, enclosing = columns
+    if not modules:
+        return
     _texts(modules)
     _texts(names, optional=True)
     _texts(aliases, optional=True)
     _texts(enclosing, optional=True)
     if set(map(type, lines)) != {int} or min(lines) < 0 or max(lines) > _MAX_INT:
         raise _fail("import line")
-    return tuple(map(Import, modules, names, aliases, lines, enclosing))
 
 
 def _role(value: int) -> Role:
@@ -376,11 +386,21 @@ class _Row:
 
     Implements :class:`~engine.semantic.records.Parts`. Holds the bytes, or a
     way to read them (``fetch``, called on first use, once its answer is
-    kept), untrusted: each part parses the header again and checks everything
-    it uses (the header's common fields, then its own fields).
+    kept), untrusted: the first part asked for parses and checks the header
+    and keeps what the other part needs of it (the checked string table, or
+    the definitions' rows still to check), so a file's header is parsed once.
     """
 
-    __slots__ = ("_fetch", "_language", "_path", "_prefix", "_untrusted")
+    __slots__ = (
+        "_fetch",
+        "_imports",
+        "_language",
+        "_path",
+        "_prefix",
+        "_raw_definitions",
+        "_strings",
+        "_untrusted",
+    )
 
     def __init__(
         self,
@@ -389,12 +409,16 @@ class _Row:
         prefix: str,
         language: str,
         fetch: Callable[[], bytes | None] | None = None,
+        imports: list[Any] | None = None,
     ) -> None:
         self._untrusted = untrusted
         self._fetch = fetch
         self._path = path
         self._prefix = prefix
         self._language = language
+        self._imports = imports  # checked columns (from an outline), else from the bytes
+        self._strings: _Head | None = None  # a checked header, for the occurrences
+        self._raw_definitions: list[Any] | None = None  # unchecked, for the definitions
 
     def _bytes(self) -> bytes:
         found = self._untrusted
@@ -406,22 +430,34 @@ class _Row:
             self._untrusted = found
         return found
 
+    def _parse(self) -> _Head:
+        """The header, checked; what the other part needs of it is kept."""
+        head = _head(self._bytes(), self._language)
+        self._strings = head._replace(doc=[])
+        self._raw_definitions = head.doc[5]
+        return head
+
     def definitions(self) -> tuple[Definition, ...]:
         """Every definition, each field checked."""
-        head = _head(self._bytes(), self._language)
-        return _definitions(_list(head.doc[5], MAX_DEFINITIONS), self._path, self._prefix)
+        raw = self._raw_definitions
+        if raw is None:
+            raw = self._parse().doc[5]
+        made = _definitions(_list(raw, MAX_DEFINITIONS), self._path, self._prefix)
+        self._raw_definitions = None  # kept only until made (another call parses again)
+        return made
 
     def imports(self) -> tuple[Import, ...]:
         """Every import, each field checked."""
-        head = _head(self._bytes(), self._language)
-        return _imports(_list(head.doc[6], MAX_IMPORTS))
+        columns = self._imports
+        if columns is not None:
+            return tuple(map(Import, *columns)) if columns[0] else ()
+        return _imports(_list(self._parse().doc[6], MAX_IMPORTS))
 
     def _columns(self) -> tuple[_Head, list[array[int]], dict[int, Role]]:
         """The occurrence integers by column, each column checked in one pass in C."""
-        untrusted = self._bytes()
-        head = _head(untrusted, self._language)
+        head = self._strings or self._parse()
         flat = array("i")
-        flat.frombytes(memoryview(untrusted)[head.at + 1 :])
+        flat.frombytes(memoryview(self._bytes())[head.at + 1 :])
         if sys.byteorder == "big":  # pragma: no cover - the format is little-endian
             flat.byteswap()
         if not flat:
@@ -442,6 +478,7 @@ class _Row:
     def occurrences(self) -> tuple[Occurrence, ...]:
         """Every occurrence, its integers checked, in source order."""
         head, columns, roles = self._columns()
+        self._strings = None  # kept only until made (another call parses again)
         if not columns:
             return ()
         texts: list[str | None] = [*head.strings, None]  # index -1 is None
@@ -459,8 +496,8 @@ def decode_lazily(
     Checked now, as :func:`decode` checks them: the size, the header's format,
     language, flags and counts, the string table (every name the occurrences
     spell), the definitions' names, qualnames, symbols (each naming ``path``)
-    and bases, and the ``impls``. Checked the first time each is asked for:
-    the definitions' other fields, the imports, the occurrence integers; if
+    and bases, the imports and the ``impls``. Checked the first time each is
+    asked for: the definitions' other fields and the occurrence integers; if
     one fails then, ``repair`` gives the file's records instead (see
     :meth:`~engine.semantic.records.FileIndex.from_parts`).
 
@@ -490,6 +527,7 @@ def decode_lazily(
         impls=_impls(head.doc[7]),
         truncated=head.doc[2],
         repair=repair,
+        imports=_imports(_list(head.doc[6], MAX_IMPORTS)),
     )
 
 
@@ -545,10 +583,12 @@ def encode_outline(record: FileIndex) -> bytes:
     records' header: UTF-8 JSON, one line::
 
         [OUTLINE_FORMAT, language, truncated, names, definition names,
-         definition qualnames, definition symbols, bases, impls, count]
+         definition qualnames, definition symbols, bases, impls, count,
+         [import modules, names, aliases, lines, enclosing]]
 
     ``names`` are the names the occurrences spell, ``bases`` every base the
-    definitions name (once each), ``count`` the number of occurrences.
+    definitions name (once each), ``count`` the number of occurrences; the
+    imports are given column by column.
 
     Args:
         record: Records of one file (made by the extractor or decoded).
@@ -568,6 +608,7 @@ def encode_outline(record: FileIndex) -> bytes:
         list(outline.bases),
         [list(i) for i in record.impls],
         record.occurrence_count,
+        [list(column) for column in zip(*record.imports, strict=True)] or [[]] * 5,
     ]
     return json.dumps(doc, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
@@ -584,8 +625,8 @@ def decode_stored(
 
     The outline (untrusted) is checked now, every field, as :func:`decode`
     checks the same fields (types, lengths, counts within the extractor's
-    bounds, every symbol naming ``path``). The records are not read now: the
-    first time a part (definitions, imports, occurrences) is asked for,
+    bounds, every symbol naming ``path``); imports come from it. The records
+    are not read now: the first time a part (definitions, occurrences) is asked for,
     ``fetch`` reads them and that part is checked; if they are missing or the
     part fails then, ``repair`` gives the file's records instead (see
     :meth:`~engine.semantic.records.FileIndex.from_parts`).
@@ -612,9 +653,11 @@ def decode_stored(
         doc = json.loads(outline.decode("utf-8"), parse_constant=_reject_constant)
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise _fail("not JSON") from None
-    if type(doc) is not list or len(doc) != 10 or doc[0] != OUTLINE_FORMAT:
+    if type(doc) is not list or len(doc) != 11 or doc[0] != OUTLINE_FORMAT:
         raise _fail("outline format")
-    _, lang, truncated, raw_names, raw_defs, raw_quals, raw_symbols, raw_bases, impls, count = doc
+    _, lang, truncated, raw_names, raw_defs, raw_quals, raw_symbols, raw_bases, impls, count = doc[
+        :10
+    ]
     if lang != language or lang not in LANGUAGES or type(truncated) is not bool:
         raise _fail("outline header")
     names = _list(raw_names, MAX_OCCURRENCES)
@@ -630,11 +673,13 @@ def decode_stored(
     _symbols(symbols, prefix)
     if _int(count) > MAX_OCCURRENCES:
         raise _fail("counts")
+    imports = [_list(column, MAX_IMPORTS) for column in _list(doc[10], 5)]
+    _import_columns(imports)
     return FileIndex.from_parts(
         path,
         blob,
         language,
-        _Row(None, path, prefix, language, fetch),
+        _Row(None, path, prefix, language, fetch, imports),
         outline=Outline(tuple(defs), tuple(quals), tuple(symbols), tuple(bases)),
         names=frozenset(names),
         occurrence_count=count,

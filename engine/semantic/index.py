@@ -66,6 +66,9 @@ MAX_INDEXED_FILES = 20_000
 MAX_LISTED_FILES = 200_000
 
 
+_NO_PATHS: list[str] = []
+
+
 class _Definitions(Mapping[str, list[Definition]]):
     """Definitions by a key (name or qualname), made from the files on first lookup.
 
@@ -409,6 +412,13 @@ class TreeIndex:
         if found is None:
             found = self._ranks = {name: i for i, name in enumerate(self._name_paths)}
         return found
+
+    def defined_in(self, name: str) -> list[str]:
+        """Paths of the files defining ``name``, in view order, without making definitions.
+
+        Do not change the list.
+        """
+        return self._name_paths.get(name, _NO_PATHS)
 
     def names(self) -> NameIndex:
         """The name lookup structures of this index (made on first use, then kept)."""

@@ -358,11 +358,20 @@ class FileIndex:
         with _ADOPT:
             if self._parts is parts and getattr(self, attr) is None:
                 setattr(self, attr, made)
-                if None not in (self._definitions, self._imports, self._occurrences):
-                    self._parts = self._repair = None  # every part made: let the bytes go
+                if self._definitions is not None and self._occurrences is not None:
+                    self._let_go(parts)
             # Else another thread made it (equal) or a repair replaced it: keep that.
             kept: tuple[Any, ...] = getattr(self, attr)
         return kept
+
+    def _let_go(self, parts: Parts) -> None:
+        """Drop the encoded parts once definitions and occurrences are made (under ``_ADOPT``)."""
+        if self._imports is None:
+            try:
+                self._imports = parts.imports()  # made from what was checked when opened
+            except ValueError:
+                return  # keep the parts: the imports are made (or repaired) on first use
+        self._parts = self._repair = None
 
     def _repaired(self, parts: Parts) -> None:
         """Count these records as missing: take a new parse's records for every part."""

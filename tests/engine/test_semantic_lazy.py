@@ -92,6 +92,8 @@ def test_a_warm_view_reads_records_only_for_the_files_a_query_needs(tmp_path: Pa
     warm = indexer.view(repo, "a", None)
     assert indexer.parsed == 0 and indexer.loaded == 3
     assert store.hits == 3  # three outlines, no records row
+    assert warm.imports == cold.imports and warm.imports  # imports come with the outlines
+    assert store.hits == 3
     assert warm.by_name["helper"] == cold.by_name["helper"]
     assert store.hits == 4  # src/lib/util.py's records
     assert warm.by_name["Box"] == cold.by_name["Box"] and warm.children["Base"]
@@ -171,10 +173,6 @@ def _definitions(index: TreeIndex) -> Any:
     return index.by_name["main"]
 
 
-def _imports(index: TreeIndex) -> Any:
-    return index.imports
-
-
 def _uses(index: TreeIndex) -> Any:
     return list(index.uses_of("helper"))
 
@@ -184,8 +182,6 @@ def _uses(index: TreeIndex) -> Any:
     (_set((5, 0, 4), "x" * 400), _definitions),  # a signature over its bound
     (_set((5, 0, 3, 1), -1), _definitions),  # a negative column
     (_set((1,), "go"), _definitions),  # another language
-    (_set((6, 0, 3), "3"), _imports),  # an import line as text
-    (_set((6, 0), [1]), _imports),  # an import row of the wrong shape
     (_set_int(0, 10_000), _uses),  # a name index past the string table
     (_set_int(5, 0x10000), _uses),  # unknown role bits
     (_set_int(1, -7), _uses),  # a negative line
@@ -241,6 +237,11 @@ def _outline_edit(outline: bytes, where: tuple[int, ...], value: Any) -> bytes:
     ((8,), [["T", "U"]]),  # an impl of the wrong shape
     ((9,), -1),  # a negative count
     ((9,), True),  # a bool is not a count
+    ((10, 3, 0), "1"),  # an import line as text
+    ((10, 3, 0), -1),  # a negative import line
+    ((10, 0), ["a", "b"]),  # import columns of different lengths
+    ((10,), [[]]),  # too few import columns
+    ((10, 2, 0), 5),  # an alias that is not text
 ])
 def test_an_outline_failing_its_check_makes_the_file_parsed_at_once(
     tmp_path: Path, where: tuple[int, ...], value: Any
