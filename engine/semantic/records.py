@@ -178,8 +178,10 @@ Repair = Callable[[], "FileIndex | None"]
 """Parses a file again when its encoded records fail a check at first use;
 returns the new records, or ``None`` if the file can no longer be read."""
 
-# A record's parts are set, or replaced by a repair's, one thread at a time.
+# A record's parts are set, or replaced by a repair's, one thread at a time; repairs
+# (a parse, perhaps a write to the persisted index) run one at a time, outside it.
 _ADOPT = threading.RLock()
+_REPAIRING = threading.Lock()
 
 
 class FileIndex:
@@ -348,8 +350,11 @@ class FileIndex:
         if found is not None:
             return found
         parts = self._parts
-        if parts is None:  # pragma: no cover - a part is None only while parts are kept
-            raise RuntimeError("a FileIndex without its records")
+        if parts is None:  # every part was made meanwhile (parts are dropped only then)
+            found = getattr(self, attr)
+            if found is None:  # pragma: no cover - parts are dropped once all are set
+                raise RuntimeError("a FileIndex without its records")
+            return found
         try:
             made: tuple[Any, ...] = getattr(parts, attr[1:])()
         except ValueError:
@@ -375,31 +380,33 @@ class FileIndex:
 
     def _repaired(self, parts: Parts) -> None:
         """Count these records as missing: take a new parse's records for every part."""
-        repair = self._repair
-        if self._parts is not parts:
-            return  # another thread repaired already
-        # Parsed outside the lock (two threads may both parse; one result is kept).
-        fresh = repair() if repair is not None else None
-        if fresh is None:
-            fresh = FileIndex(self.path, self.blob, self.language, (), (), ())
-        with _ADOPT:
+        with _REPAIRING:  # one repair at a time, so each record is parsed again once
             if self._parts is not parts:
-                return
-            self._definitions = fresh.definitions
-            self._imports = fresh.imports
-            self._occurrences = fresh.occurrences
-            self._outline = fresh.outline
-            self._set(
-                self.path,
-                self.blob,
-                self.language,
-                fresh.impls,
-                fresh.truncated,
-                fresh.names,
-                fresh.occurrence_count,
-            )
-            self._parts = None
-            self._repair = None
+                return  # another thread repaired it meanwhile
+            repair = self._repair
+            fresh = repair() if repair is not None else None
+            if fresh is None:
+                fresh = FileIndex(self.path, self.blob, self.language, (), (), ())
+            with _ADOPT:
+                self._adopt(fresh)
+
+    def _adopt(self, fresh: FileIndex) -> None:
+        """Take every part of ``fresh`` (an extracted record) in place of the encoded ones."""
+        self._definitions = fresh.definitions
+        self._imports = fresh.imports
+        self._occurrences = fresh.occurrences
+        self._outline = fresh.outline
+        self._set(
+            self.path,
+            self.blob,
+            self.language,
+            fresh.impls,
+            fresh.truncated,
+            fresh.names,
+            fresh.occurrence_count,
+        )
+        self._parts = None
+        self._repair = None
 
     @property
     def definitions(self) -> tuple[Definition, ...]:

@@ -301,7 +301,7 @@ def test_parts_made_by_many_threads_at_once_agree(tmp_path: Path) -> None:
     expected = (cold.by_name["main"], cold.imports, list(cold.uses_of("helper")),
                 cold.by_name["Box"])
     assert seen == [expected] * 8
-    assert 1 <= indexer.parsed <= 8  # the malformed file, parsed by one or more threads
+    assert indexer.parsed == 1 and indexer.loaded == 2  # the malformed file, parsed once
 
 
 # -- the codec ---------------------------------------------------------------------
@@ -352,3 +352,28 @@ def test_outline_decoding_fails_only_with_its_own_error(at: int, junk: bytes) ->
     except CodecError:
         return
     assert all(s.startswith("chit . . . src/`app.py`/") for s in record.outline.symbols)
+
+
+_RECORDS = encode(_SAMPLE)
+
+
+@given(st.integers(0, len(_RECORDS) - 1), st.binary(min_size=1, max_size=8))
+def test_spliced_records_are_made_or_repaired_never_an_error(at: int, junk: bytes) -> None:
+    """Any splice into the records behind a valid outline: each part is made, or the
+    record is repaired (here: to nothing); no other error reaches the caller."""
+    forged = _RECORDS[:at] + junk + _RECORDS[at + len(junk):]
+    repaired: list[int] = []
+
+    def repair() -> None:
+        repaired.append(1)
+
+    record = decode_stored(_OUTLINE, lambda: forged, "src/app.py", "b" * 40, "python", repair)
+    for part in (record.definitions, record.imports, record.occurrences):
+        assert type(part) is tuple
+    assert len(repaired) <= 1
+    if repaired:  # every part is now the repair's (here: none), whichever part failed
+        parts = (record.definitions, record.imports, record.occurrences)
+        assert parts == ((), (), ()) and record.outline.names == ()
+    else:
+        assert all(d.path == "src/app.py" for d in record.definitions)
+        assert record.imports == _SAMPLE.imports  # from the outline
