@@ -1,12 +1,13 @@
 r"""The byte form of one file's records: how they cross processes and sit on disk.
 
 Index workers (``engine/semantic/pool.py``) hand records to the engine in this
-form, and the persisted index (``engine/semantic/persist.py``) stores it. What
-:func:`decode` reads is untrusted input (a file anyone who can write the git
-directory can change): it is parsed with the standard library's ``json``,
-bounded in size, and every field is checked for type, range and count before a
-record is made. Anything off raises :class:`CodecError`; the caller then parses
-the file again and never uses the bytes.
+form, and the persisted index (``engine/semantic/persist.py``) stores it, with
+an outline of it. What the decoders read is untrusted input (a file anyone who
+can write the git directory can change): it is parsed with the standard
+library's ``json``, bounded in size, and every field is checked for type, range
+and count before a record is made of it. Anything off raises
+:class:`CodecError` (or, found at a record's first use, makes it parsed again);
+the bytes are then never used.
 
 Layout: a header of UTF-8 JSON (RFC 8259, one line), a newline, then the
 occurrences as little-endian 32-bit signed integers::
@@ -28,13 +29,21 @@ occurrences as little-endian 32-bit signed integers::
 Integers are checked column by column in C (``min``/``max`` over array
 slices), text fields by ``map`` over columns.
 
-Two ways to decode: :func:`decode` checks every field at once;
-:func:`decode_lazily` (what a view uses) checks at once only what the view's
-merged tables need (the header, the string table, the counts and the
-definitions' names, qualnames, symbols and bases) and checks each other part,
-definitions, imports and occurrences, the first time a query asks for it
-(``_Row``); a part that fails then makes the record count as missing (the
-file is parsed again, see :class:`~engine.semantic.records.FileIndex`).
+Three ways to decode, with the same checks of every field they use:
+
+* :func:`decode` checks every field at once;
+* :func:`decode_lazily` (the engine, for a worker's bytes) checks at once what
+  a view's merged tables need (the header, the string table, the counts, the
+  definitions' names, qualnames, symbols and bases, the imports), and the
+  definitions' other fields and the occurrence integers the first time a query
+  asks for them (``_Row``);
+* :func:`decode_stored` (the engine, for a stored row) checks the row's
+  *outline* at once (:func:`encode_outline`: the same fields :func:`decode_lazily`
+  checks at once, in a smaller form) and reads and checks the records only when
+  a query first asks for their definitions or occurrences.
+
+A part that fails its check at first use makes the record count as missing:
+the file is parsed again (see :class:`~engine.semantic.records.FileIndex`).
 
 The path and blob id are not in the bytes: they are the key the bytes are found
 under, so a record can never name another path than the one it is looked up for.
