@@ -233,6 +233,8 @@ class TreeIndex:
         children: Base name to the definitions naming it as a base (and Rust
             types implementing a trait of that name).
         impls: ``(path, type, trait, line)`` for Rust ``impl Trait for Type``.
+        derived: Lookup structures other modules make from this index on
+            first use, by name.
 
     An index is never changed once built (:meth:`derive` makes a new one), so
     every session with the same view shares it across threads; what it makes
@@ -272,7 +274,6 @@ class TreeIndex:
         self._ranks: dict[str, int] | None = None
         self._names: NameIndex | None = None
         self.derived: dict[str, object] = {}
-        """Lookup structures other modules make from this index on first use, by name."""
 
     def __repr__(self) -> str:
         return f"TreeIndex({len(self.files)} files, {len(self.indexed)} indexed)"
