@@ -898,21 +898,21 @@ class Indexer:
         if fetch is not None:
             with self._lock:
                 self.loaded -= 1
-        with self._lock:
-            self._views.items.clear()
         try:
             data = read(path)
         except RepositoryError:
             data = None
-        if data is None:
-            with self._lock:
-                self._blobs.items.pop((path, blob), None)
-            return None
-        record = extract(path, blob, data, language)
-        with self._lock:
-            self.parsed += 1
-        if persisted is not None and keep(path, blob, data):
+        record = extract(path, blob, data, language) if data is not None else None
+        if record is not None and persisted is not None and keep(path, blob, data or b""):
             persisted.store([(path, blob, encode_outline(record), encode(record))])
+        with self._lock:
+            # Dropped last, so a view merged meanwhile (from the outline) goes too;
+            # the caller takes the new records at once.
+            self._views.items.clear()
+            if record is None:
+                self._blobs.items.pop((path, blob), None)
+            else:
+                self.parsed += 1
         return record
 
     def _build(
