@@ -586,13 +586,18 @@ class NameIndex:
             for i, c in counts.items()
             if c >= least
             and 2 * min(size, len(self.sorted[i])) >= cutoff * (size + len(self.sorted[i]))
-            and (keep is None or keep(self.sorted[i]))
         ]
         reach.sort(key=lambda pair: -pair[0])
         matcher = difflib.SequenceMatcher()
         matcher.set_seq2(query)
         out: list[tuple[float, str]] = []
-        for _count, i in reach[:FUZZY_CANDIDATES]:
+        taken = 0
+        for _count, i in reach:
+            if taken >= FUZZY_CANDIDATES:
+                break
+            if keep is not None and not keep(self.sorted[i]):
+                continue  # refused names take no candidate's place
+            taken += 1
             matcher.set_seq1(self.sorted[i])
             if matcher.real_quick_ratio() >= cutoff and matcher.quick_ratio() >= cutoff:
                 ratio = matcher.ratio()
