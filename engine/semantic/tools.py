@@ -109,7 +109,9 @@ logger = logging.getLogger("chit.engine")
 
 
 def _index(ctx: CallContext) -> TreeIndex:
-    return indexer_for(ctx.repo).view(ctx.repo, ctx.token.agent, ctx.session.staged)
+    return indexer_for(ctx.repo).view(
+        ctx.repo, ctx.token.agent, ctx.session.staged, ctx.token.path_scopes
+    )
 
 
 def _symbol(d: Definition, line: int | None = None, kind: str | None = None) -> s.Symbol:
@@ -223,7 +225,7 @@ def search_symbols(ctx: CallContext, args: s.SearchSymbolsArgs) -> s.Symbols:
     return s.Symbols(
         symbols=kept,
         pruned=0,
-        truncated=cut or index.truncated or len(scored) > args.limit,
+        truncated=cut or len(scored) > args.limit or index.truncated_for(ctx.visible),
     )
 
 
@@ -524,7 +526,7 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
     tests: dict[str, int] = {}
     hidden: set[tuple[str, int]] = set()
     frontier = list(visible_touched.values())
-    truncated = index.truncated
+    truncated = index.truncated_for(ctx.visible)
     for depth in range(1, IMPACT_DEPTH + 1):
         following: list[Definition] = []
         for d in frontier:
@@ -744,5 +746,5 @@ def project_context(ctx: CallContext, args: s.ProjectContextArgs) -> s.ProjectCo
         conventions=conventions,
         peers=peers,
         pruned=pruned + hidden + hidden_peers,
-        truncated=cut_symbols or cut_conventions or index.truncated,
+        truncated=cut_symbols or cut_conventions or index.truncated_for(ctx.visible),
     )

@@ -36,7 +36,8 @@ def _tables(index: TreeIndex) -> dict[str, object]:
         "imports": sorted((p, i.module, i.name or "", i.line) for p, i in index.imports),
         "impls": sorted(index.impls),
         "children": {k: sorted(d.symbol for d in v) for k, v in index.children.items()},
-        "truncated": index.truncated,
+        "cut": index.cut,
+        "unlisted": index.unlisted,
     }
 
 
@@ -56,8 +57,10 @@ def test_a_derived_view_equals_a_full_build(tmp_path: Path) -> None:
     repo.stage_delete("a", staged, "src/starlette/status.py")
     repo.stage_write("a", staged, "src/starlette/extra.py",
                      b"from .routing import Router\n\ndef extra():\n    return Router()\n")
+    repo.stage_write("a", staged, "src/starlette/huge.py", b"x = 1\n" * 200_000)  # over 1 MB
     derived = indexer.view(repo, "a", staged)
-    assert derived is not base and indexer.parsed == len(base.indexed) + 2
+    assert derived is not base and indexer.parsed == len(base.indexed) + 3
+    assert base.cut == () and derived.cut == ("src/starlette/huge.py",)
     _tree_id, view_files, read = repo.view_files("a", staged)
     records = []
     for path in sorted(view_files):
@@ -65,7 +68,7 @@ def test_a_derived_view_equals_a_full_build(tmp_path: Path) -> None:
         data = read(path)
         if language is not None and data is not None:
             records.append(extract(path, view_files[path], data, language))
-    full = TreeIndex.build(view_files, records, False)
+    full = TreeIndex.build(view_files, records)
     assert _tables(derived) == _tables(full)
     # The base view is unchanged by the derivation.
     assert "request_response" in base.by_name and "renamed_response" not in base.by_name
