@@ -37,7 +37,7 @@ from functools import partial
 
 from engine import vcs
 from engine.errors import RepositoryError
-from engine.paths import in_scope
+from engine.paths import glob_may_match_below, in_scope
 from engine.semantic.codec import (
     CodecError,
     decode_lazily,
@@ -75,9 +75,33 @@ Scope = Sequence[Sequence[str]]
 """Path scopes: one glob list per token block (``VerifiedToken.path_scopes``)."""
 
 
-def _in_scope(scope: Scope, path: str) -> bool:
-    """Whether every list of ``scope`` has a glob matching ``path`` (``allows_path``)."""
-    return bool(scope) and all(in_scope(path, globs) for globs in scope)
+class _InScope:
+    """Whether a path is in a scope, as ``VerifiedToken.allows_path`` says.
+
+    Every list of the scope must have a glob matching the path (an empty scope
+    matches nothing). A folder no glob of a list can match below is
+    remembered, so the files of a folder out of scope are refused without
+    matching each (the index tests every file of a large view).
+    """
+
+    def __init__(self, scope: Scope) -> None:
+        self._scope = scope
+        self._folders: dict[str, bool] = {}
+
+    def __call__(self, path: str) -> bool:
+        scope = self._scope
+        if not scope:
+            return False
+        folder = path.rpartition("/")[0]
+        if folder:
+            below = self._folders.get(folder)
+            if below is None:
+                below = self._folders[folder] = all(
+                    any(glob_may_match_below(glob, folder) for glob in globs) for globs in scope
+                )
+            if not below:
+                return False
+        return all(in_scope(path, globs) for globs in scope)
 
 
 class _Definitions(Mapping[str, list[Definition]]):
@@ -1022,7 +1046,7 @@ class Indexer:
                 ordered = indexable
                 left_out = indexable[MAX_INDEXED_FILES:]
             else:
-                may_see = partial(_in_scope, scope)
+                may_see = _InScope(scope)
                 matched = [p for p in indexable if may_see(p)]
                 if len(matched) < MAX_INDEXED_FILES:
                     matched_set = set(matched)
