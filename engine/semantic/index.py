@@ -268,6 +268,9 @@ class TreeIndex:
         unlisted: True if the view has more than :data:`MAX_LISTED_FILES`
             files: the listing stopped, and which files it missed is unknown,
             so every caller is told its results may be cut.
+        complete: False if :data:`MAX_INDEXED_FILES` left files out (whoever
+            may see them): a view with staged edits is then built in full,
+            never derived from this one.
         by_name: Definitions by name (a read-only mapping to lists, made per
             name on first lookup); ``by_qualname``, ``by_symbol`` and
             ``by_place`` (``(path, qualname)``) likewise.
@@ -292,6 +295,7 @@ class TreeIndex:
         *,
         cut: tuple[str, ...] = (),
         unlisted: bool = False,
+        complete: bool = True,
         names: dict[str, list[str]],
         qualnames: dict[str, list[str]],
         uses: dict[str, list[str]],
@@ -301,6 +305,7 @@ class TreeIndex:
         self.indexed = indexed
         self.cut = cut
         self.unlisted = unlisted
+        self.complete = complete
         self.by_name: Mapping[str, list[Definition]] = _Definitions(
             names, indexed, qualified=False
         )
@@ -332,6 +337,7 @@ class TreeIndex:
         *,
         left_out: Iterable[str] = (),
         unlisted: bool = False,
+        complete: bool = True,
         may_see: Callable[[str], bool] | None = None,
     ) -> TreeIndex:
         """Merge file records into one index (from their outlines; no definition is made).
@@ -342,6 +348,7 @@ class TreeIndex:
             left_out: Files in a known language the view does not index (beyond
                 :data:`MAX_INDEXED_FILES`) that a caller of the view may see.
             unlisted: The listing of ``files`` stopped at :data:`MAX_LISTED_FILES`.
+            complete: No file was left out by :data:`MAX_INDEXED_FILES`.
             may_see: If given, only paths it accepts can be seen by a caller of
                 this view: a record cut by a per-file bound elsewhere is not
                 kept in :attr:`cut`.
@@ -373,6 +380,7 @@ class TreeIndex:
             indexed,
             cut=tuple(sorted(cut)),
             unlisted=unlisted,
+            complete=complete,
             names=dict(by_name),
             qualnames=dict(by_qual),
             uses=dict(uses),
@@ -429,6 +437,7 @@ class TreeIndex:
             indexed,
             cut=tuple(sorted(cut)),
             unlisted=self.unlisted,
+            complete=self.complete,
             names=rebuilt(self._name_paths, lambda r: r.outline.names),
             qualnames=rebuilt(self._qualname_paths, lambda r: r.outline.qualnames),
             uses=rebuilt(self.uses, lambda r: r.names),
@@ -1041,7 +1050,8 @@ class Indexer:
         indexable = sorted(path for path in files if language_for(path) is not None)
         left_out: list[str] = []
         may_see: Callable[[str], bool] | None = None
-        if len(indexable) > MAX_INDEXED_FILES:
+        complete = len(indexable) <= MAX_INDEXED_FILES
+        if not complete:
             if scope is None:
                 ordered = indexable
                 left_out = indexable[MAX_INDEXED_FILES:]
@@ -1063,6 +1073,7 @@ class Indexer:
                 (records[p] for p in chosen if p in records),
                 left_out=left_out,
                 unlisted=len(files) >= MAX_LISTED_FILES,
+                complete=complete,
                 may_see=may_see,
             )
 
@@ -1127,7 +1138,7 @@ class Indexer:
                     if base_tree == tree_id:
                         with self._lock:
                             self._views.put(base_key, base)
-            if base is None or base.unlisted or len(files) >= MAX_LISTED_FILES:
+            if base is None or not base.complete or base.unlisted or len(files) >= MAX_LISTED_FILES:
                 index = self._build(repo, files, read, frozenset(changed), None)
             else:
                 present = {p: files[p] for p in changed if p in files}

@@ -379,3 +379,22 @@ def test_views_differ_by_scope_only_over_the_bound(
                             "z/target.py", "z/use.py")
     assert unscoped.truncated_for(lambda path: path.startswith("z/"))
     assert not unscoped.truncated_for(lambda path: path.startswith("b/"))
+
+
+def test_a_staged_view_within_the_bound_is_never_derived_from_a_cut_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine import vcs
+    from engine.semantic import index
+
+    monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
+    create_repository(tmp_path / "repo", _many(19))  # 21 files in a known language
+    repo = vcs.Repository(tmp_path / "repo")
+    indexer = index.Indexer()
+    base = indexer.view(repo, "a", None)
+    assert not base.complete and "z/use.py" not in base.indexed
+    staged = vcs.StagedChange()
+    repo.stage_delete("a", staged, "a/m000.py")
+    view = indexer.view(repo, "a", staged, (("z/**",),))
+    assert view.complete and "z/use.py" in view.indexed and "a/m000.py" not in view.indexed
+    assert len(view.indexed) == 20 and view.cut == ()
