@@ -19,30 +19,48 @@ from __future__ import annotations
 
 import re
 import textwrap
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
+from typing import NamedTuple
 
-from tree_sitter import Node
+from tree_sitter import Node, Query, QueryCursor, Tree
 
-from engine.semantic.languages import parser_for
+from engine.semantic.languages import grammar_for, parser_for
 from engine.semantic.records import (
     Definition,
     FileIndex,
     Import,
-    Occurrence,
+    PackedOccurrences,
     Range,
     Role,
     scip_symbol,
 )
 
-__all__ = ["MAX_DEFINITIONS", "MAX_FILE_BYTES", "MAX_OCCURRENCES", "extract"]
+__all__ = [
+    "MAX_BASES",
+    "MAX_DEFINITIONS",
+    "MAX_DOC_CHARS",
+    "MAX_FILE_BYTES",
+    "MAX_IMPORTS",
+    "MAX_NAME_CHARS",
+    "MAX_OCCURRENCES",
+    "MAX_SIGNATURE_CHARS",
+    "Extracted",
+    "extract",
+    "extract_packed",
+]
 
 MAX_FILE_BYTES = 1_000_000
 MAX_DEFINITIONS = 10_000
 MAX_OCCURRENCES = 50_000
+MAX_IMPORTS = 50_000
 MAX_SIGNATURE_CHARS = 300
 MAX_DOC_CHARS = 2_000
-_MAX_DEPTH = 400  # deeper syntax is not walked (pathological input)
+MAX_NAME_CHARS = 4_096
+"""Longest name, qualname, module or base recorded (characters); longer ones are left out."""
+MAX_BASES = 256
 
 _WS = re.compile(r"\s+")
 _CLASSLIKE = frozenset({"class", "interface", "struct", "enum", "trait", "type", "impl"})
@@ -123,11 +141,17 @@ class _Lang:
 
 
 def _names_in(node: Node | None, types: frozenset[str] = _NAME_TYPES) -> tuple[str, ...]:
-    """Names of the types in a heritage clause: each top-level type's last name."""
+    """Names of the types in a heritage clause: each top-level type's last name.
+
+    Iterative (an explicit stack, children in source order), so a deeply
+    nested clause cannot exhaust Python's recursion limit.
+    """
     if node is None:
         return ()
     out: list[str] = []
-    for child in node.named_children:
+    stack = node.named_children[::-1]
+    while stack:
+        child = stack.pop()
         if child.type in ("type_arguments", "comment", "keyword_argument", "arguments"):
             continue
         if child.type in types:
@@ -148,7 +172,7 @@ def _names_in(node: Node | None, types: frozenset[str] = _NAME_TYPES) -> tuple[s
             if last is not None:
                 out.append(_text(last))
         else:
-            out.extend(_names_in(child, types))
+            stack.extend(child.named_children[::-1])
     return tuple(out)
 
 
@@ -700,17 +724,90 @@ def _signature(node: Node, body: Node | None, data: bytes) -> str:
     return text
 
 
+class Extracted(NamedTuple):
+    """One file's records with the occurrences packed, as the codec lays them out.
+
+    What :func:`extract_packed` returns: ``engine/semantic/codec.py``
+    (:func:`~engine.semantic.codec.encode_extracted`) writes it as is, and
+    :func:`extract` wraps it in a :class:`FileIndex` whose occurrences are made
+    on first use.
+
+    Attributes:
+        language: The language name.
+        definitions: In source order.
+        strings: Every occurrence name (first use first), then every enclosing
+            qualname that is not also a name (first use first).
+        name_count: How many of ``strings`` are names.
+        occurrences: Seven integers per occurrence, in source order: name (an
+            index into ``strings``), start line, start column, end line, end
+            column (zero-based, byte columns), roles, enclosing (an index into
+            ``strings``, or -1 at file level).
+        imports: In source order.
+        impls: ``(type, trait, line)`` for Rust ``impl Trait for Type``.
+        truncated: True if a bound cut something.
+    """
+
+    language: str
+    definitions: tuple[Definition, ...]
+    strings: list[str]
+    name_count: int
+    occurrences: array[int]
+    imports: tuple[Import, ...]
+    impls: tuple[tuple[str, str, int], ...]
+    truncated: bool
+
+
+@cache
+def _query(language: str) -> Query:
+    """The capture query of a grammar: ``name`` for identifiers, ``node`` for the rest.
+
+    ``node`` captures every node type the extractor looks at (definitions,
+    calls, imports, scopes); types the grammar lacks are left out (a query
+    naming an unknown type does not compile).
+    """
+    lang = _LANGS[language]
+    grammar = grammar_for(language)
+
+    def alternatives(types: frozenset[str]) -> str:
+        known = sorted(t for t in types if grammar.id_for_node_kind(t, True))
+        return "[" + " ".join(f"({t})" for t in known) + "]"
+
+    # Pattern 0 (``node``) before pattern 1 (``name``): _extract tells them by index.
+    source = f"{alternatives(lang.interesting)} @node {alternatives(lang.identifiers)} @name"
+    return Query(grammar, source)
+
+
 @dataclass
 class _Walk:
+    """What one extraction accumulates (see :func:`extract_packed`)."""
+
     path: str
     lang: _Lang
     data: bytes
+    prefix: int  # length of the path's SCIP symbol prefix
     definitions: list[Definition] = field(default_factory=list)
-    occurrences: list[Occurrence] = field(default_factory=list)
     imports: list[Import] = field(default_factory=list)
     impls: list[tuple[str, str, int]] = field(default_factory=list)
-    skip: set[tuple[int, int]] = field(default_factory=set)
+    # Start byte -> end byte of the name nodes recorded otherwise (definitions'
+    # names, callees): not references.
+    skip: dict[int, int] = field(default_factory=dict)
+    names: dict[bytes, int] = field(default_factory=dict)  # name bytes -> index
+    scopes: dict[str, int] = field(default_factory=dict)  # enclosing qualname -> id
+    ints: list[int] = field(default_factory=list)  # 7 per occurrence; enclosing by scope id
     truncated: bool = False
+    exact_ends: bool = False  # a name spans lines: read every end point from the tree
+
+    def scope_id(self, qualname: str | None) -> int:
+        if qualname is None:
+            return -1
+        found = self.scopes.get(qualname)
+        if found is None:
+            found = self.scopes[qualname] = len(self.scopes)
+        return found
+
+
+class _Multiline(Exception):
+    """A name spans lines: the extraction starts again reading exact end points."""
 
 
 def extract(path: str, blob: str, data: bytes, language: str) -> FileIndex:
@@ -723,59 +820,158 @@ def extract(path: str, blob: str, data: bytes, language: str) -> FileIndex:
         language: A name from ``engine.semantic.languages.LANGUAGES``.
 
     Returns:
-        The file's :class:`FileIndex`; an empty one for oversized input.
+        The file's :class:`FileIndex` (its occurrences made on first use); an
+        empty one for oversized input.
     """
-    if len(data) > MAX_FILE_BYTES:
-        return FileIndex(path, blob, language, (), (), (), (), True)
-    lang = _LANGS[language]
-    tree = parser_for(language).parse(data)
-    walk = _Walk(path, lang, data)
-    # (node, scope qualname, kinds of the scope's components, depth)
-    stack: list[tuple[Node, str | None, tuple[str, ...], int]] = [(tree.root_node, None, (), 0)]
-    # One pass; the hot cases (identifiers, which are leaves, and nodes of no
-    # interest) are handled inline: most nodes are one of the two.
-    identifiers, interesting, opaque = lang.identifiers, lang.interesting, lang.opaque
-    skip, occurrences = walk.skip, walk.occurrences
-    push, pop = stack.append, stack.pop
-    read = Role.READ_ACCESS
-    while stack:
-        node, scope, kinds, depth = pop()
-        if depth > _MAX_DEPTH:
-            walk.truncated = True
-            continue
-        t = node.type
-        if t in identifiers:
-            start_byte, end_byte = node.start_byte, node.end_byte
-            if (start_byte, end_byte) in skip:
-                continue
-            if len(occurrences) >= MAX_OCCURRENCES:
-                walk.truncated = True
-                continue
-            start, end = node.start_point, node.end_point
-            occurrences.append(
-                Occurrence(
-                    data[start_byte:end_byte].decode("utf-8", "replace"),
-                    Range(start[0], start[1], end[0], end[1]),
-                    read,
-                    scope,
-                )
-            )
-            continue
-        if t in interesting:
-            child_scope, child_kinds = _visit(walk, node, scope, kinds)
-        else:
-            child_scope, child_kinds = scope, kinds
-        if t in opaque:
-            continue  # imported names are imports, not references; strings hold no names
-        depth += 1
-        for child in reversed(node.named_children):
-            push((child, child_scope, child_kinds, depth))
+    found = extract_packed(path, data, language)
+    strings, ints = found.strings, found.occurrences
+    roles = {value: Role(value) for value in set(ints[5::7])}
     return FileIndex(
         path,
         blob,
         language,
+        found.definitions,
+        PackedOccurrences(strings, ints, roles),
+        found.imports,
+        found.impls,
+        found.truncated,
+        names=frozenset(strings[: found.name_count]),
+    )
+
+
+def extract_packed(path: str, data: bytes, language: str) -> Extracted:
+    """Index one file into the packed form (what :func:`extract` and the codec use).
+
+    One tree-sitter query (matched in C) captures the identifiers and the nodes
+    the language's rules look at, in source order; the rules run on those
+    nodes only, and each identifier gets the innermost definition around it
+    by byte range. Every text field is bounded so the codec accepts the result
+    (longer names, more imports than :data:`MAX_IMPORTS`: left out, and the
+    record says ``truncated``). Zero-width identifiers (tokens tree-sitter's
+    error recovery inserts; they spell nothing) are not occurrences.
+
+    Args:
+        path: The file's repository path.
+        data: The file's plaintext.
+        language: A name from ``engine.semantic.languages.LANGUAGES``.
+
+    Returns:
+        The records; empty and ``truncated`` for input over :data:`MAX_FILE_BYTES`.
+    """
+    if len(data) > MAX_FILE_BYTES:
+        return Extracted(language, (), [], 0, array("i"), (), (), True)
+    tree = parser_for(language).parse(data)
+    try:
+        walk = _extract(path, data, language, tree, exact_ends=False)
+    except _Multiline:
+        walk = _extract(path, data, language, tree, exact_ends=True)
+    return _finish(language, walk)
+
+
+def _extract(path: str, data: bytes, language: str, tree: Tree, *, exact_ends: bool) -> _Walk:
+    lang = _LANGS[language]
+    walk = _Walk(path, lang, data, len(scip_symbol(path, "", ())), exact_ends=exact_ends)
+    names, skip, ints = walk.names, walk.skip, walk.ints
+    add = ints.extend
+    opaque = lang.opaque
+    # Open scopes, innermost last: (end byte, qualname, kinds, scope id). A node
+    # inside a node that opened a scope is its descendant (siblings never
+    # overlap), so byte ranges say which scopes hold it.
+    stack: list[tuple[int, str | None, tuple[str, ...], int]] = [(_END, None, (), -1)]
+    top_end, scope_id = _END, -1
+    opaque_end = -1  # end byte of the last import: the names inside are not references
+    # Matches come in source order, a node before its descendants.
+    for pattern, captured in QueryCursor(_query(language)).matches(tree.root_node):
+        if pattern == 0:
+            node = captured["node"][0]
+            end = node.end_byte
+            if end <= opaque_end:
+                continue
+            while end > stack[-1][0]:
+                stack.pop()
+            _end, scope, kinds, _id = stack[-1]
+            child_scope, child_kinds = _visit(walk, node, scope, kinds)
+            if node.type in opaque:
+                opaque_end = end
+            elif child_kinds is not kinds:
+                stack.append((end, child_scope, child_kinds, walk.scope_id(child_scope)))
+            top_end, scope_id = stack[-1][0], stack[-1][3]
+            continue
+        ident = captured["name"][0]
+        start, end = ident.start_byte, ident.end_byte
+        if end <= opaque_end or end == start:
+            continue  # in an import (imported names are imports), or zero-width
+        if end > top_end:
+            while end > stack[-1][0]:
+                stack.pop()
+            top_end, scope_id = stack[-1][0], stack[-1][3]
+        if start in skip and skip[start] == end:
+            continue
+        if len(ints) >= _MAX_INTS:
+            walk.truncated = True
+            continue
+        key = data[start:end]
+        index = names.get(key)
+        if index is None:
+            index = _new_name(walk, key)
+            if index < 0:
+                continue
+        row, column = ident.start_point
+        if exact_ends:
+            end_row, end_column = ident.end_point
+            add((index, row, column, end_row, end_column, _READ, scope_id))
+        else:
+            add((index, row, column, row, column + end - start, _READ, scope_id))
+    return walk
+
+
+_END = 1 << 62  # past any byte offset
+_READ = int(Role.READ_ACCESS)
+_CALLED = int(Role.READ_ACCESS | Role.CALL)
+_MAX_INTS = 7 * MAX_OCCURRENCES
+
+
+def _new_name(walk: _Walk, key: bytes) -> int:
+    """Index a name seen for the first time; -1 (and ``truncated``) if it is too long."""
+    if len(key) > MAX_NAME_CHARS and len(key.decode("utf-8", "replace")) > MAX_NAME_CHARS:
+        walk.truncated = True
+        return -1
+    if b"\n" in key and not walk.exact_ends:
+        raise _Multiline
+    index = walk.names[key] = len(walk.names)
+    return index
+
+
+def _finish(language: str, walk: _Walk) -> Extracted:
+    """The packed records: names decoded, enclosing scopes mapped into the string table."""
+    keys = list(walk.names)
+    strings = [key.decode("utf-8", "replace") for key in keys]
+    ints = array("i", walk.ints)
+    index = {text: i for i, text in enumerate(strings)}
+    if len(index) < len(strings):  # distinct bytes decoding alike (invalid UTF-8)
+        strings = list(index)
+        names = [index[text] for text in (key.decode("utf-8", "replace") for key in keys)]
+        ints[0::7] = array("i", map(names.__getitem__, ints[0::7]))
+    name_count = len(strings)
+    # Enclosing qualnames join the table in the order occurrences first use them.
+    qualnames = list(walk.scopes)
+    remap = [0] * len(qualnames)
+    for scope in dict.fromkeys(ints[6::7]):
+        if scope >= 0:
+            text = qualnames[scope]
+            found = index.get(text)
+            if found is None:
+                found = index[text] = len(strings)
+                strings.append(text)
+            remap[scope] = found
+    remap.append(-1)  # scope -1 (file level) reads the last entry: -1
+    ints[6::7] = array("i", map(remap.__getitem__, ints[6::7]))
+    return Extracted(
+        language,
         tuple(walk.definitions),
-        tuple(walk.occurrences),
+        strings,
+        name_count,
+        ints,
         tuple(walk.imports),
         tuple(walk.impls),
         walk.truncated,
@@ -785,25 +981,26 @@ def extract(path: str, blob: str, data: bytes, language: str) -> FileIndex:
 def _visit(
     walk: _Walk, node: Node, scope: str | None, kinds: tuple[str, ...]
 ) -> tuple[str | None, tuple[str, ...]]:
+    """Apply the language's rules to a captured node; returns the scope of its descendants."""
     lang = walk.lang
     t = node.type
-    if t in lang.identifiers:
-        if (node.start_byte, node.end_byte) not in walk.skip:
-            _occur(walk, node, Role.READ_ACCESS, scope)
-        return scope, kinds
-    if t not in lang.interesting:
-        return scope, kinds
     scope_kind = kinds[-1] if kinds else None
     if scope_kind not in (None, *_CLASSLIKE, "module"):
         scope_kind = "function"
     if lang.impl_of is not None:
         impl = lang.impl_of(node)
         if impl is not None:
-            walk.impls.append((impl[0], impl[1], node.start_point[0]))
+            if len(walk.impls) >= MAX_DEFINITIONS or not _short(*impl[:2]):
+                walk.truncated = True
+            else:
+                walk.impls.append((impl[0], impl[1], node.start_point[0]))
     if lang.scope_of is not None:
         opened = lang.scope_of(node)
         if opened is not None:
-            return opened[0], (opened[1],)
+            if _short(opened[0]):
+                return opened[0], (opened[1],)
+            walk.truncated = True
+            return scope, kinds
     found = lang.define(node, scope_kind)
     if found is not None:
         return _define(walk, node, found, scope, kinds)
@@ -811,12 +1008,23 @@ def _visit(
     if callee_of is not None:
         callee = callee_of(node)
         if callee is not None and callee.type in _NAME_TYPES:
-            walk.skip.add((callee.start_byte, callee.end_byte))
-            _occur(walk, callee, Role.READ_ACCESS | Role.CALL, scope)
+            start, end = callee.start_byte, callee.end_byte
+            if end > start:
+                walk.skip[start] = end
+                _occur(walk, callee, _CALLED, scope)
     importer = lang.imports.get(t)
     if importer is not None:
-        walk.imports.extend(importer(node, scope))
+        for imp in importer(node, scope):
+            if len(walk.imports) >= MAX_IMPORTS or not _short(imp.module, imp.name, imp.alias):
+                walk.truncated = True
+            else:
+                walk.imports.append(imp)
     return scope, kinds
+
+
+def _short(*texts: str | None) -> bool:
+    """True if every text fits the codec's bound on names (:data:`MAX_NAME_CHARS`)."""
+    return all(text is None or len(text) <= MAX_NAME_CHARS for text in texts)
 
 
 def _define(
@@ -826,14 +1034,24 @@ def _define(
     outer, outer_kinds = scope, kinds
     if node.type == "method_declaration" and walk.lang is _LANGS["go"]:
         receiver = _go_receiver(node)
-        if receiver:
+        if receiver and _short(receiver):
             outer, outer_kinds = receiver, ("type",)
     qualname = f"{outer}.{name}" if outer else name
     all_kinds = (*outer_kinds, found.kind)
-    walk.skip.add((found.name.start_byte, found.name.end_byte))
+    start, end = found.name.start_byte, found.name.end_byte
+    if end > start:
+        walk.skip[start] = end
     if len(walk.definitions) >= MAX_DEFINITIONS:
         walk.truncated = True
     else:
+        symbol = scip_symbol(walk.path, qualname, all_kinds)
+        bases = tuple(b for b in found.bases if _short(b))[:MAX_BASES]
+        if len(bases) < len(found.bases):
+            walk.truncated = True
+        if not _short(name, qualname) or len(symbol) - walk.prefix > 2 * MAX_NAME_CHARS:
+            # Too long to record, and so to name the scope of what it holds.
+            walk.truncated = True
+            return scope, kinds
         lang = walk.lang
         body = found.body or node.child_by_field_name("body")
         doc = lang.docstring(node) if lang.docstring is not None else None
@@ -841,7 +1059,7 @@ def _define(
             doc = _leading_comment(lang, node)
         walk.definitions.append(
             Definition(
-                symbol=scip_symbol(walk.path, qualname, all_kinds),
+                symbol=symbol,
                 name=name,
                 qualname=qualname,
                 kind=found.kind,
@@ -851,19 +1069,24 @@ def _define(
                 signature=_signature(node, body, walk.data),
                 doc=doc,
                 scope=outer,
-                bases=found.bases,
+                bases=bases,
             )
         )
-    if found.opens_scope:
+    if found.opens_scope and _short(qualname):
         return qualname, all_kinds
     return scope, kinds
 
 
-def _occur(walk: _Walk, node: Node, roles: Role, scope: str | None) -> None:
-    if len(walk.occurrences) >= MAX_OCCURRENCES:
+def _occur(walk: _Walk, node: Node, roles: int, scope: str | None) -> None:
+    if len(walk.ints) >= _MAX_INTS:
         walk.truncated = True
         return
+    start_byte, end_byte = node.start_byte, node.end_byte
+    key = walk.data[start_byte:end_byte]
+    index = walk.names.get(key)
+    if index is None:
+        index = _new_name(walk, key)
+        if index < 0:
+            return
     start, end = node.start_point, node.end_point
-    name = walk.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
-    place = Range(start[0], start[1], end[0], end[1])
-    walk.occurrences.append(Occurrence(name, place, roles, scope))
+    walk.ints.extend((index, start[0], start[1], end[0], end[1], roles, walk.scope_id(scope)))

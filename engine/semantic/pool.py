@@ -26,8 +26,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from engine.semantic.codec import encode
-from engine.semantic.extract import extract
+from engine.semantic.codec import encode_extracted
+from engine.semantic.extract import extract_packed
 
 __all__ = ["MAX_WORKERS", "MIN_POOL_FILES", "ParsePool", "parse_batch"]
 
@@ -55,7 +55,7 @@ def parse_batch(items: list[Item]) -> tuple[list[bytes], float]:
     was_enabled = gc.isenabled()
     gc.disable()  # records hold no cycles; collecting while building them is waste
     try:
-        out = [encode(extract(path, blob, data, language)) for path, blob, data, language in items]
+        out = [encode_extracted(extract_packed(path, data, language)) for path, _, data, language in items]
     finally:
         if was_enabled:
             gc.enable()
