@@ -20,12 +20,15 @@ from __future__ import annotations
 import re
 import textwrap
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
+from itertools import compress
+from operator import add, attrgetter, eq, itemgetter, not_, or_, sub
 from typing import NamedTuple
 
-from tree_sitter import Node, Query, QueryCursor, Tree
+from tree_sitter import Node, Query, QueryCursor
 
 from engine.semantic.languages import grammar_for, parser_for
 from engine.semantic.records import (
@@ -214,13 +217,11 @@ def _py_define(node: Node, scope_kind: str | None) -> _Found | None:
 
 def _py_docstring(node: Node) -> str | None:
     body = node.child_by_field_name("body")
-    if body is None or not body.named_children:
+    first = body.named_child(0) if body is not None else None
+    if first is None or first.type != "expression_statement":
         return None
-    first = body.named_children[0]
-    if first.type != "expression_statement" or not first.named_children:
-        return None
-    string = first.named_children[0]
-    if string.type != "string":
+    string = first.named_child(0)
+    if string is None or string.type != "string":
         return None
     content = "".join(_text(c) for c in string.named_children if c.type == "string_content")
     return _clean_doc(content)
@@ -779,23 +780,25 @@ def _query(language: str) -> Query:
 
 @dataclass
 class _Walk:
-    """What one extraction accumulates (see :func:`extract_packed`)."""
+    """What the pass over the captured nodes gathers (see :func:`extract_packed`)."""
 
     path: str
     lang: _Lang
     data: bytes
-    prefix: int  # length of the path's SCIP symbol prefix
+    prefix: str  # the path's SCIP symbol prefix: scip_symbol(path, "", ())
     definitions: list[Definition] = field(default_factory=list)
     imports: list[Import] = field(default_factory=list)
     impls: list[tuple[str, str, int]] = field(default_factory=list)
-    # Start byte -> end byte of the name nodes recorded otherwise (definitions'
-    # names, callees): not references.
-    skip: dict[int, int] = field(default_factory=dict)
-    names: dict[bytes, int] = field(default_factory=dict)  # name bytes -> index
-    scopes: dict[str, int] = field(default_factory=dict)  # enclosing qualname -> id
-    ints: list[int] = field(default_factory=list)  # 7 per occurrence; enclosing by scope id
+    # Start bytes of definitions' names (not references) and of callees (calls).
+    defined: set[int] = field(default_factory=set)
+    calls: set[int] = field(default_factory=set)
+    odd_callees: list[Node] = field(default_factory=list)  # callees of no identifier type
+    scopes: dict[str, int] = field(default_factory=dict)  # enclosing qualname -> scope id
+    # Where the innermost scope changes: from bounds[i] on, bytes are in scope
+    # scope_at[i] (a scope id, -1 at file level, _OPAQUE inside an import).
+    bounds: list[int] = field(default_factory=lambda: [-1])
+    scope_at: list[int] = field(default_factory=lambda: [-1])
     truncated: bool = False
-    exact_ends: bool = False  # a name spans lines: read every end point from the tree
 
     def scope_id(self, qualname: str | None) -> int:
         if qualname is None:
@@ -806,8 +809,16 @@ class _Walk:
         return found
 
 
-class _Multiline(Exception):
-    """A name spans lines: the extraction starts again reading exact end points."""
+_OPAQUE = -2
+_READ = int(Role.READ_ACCESS)
+_CALLED = int(Role.READ_ACCESS | Role.CALL)
+_START = attrgetter("start_byte")
+_STOP = attrgetter("end_byte")
+_SPAN = attrgetter("start_byte", "end_byte")
+_START_POINT = attrgetter("start_point")
+_END_POINT = attrgetter("end_point")
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
 
 
 def extract(path: str, blob: str, data: bytes, language: str) -> FileIndex:
@@ -842,13 +853,19 @@ def extract(path: str, blob: str, data: bytes, language: str) -> FileIndex:
 def extract_packed(path: str, data: bytes, language: str) -> Extracted:
     """Index one file into the packed form (what :func:`extract` and the codec use).
 
-    One tree-sitter query (matched in C) captures the identifiers and the nodes
-    the language's rules look at, in source order; the rules run on those
-    nodes only, and each identifier gets the innermost definition around it
-    by byte range. Every text field is bounded so the codec accepts the result
-    (longer names, more imports than :data:`MAX_IMPORTS`: left out, and the
-    record says ``truncated``). Zero-width identifiers (tokens tree-sitter's
-    error recovery inserts; they spell nothing) are not occurrences.
+    One tree-sitter query, matched in C, captures the identifiers and the
+    nodes the language's rules look at (definitions, calls, imports, scopes).
+    The rules run on those nodes, in source order, each with the definition
+    around it; then the identifiers are turned into occurrences column by
+    column (``map`` over C accessors, no Python loop per identifier), each
+    getting the innermost definition around it by byte range (siblings never
+    overlap, so a range inside a definition's is a descendant). An identifier
+    that is a definition's name is no reference; one that a call calls gets
+    the ``CALL`` role; one inside an import is left to the import. Zero-width
+    identifiers (tokens tree-sitter's error recovery inserts; they spell
+    nothing) are not occurrences. Every text field is bounded so the codec
+    accepts the result (longer names, more imports than :data:`MAX_IMPORTS`:
+    left out, and the record says ``truncated``).
 
     Args:
         path: The file's repository path.
@@ -861,102 +878,112 @@ def extract_packed(path: str, data: bytes, language: str) -> Extracted:
     if len(data) > MAX_FILE_BYTES:
         return Extracted(language, (), [], 0, array("i"), (), (), True)
     tree = parser_for(language).parse(data)
-    try:
-        walk = _extract(path, data, language, tree, exact_ends=False)
-    except _Multiline:
-        walk = _extract(path, data, language, tree, exact_ends=True)
-    return _finish(language, walk)
+    captures = QueryCursor(_query(language)).captures(tree.root_node)
+    walk = _Walk(path, _LANGS[language], data, scip_symbol(path, "", ()))
+    _apply_rules(walk, captures.get("node", []))
+    return _occurrences(walk, language, captures.get("name", []))
 
 
-def _extract(path: str, data: bytes, language: str, tree: Tree, *, exact_ends: bool) -> _Walk:
-    lang = _LANGS[language]
-    walk = _Walk(path, lang, data, len(scip_symbol(path, "", ())), exact_ends=exact_ends)
-    names, skip, ints = walk.names, walk.skip, walk.ints
-    add = ints.extend
-    opaque = lang.opaque
-    # Open scopes, innermost last: (end byte, qualname, kinds, scope id). A node
-    # inside a node that opened a scope is its descendant (siblings never
-    # overlap), so byte ranges say which scopes hold it.
+def _apply_rules(walk: _Walk, nodes: list[Node]) -> None:
+    """Run the language's rules on the captured nodes in source order, tracking scopes."""
+    # By start, the longest first: a node before its descendants (captures come unordered).
+    nodes.sort(key=_STOP, reverse=True)
+    nodes.sort(key=_START)
+    spans = list(map(_SPAN, nodes))
+    if len(set(spans)) < len(spans):  # nodes of one range: the outer first
+        nodes.sort(key=lambda node: (node.start_byte, -node.end_byte, _depth(node)))
+        spans = list(map(_SPAN, nodes))
+    opaque = walk.lang.opaque
+    bounds, scope_at = walk.bounds, walk.scope_at
+    # Open scopes, innermost last: (end byte, qualname, kinds, scope id).
     stack: list[tuple[int, str | None, tuple[str, ...], int]] = [(_END, None, (), -1)]
-    top_end, scope_id = _END, -1
-    opaque_end = -1  # end byte of the last import: the names inside are not references
-    # Matches come in source order, a node before its descendants.
-    for pattern, captured in QueryCursor(_query(language)).matches(tree.root_node):
-        if pattern == 0:
-            node = captured["node"][0]
-            end = node.end_byte
-            if end <= opaque_end:
-                continue
-            while end > stack[-1][0]:
-                stack.pop()
-            _end, scope, kinds, _id = stack[-1]
-            child_scope, child_kinds = _visit(walk, node, scope, kinds)
-            if node.type in opaque:
-                opaque_end = end
-            elif child_kinds is not kinds:
-                stack.append((end, child_scope, child_kinds, walk.scope_id(child_scope)))
-            top_end, scope_id = stack[-1][0], stack[-1][3]
+    opaque_end = -1  # end byte of the last import: what lies inside is the import's
+    for node, (start, end) in zip(nodes, spans, strict=True):
+        if end <= opaque_end:
             continue
-        ident = captured["name"][0]
-        start, end = ident.start_byte, ident.end_byte
-        if end <= opaque_end or end == start:
-            continue  # in an import (imported names are imports), or zero-width
-        if end > top_end:
-            while end > stack[-1][0]:
-                stack.pop()
-            top_end, scope_id = stack[-1][0], stack[-1][3]
-        if start in skip and skip[start] == end:
-            continue
-        if len(ints) >= _MAX_INTS:
-            walk.truncated = True
-            continue
-        key = data[start:end]
-        index = names.get(key)
-        if index is None:
-            index = _new_name(walk, key)
-            if index < 0:
-                continue
-        row, column = ident.start_point
-        if exact_ends:
-            end_row, end_column = ident.end_point
-            add((index, row, column, end_row, end_column, _READ, scope_id))
-        else:
-            add((index, row, column, row, column + end - start, _READ, scope_id))
-    return walk
+        while end > stack[-1][0]:
+            closed = stack.pop()[0]
+            bounds.append(closed)
+            scope_at.append(stack[-1][3])
+        _end, scope, kinds, scope_id = stack[-1]
+        child_scope, child_kinds = _visit(walk, node, scope, kinds)
+        if node.type in opaque:
+            opaque_end = end
+            bounds.extend((start, end))
+            scope_at.extend((_OPAQUE, scope_id))
+        elif child_kinds is not kinds:
+            opened = walk.scope_id(child_scope)
+            stack.append((end, child_scope, child_kinds, opened))
+            bounds.append(start)
+            scope_at.append(opened)
+    while len(stack) > 1:
+        bounds.append(stack.pop()[0])
+        scope_at.append(stack[-1][3])
 
 
 _END = 1 << 62  # past any byte offset
-_READ = int(Role.READ_ACCESS)
-_CALLED = int(Role.READ_ACCESS | Role.CALL)
-_MAX_INTS = 7 * MAX_OCCURRENCES
 
 
-def _new_name(walk: _Walk, key: bytes) -> int:
-    """Index a name seen for the first time; -1 (and ``truncated``) if it is too long."""
-    if len(key) > MAX_NAME_CHARS and len(key.decode("utf-8", "replace")) > MAX_NAME_CHARS:
-        walk.truncated = True
-        return -1
-    if b"\n" in key and not walk.exact_ends:
-        raise _Multiline
-    index = walk.names[key] = len(walk.names)
-    return index
+def _depth(node: Node) -> int:
+    depth = 0
+    parent = node.parent
+    while parent is not None:
+        depth += 1
+        parent = parent.parent
+    return depth
 
 
-def _finish(language: str, walk: _Walk) -> Extracted:
-    """The packed records: names decoded, enclosing scopes mapped into the string table."""
-    keys = list(walk.names)
-    strings = [key.decode("utf-8", "replace") for key in keys]
-    ints = array("i", walk.ints)
-    index = {text: i for i, text in enumerate(strings)}
-    if len(index) < len(strings):  # distinct bytes decoding alike (invalid UTF-8)
+def _occurrences(walk: _Walk, language: str, idents: list[Node]) -> Extracted:
+    """The occurrences, packed: every identifier that is a reference or a call, in source order."""
+    data = walk.data
+    idents.sort(key=_START)
+    if walk.odd_callees:  # callees of another node type, as identifiers
+        idents = sorted(idents + walk.odd_callees, key=_START)
+    starts = list(map(_START, idents))
+    ends = list(map(_STOP, idents))
+    scopes = list(map(partial(bisect_right, walk.bounds), starts))
+    scope_at = walk.scope_at
+    scopes = list(map(scope_at.__getitem__, map((-1).__add__, scopes)))
+    # Left out: definitions' names, zero-width tokens, whatever lies in an import.
+    dropped = map(
+        or_,
+        map(or_, map(walk.defined.__contains__, starts), map(eq, starts, ends)),
+        map(_OPAQUE.__eq__, scopes),
+    )
+    keep = bytes(map(not_, dropped))
+    truncated = walk.truncated
+    if keep.count(1) > MAX_OCCURRENCES:
+        cut = [i for i, kept in enumerate(keep) if kept][MAX_OCCURRENCES]
+        keep = keep[:cut]
+        truncated = True
+    if keep.count(0):
+        idents = list(compress(idents, keep))
+        starts = list(compress(starts, keep))
+        ends = list(compress(ends, keep))
+        scopes = list(compress(scopes, keep))
+    keys = list(map(data.__getitem__, map(slice, starts, ends)))
+    table = dict.fromkeys(keys)  # name bytes, first use first
+    if max(map(len, table), default=0) > MAX_NAME_CHARS:  # too long to record
+        long = {k for k in table if len(k.decode("utf-8", "replace")) > MAX_NAME_CHARS}
+        if long:
+            keep = bytes(map(long.__contains__, keys)).translate(_NOT)
+            idents, starts, ends, scopes, keys = (
+                list(compress(column, keep)) for column in (idents, starts, ends, scopes, keys)
+            )
+            table = dict.fromkeys(keys)
+            truncated = True
+    strings = [key.decode("utf-8", "replace") for key in table]
+    index = dict(zip(strings, range(len(strings))))
+    if len(index) == len(strings):
+        ids = list(map(dict(zip(table, range(len(table)))).__getitem__, keys))
+    else:  # distinct bytes decoding alike (invalid UTF-8): one string
         strings = list(index)
-        names = [index[text] for text in (key.decode("utf-8", "replace") for key in keys)]
-        ints[0::7] = array("i", map(names.__getitem__, ints[0::7]))
+        ids = [index[key.decode("utf-8", "replace")] for key in keys]
     name_count = len(strings)
     # Enclosing qualnames join the table in the order occurrences first use them.
     qualnames = list(walk.scopes)
     remap = [0] * len(qualnames)
-    for scope in dict.fromkeys(ints[6::7]):
+    for scope in dict.fromkeys(scopes):
         if scope >= 0:
             text = qualnames[scope]
             found = index.get(text)
@@ -965,7 +992,23 @@ def _finish(language: str, walk: _Walk) -> Extracted:
                 strings.append(text)
             remap[scope] = found
     remap.append(-1)  # scope -1 (file level) reads the last entry: -1
-    ints[6::7] = array("i", map(remap.__getitem__, ints[6::7]))
+    points = list(map(_START_POINT, idents))
+    rows = array("i", map(_FIRST, points))
+    columns = array("i", map(_SECOND, points))
+    ints = array("i", bytes(28 * len(keys)))
+    ints[0::7] = array("i", ids)
+    ints[1::7] = rows
+    ints[2::7] = columns
+    if any(b"\n" in key for key in table):  # a name spanning lines (none do in these grammars)
+        points = list(map(_END_POINT, idents))
+        ints[3::7] = array("i", map(_FIRST, points))
+        ints[4::7] = array("i", map(_SECOND, points))
+    else:
+        ints[3::7] = rows
+        ints[4::7] = array("i", map(add, columns, map(sub, ends, starts)))
+    calls = walk.calls
+    ints[5::7] = array("i", map(_ROLES.__getitem__, map(calls.__contains__, starts)))
+    ints[6::7] = array("i", map(remap.__getitem__, scopes))
     return Extracted(
         language,
         tuple(walk.definitions),
@@ -974,44 +1017,33 @@ def _finish(language: str, walk: _Walk) -> Extracted:
         ints,
         tuple(walk.imports),
         tuple(walk.impls),
-        walk.truncated,
+        truncated,
     )
+
+
+_ROLES = (_READ, _CALLED)  # by "is a callee"
+_NOT = bytes.maketrans(b"\x00\x01", b"\x01\x00")
 
 
 def _visit(
     walk: _Walk, node: Node, scope: str | None, kinds: tuple[str, ...]
 ) -> tuple[str | None, tuple[str, ...]]:
-    """Apply the language's rules to a captured node; returns the scope of its descendants."""
+    """Apply the language's rules to a captured node; returns the scope of its descendants.
+
+    Calls and imports first: no language defines anything at a node of those types.
+    """
     lang = walk.lang
     t = node.type
-    scope_kind = kinds[-1] if kinds else None
-    if scope_kind not in (None, *_CLASSLIKE, "module"):
-        scope_kind = "function"
-    if lang.impl_of is not None:
-        impl = lang.impl_of(node)
-        if impl is not None:
-            if len(walk.impls) >= MAX_DEFINITIONS or not _short(*impl[:2]):
-                walk.truncated = True
-            else:
-                walk.impls.append((impl[0], impl[1], node.start_point[0]))
-    if lang.scope_of is not None:
-        opened = lang.scope_of(node)
-        if opened is not None:
-            if _short(opened[0]):
-                return opened[0], (opened[1],)
-            walk.truncated = True
-            return scope, kinds
-    found = lang.define(node, scope_kind)
-    if found is not None:
-        return _define(walk, node, found, scope, kinds)
     callee_of = lang.calls.get(t)
     if callee_of is not None:
         callee = callee_of(node)
         if callee is not None and callee.type in _NAME_TYPES:
-            start, end = callee.start_byte, callee.end_byte
-            if end > start:
-                walk.skip[start] = end
-                _occur(walk, callee, _CALLED, scope)
+            start = callee.start_byte
+            if callee.end_byte > start and start not in walk.calls:
+                walk.calls.add(start)
+                if callee.type not in lang.identifiers:
+                    walk.odd_callees.append(callee)
+        return scope, kinds
     importer = lang.imports.get(t)
     if importer is not None:
         for imp in importer(node, scope):
@@ -1019,12 +1051,42 @@ def _visit(
                 walk.truncated = True
             else:
                 walk.imports.append(imp)
+        return scope, kinds
+    if lang.impl_of is not None:
+        impl = lang.impl_of(node)
+        if impl is not None:
+            if len(walk.impls) >= MAX_DEFINITIONS or not _short(impl[0], impl[1]):
+                walk.truncated = True
+            else:
+                walk.impls.append((impl[0], impl[1], node.start_point[0]))
+    if lang.scope_of is not None:
+        opened = lang.scope_of(node)
+        if opened is not None:
+            if len(opened[0]) <= MAX_NAME_CHARS:
+                return opened[0], (opened[1],)
+            walk.truncated = True
+            return scope, kinds
+    scope_kind = kinds[-1] if kinds else None
+    if scope_kind not in _OUTER_KINDS:
+        scope_kind = "function"
+    found = lang.define(node, scope_kind)
+    if found is not None:
+        return _define(walk, node, found, scope, kinds)
     return scope, kinds
 
 
-def _short(*texts: str | None) -> bool:
+_ANY_PATH = len(scip_symbol("_", "", ()))
+_OUTER_KINDS = frozenset({None, *_CLASSLIKE, "module"})
+"""Kinds of scope a definition is told as they are; any other is ``function``."""
+
+
+def _short(first: str, second: str | None = None, third: str | None = None) -> bool:
     """True if every text fits the codec's bound on names (:data:`MAX_NAME_CHARS`)."""
-    return all(text is None or len(text) <= MAX_NAME_CHARS for text in texts)
+    return (
+        len(first) <= MAX_NAME_CHARS
+        and (second is None or len(second) <= MAX_NAME_CHARS)
+        and (third is None or len(third) <= MAX_NAME_CHARS)
+    )
 
 
 def _define(
@@ -1038,17 +1100,17 @@ def _define(
             outer, outer_kinds = receiver, ("type",)
     qualname = f"{outer}.{name}" if outer else name
     all_kinds = (*outer_kinds, found.kind)
-    start, end = found.name.start_byte, found.name.end_byte
-    if end > start:
-        walk.skip[start] = end
+    if found.name.end_byte > found.name.start_byte:
+        walk.defined.add(found.name.start_byte)
     if len(walk.definitions) >= MAX_DEFINITIONS:
         walk.truncated = True
     else:
-        symbol = scip_symbol(walk.path, qualname, all_kinds)
+        # scip_symbol(path, qualname, kinds), the path's part made once per file.
+        symbol = walk.prefix + scip_symbol("_", qualname, all_kinds)[_ANY_PATH:]
         bases = tuple(b for b in found.bases if _short(b))[:MAX_BASES]
         if len(bases) < len(found.bases):
             walk.truncated = True
-        if not _short(name, qualname) or len(symbol) - walk.prefix > 2 * MAX_NAME_CHARS:
+        if not _short(name, qualname) or len(symbol) - len(walk.prefix) > 2 * MAX_NAME_CHARS:
             # Too long to record, and so to name the scope of what it holds.
             walk.truncated = True
             return scope, kinds
@@ -1075,18 +1137,3 @@ def _define(
     if found.opens_scope and _short(qualname):
         return qualname, all_kinds
     return scope, kinds
-
-
-def _occur(walk: _Walk, node: Node, roles: int, scope: str | None) -> None:
-    if len(walk.ints) >= _MAX_INTS:
-        walk.truncated = True
-        return
-    start_byte, end_byte = node.start_byte, node.end_byte
-    key = walk.data[start_byte:end_byte]
-    index = walk.names.get(key)
-    if index is None:
-        index = _new_name(walk, key)
-        if index < 0:
-            return
-    start, end = node.start_point, node.end_point
-    walk.ints.extend((index, start[0], start[1], end[0], end[1], roles, walk.scope_id(scope)))
