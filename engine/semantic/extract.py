@@ -20,12 +20,12 @@ from __future__ import annotations
 import re
 import textwrap
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, partial
 from itertools import compress
-from operator import add, attrgetter, eq, itemgetter, not_, or_, sub
+from operator import add, attrgetter, eq, itemgetter
 from typing import NamedTuple
 
 from tree_sitter import Node, Query, QueryCursor
@@ -76,7 +76,8 @@ def _text(node: Node | None) -> str:
 
 
 def _range(node: Node) -> Range:
-    return Range(node.start_point[0], node.start_point[1], node.end_point[0], node.end_point[1])
+    start, end = node.start_point, node.end_point
+    return Range(start[0], start[1], end[0], end[1])
 
 
 def _last_name(node: Node | None) -> Node | None:
@@ -794,10 +795,11 @@ class _Walk:
     calls: set[int] = field(default_factory=set)
     odd_callees: list[Node] = field(default_factory=list)  # callees of no identifier type
     scopes: dict[str, int] = field(default_factory=dict)  # enclosing qualname -> scope id
-    # Where the innermost scope changes: from bounds[i] on, bytes are in scope
-    # scope_at[i] (a scope id, -1 at file level, _OPAQUE inside an import).
-    bounds: list[int] = field(default_factory=lambda: [-1])
+    # Where the innermost scope changes: bytes before bounds[i] (and from
+    # bounds[i - 1] on) are in scope scope_at[i], a scope id or -1 (file level).
+    bounds: list[int] = field(default_factory=list)
     scope_at: list[int] = field(default_factory=lambda: [-1])
+    opaque: list[tuple[int, int]] = field(default_factory=list)  # imports' byte ranges
     truncated: bool = False
 
     def scope_id(self, qualname: str | None) -> int:
@@ -809,7 +811,6 @@ class _Walk:
         return found
 
 
-_OPAQUE = -2
 _READ = int(Role.READ_ACCESS)
 _CALLED = int(Role.READ_ACCESS | Role.CALL)
 _START = attrgetter("start_byte")
@@ -905,12 +906,11 @@ def _apply_rules(walk: _Walk, nodes: list[Node]) -> None:
             closed = stack.pop()[0]
             bounds.append(closed)
             scope_at.append(stack[-1][3])
-        _end, scope, kinds, scope_id = stack[-1]
+        _end, scope, kinds, _id = stack[-1]
         child_scope, child_kinds = _visit(walk, node, scope, kinds)
         if node.type in opaque:
             opaque_end = end
-            bounds.extend((start, end))
-            scope_at.extend((_OPAQUE, scope_id))
+            walk.opaque.append((start, end))
         elif child_kinds is not kinds:
             opened = walk.scope_id(child_scope)
             stack.append((end, child_scope, child_kinds, opened))
@@ -941,26 +941,28 @@ def _occurrences(walk: _Walk, language: str, idents: list[Node]) -> Extracted:
         idents = sorted(idents + walk.odd_callees, key=_START)
     starts = list(map(_START, idents))
     ends = list(map(_STOP, idents))
-    scopes = list(map(partial(bisect_right, walk.bounds), starts))
-    scope_at = walk.scope_at
-    scopes = list(map(scope_at.__getitem__, map((-1).__add__, scopes)))
+    count = len(starts)
     # Left out: definitions' names, zero-width tokens, whatever lies in an import.
-    dropped = map(
-        or_,
-        map(or_, map(walk.defined.__contains__, starts), map(eq, starts, ends)),
-        map(_OPAQUE.__eq__, scopes),
-    )
-    keep = bytes(map(not_, dropped))
+    keep = bytearray(b"\x01") * count
+    for start in walk.defined:
+        at = bisect_left(starts, start)
+        if at < count and starts[at] == start:
+            keep[at] = 0
+    for start, end in walk.opaque:
+        low, high = bisect_left(starts, start), bisect_left(starts, end)
+        keep[low:high] = bytes(high - low)
+    for at in compress(range(count), map(eq, starts, ends)):
+        keep[at] = 0
     truncated = walk.truncated
     if keep.count(1) > MAX_OCCURRENCES:
-        cut = [i for i, kept in enumerate(keep) if kept][MAX_OCCURRENCES]
-        keep = keep[:cut]
+        keep = keep[: [at for at, kept in enumerate(keep) if kept][MAX_OCCURRENCES]]
         truncated = True
-    if keep.count(0):
+    if keep.count(0) or len(keep) < count:
         idents = list(compress(idents, keep))
         starts = list(compress(starts, keep))
         ends = list(compress(ends, keep))
-        scopes = list(compress(scopes, keep))
+    scope_at = walk.scope_at
+    scopes = list(map(scope_at.__getitem__, map(partial(bisect_right, walk.bounds), starts)))
     keys = list(map(data.__getitem__, map(slice, starts, ends)))
     table = dict.fromkeys(keys)  # name bytes, first use first
     if max(map(len, table), default=0) > MAX_NAME_CHARS:  # too long to record
@@ -1005,9 +1007,13 @@ def _occurrences(walk: _Walk, language: str, idents: list[Node]) -> Extracted:
         ints[4::7] = array("i", map(_SECOND, points))
     else:
         ints[3::7] = rows
-        ints[4::7] = array("i", map(add, columns, map(sub, ends, starts)))
-    calls = walk.calls
-    ints[5::7] = array("i", map(_ROLES.__getitem__, map(calls.__contains__, starts)))
+        ints[4::7] = array("i", map(add, columns, map(len, keys)))
+    roles = array("i", _READS) * len(keys)
+    for start in walk.calls:
+        at = bisect_left(starts, start)
+        if at < len(starts) and starts[at] == start:
+            roles[at] = _CALLED
+    ints[5::7] = roles
     ints[6::7] = array("i", map(remap.__getitem__, scopes))
     return Extracted(
         language,
@@ -1021,7 +1027,7 @@ def _occurrences(walk: _Walk, language: str, idents: list[Node]) -> Extracted:
     )
 
 
-_ROLES = (_READ, _CALLED)  # by "is a callee"
+_READS = (_READ,)
 _NOT = bytes.maketrans(b"\x00\x01", b"\x01\x00")
 
 
