@@ -140,7 +140,7 @@ class _Lang:
 
     def __post_init__(self) -> None:
         scopes = {"impl_item"} if self.scope_of is not None else set()
-        self.interesting = self.def_types | set(self.calls) | set(self.imports) | scopes
+        self.interesting = self.def_types | set(self.imports) | scopes
         self.opaque = frozenset(self.imports) | self.comments
 
 
@@ -761,11 +761,11 @@ class Extracted(NamedTuple):
 
 @cache
 def _query(language: str) -> Query:
-    """The capture query of a grammar: ``name`` for identifiers, ``node`` for the rest.
+    """The capture query of a grammar: ``name`` identifiers, ``call`` calls, ``node`` the rest.
 
-    ``node`` captures every node type the extractor looks at (definitions,
-    calls, imports, scopes); types the grammar lacks are left out (a query
-    naming an unknown type does not compile).
+    ``node`` captures the node types whose rules need the enclosing scope
+    (definitions, imports, scopes); types the grammar lacks are left out (a
+    query naming an unknown type does not compile).
     """
     lang = _LANGS[language]
     grammar = grammar_for(language)
@@ -774,8 +774,10 @@ def _query(language: str) -> Query:
         known = sorted(t for t in types if grammar.id_for_node_kind(t, True))
         return "[" + " ".join(f"({t})" for t in known) + "]"
 
-    # Pattern 0 (``node``) before pattern 1 (``name``): _extract tells them by index.
-    source = f"{alternatives(lang.interesting)} @node {alternatives(lang.identifiers)} @name"
+    source = (
+        f"{alternatives(lang.interesting)} @node {alternatives(frozenset(lang.calls))} @call"
+        f" {alternatives(lang.identifiers)} @name"
+    )
     return Query(grammar, source)
 
 
@@ -882,6 +884,7 @@ def extract_packed(path: str, data: bytes, language: str) -> Extracted:
     captures = QueryCursor(_query(language)).captures(tree.root_node)
     walk = _Walk(path, _LANGS[language], data, scip_symbol(path, "", ()))
     _apply_rules(walk, captures.get("node", []))
+    _callees(walk, captures.get("call", []))
     return _occurrences(walk, language, captures.get("name", []))
 
 
@@ -922,6 +925,19 @@ def _apply_rules(walk: _Walk, nodes: list[Node]) -> None:
 
 
 _END = 1 << 62  # past any byte offset
+
+
+def _callees(walk: _Walk, calls: list[Node]) -> None:
+    """Note the name each call calls (its identifier becomes a ``CALL`` occurrence)."""
+    rules, identifiers, found = walk.lang.calls, walk.lang.identifiers, walk.calls
+    for node in calls:
+        callee = rules[node.type](node)
+        if callee is not None and callee.type in _NAME_TYPES:
+            start = callee.start_byte
+            if callee.end_byte > start and start not in found:
+                found.add(start)
+                if callee.type not in identifiers:
+                    walk.odd_callees.append(callee)
 
 
 def _depth(node: Node) -> int:
@@ -1036,20 +1052,10 @@ def _visit(
 ) -> tuple[str | None, tuple[str, ...]]:
     """Apply the language's rules to a captured node; returns the scope of its descendants.
 
-    Calls and imports first: no language defines anything at a node of those types.
+    Imports first: no language defines anything at a node of those types.
     """
     lang = walk.lang
     t = node.type
-    callee_of = lang.calls.get(t)
-    if callee_of is not None:
-        callee = callee_of(node)
-        if callee is not None and callee.type in _NAME_TYPES:
-            start = callee.start_byte
-            if callee.end_byte > start and start not in walk.calls:
-                walk.calls.add(start)
-                if callee.type not in lang.identifiers:
-                    walk.odd_callees.append(callee)
-        return scope, kinds
     importer = lang.imports.get(t)
     if importer is not None:
         for imp in importer(node, scope):
