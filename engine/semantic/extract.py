@@ -24,7 +24,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, partial
-from itertools import compress
+from itertools import compress, repeat
 from operator import add, attrgetter, eq, itemgetter
 from typing import NamedTuple
 
@@ -899,8 +899,10 @@ def _apply_rules(walk: _Walk, nodes: list[Node]) -> None:
         spans = list(map(_SPAN, nodes))
     opaque = walk.lang.opaque
     bounds, scope_at = walk.bounds, walk.scope_at
-    # Open scopes, innermost last: (end byte, qualname, kinds, scope id).
-    stack: list[tuple[int, str | None, tuple[str, ...], int]] = [(_END, None, (), -1)]
+    # Open scopes, innermost last: (end byte, qualname, kinds, scope id, enclosing).
+    # A qualname too long to record (MAX_NAME_CHARS) names nothing: what it
+    # holds has the enclosing scope of the nearest one that fits.
+    stack: list[_Scope] = [(_END, None, (), -1, None)]
     opaque_end = -1  # end byte of the last import: what lies inside is the import's
     for node, (start, end) in zip(nodes, spans, strict=True):
         if end <= opaque_end:
@@ -909,21 +911,23 @@ def _apply_rules(walk: _Walk, nodes: list[Node]) -> None:
             closed = stack.pop()[0]
             bounds.append(closed)
             scope_at.append(stack[-1][3])
-        _end, scope, kinds, _id = stack[-1]
-        child_scope, child_kinds = _visit(walk, node, scope, kinds)
+        _end, scope, kinds, scope_id, enclosing = stack[-1]
+        child_scope, child_kinds = _visit(walk, node, scope, kinds, enclosing)
         if node.type in opaque:
             opaque_end = end
             walk.opaque.append((start, end))
         elif child_kinds is not kinds:
-            opened = walk.scope_id(child_scope)
-            stack.append((end, child_scope, child_kinds, opened))
+            if child_scope is not None and len(child_scope) <= MAX_NAME_CHARS:
+                scope_id, enclosing = walk.scope_id(child_scope), child_scope
+            stack.append((end, child_scope, child_kinds, scope_id, enclosing))
             bounds.append(start)
-            scope_at.append(opened)
+            scope_at.append(scope_id)
     while len(stack) > 1:
         bounds.append(stack.pop()[0])
         scope_at.append(stack[-1][3])
 
 
+_Scope = tuple[int, str | None, tuple[str, ...], int, str | None]
 _END = 1 << 62  # past any byte offset
 
 
@@ -984,17 +988,20 @@ def _occurrences(walk: _Walk, language: str, idents: list[Node]) -> Extracted:
     if max(map(len, table), default=0) > MAX_NAME_CHARS:  # too long to record
         long = {k for k in table if len(k.decode("utf-8", "replace")) > MAX_NAME_CHARS}
         if long:
-            keep = bytes(map(long.__contains__, keys)).translate(_NOT)
+            short = bytes(map(long.__contains__, keys)).translate(_NOT)
             idents, starts, ends, scopes, keys = (
-                list(compress(column, keep)) for column in (idents, starts, ends, scopes, keys)
+                list(compress(column, short)) for column in (idents, starts, ends, scopes, keys)
             )
             table = dict.fromkeys(keys)
             truncated = True
     strings = [key.decode("utf-8", "replace") for key in table]
-    index = dict(zip(strings, range(len(strings))))
+    index = dict(zip(strings, range(len(strings)), strict=True))
     if len(index) == len(strings):
-        ids = list(map(dict(zip(table, range(len(table)))).__getitem__, keys))
-    else:  # distinct bytes decoding alike (invalid UTF-8): one string
+        ids = list(map(dict(zip(table, range(len(table)), strict=True)).__getitem__, keys))
+    else:  # distinct bytes decoding alike (invalid UTF-8): one string, first use first
+        index = {}
+        for text in strings:
+            index.setdefault(text, len(index))
         strings = list(index)
         ids = [index[key.decode("utf-8", "replace")] for key in keys]
     name_count = len(strings)
@@ -1017,7 +1024,7 @@ def _occurrences(walk: _Walk, language: str, idents: list[Node]) -> Extracted:
     ints[0::7] = array("i", ids)
     ints[1::7] = rows
     ints[2::7] = columns
-    if any(b"\n" in key for key in table):  # a name spanning lines (none do in these grammars)
+    if any(map(bytes.__contains__, table, repeat(b"\n"))):  # a name spanning lines
         points = list(map(_END_POINT, idents))
         ints[3::7] = array("i", map(_FIRST, points))
         ints[4::7] = array("i", map(_SECOND, points))
@@ -1048,17 +1055,19 @@ _NOT = bytes.maketrans(b"\x00\x01", b"\x01\x00")
 
 
 def _visit(
-    walk: _Walk, node: Node, scope: str | None, kinds: tuple[str, ...]
+    walk: _Walk, node: Node, scope: str | None, kinds: tuple[str, ...], enclosing: str | None
 ) -> tuple[str | None, tuple[str, ...]]:
     """Apply the language's rules to a captured node; returns the scope of its descendants.
 
+    ``scope`` names the definitions inside; ``enclosing`` is the nearest
+    scope short enough to record (the same but for pathological names).
     Imports first: no language defines anything at a node of those types.
     """
     lang = walk.lang
     t = node.type
     importer = lang.imports.get(t)
     if importer is not None:
-        for imp in importer(node, scope):
+        for imp in importer(node, enclosing):
             if len(walk.imports) >= MAX_IMPORTS or not _short(imp.module, imp.name, imp.alias):
                 walk.truncated = True
             else:
@@ -1074,10 +1083,7 @@ def _visit(
     if lang.scope_of is not None:
         opened = lang.scope_of(node)
         if opened is not None:
-            if len(opened[0]) <= MAX_NAME_CHARS:
-                return opened[0], (opened[1],)
-            walk.truncated = True
-            return scope, kinds
+            return opened[0], (opened[1],)
     scope_kind = kinds[-1] if kinds else None
     if scope_kind not in _OUTER_KINDS:
         scope_kind = "function"
@@ -1108,7 +1114,7 @@ def _define(
     outer, outer_kinds = scope, kinds
     if node.type == "method_declaration" and walk.lang is _LANGS["go"]:
         receiver = _go_receiver(node)
-        if receiver and _short(receiver):
+        if receiver:
             outer, outer_kinds = receiver, ("type",)
     qualname = f"{outer}.{name}" if outer else name
     all_kinds = (*outer_kinds, found.kind)
@@ -1123,9 +1129,9 @@ def _define(
         if len(bases) < len(found.bases):
             walk.truncated = True
         if not _short(name, qualname) or len(symbol) - len(walk.prefix) > 2 * MAX_NAME_CHARS:
-            # Too long to record, and so to name the scope of what it holds.
+            # Too long to record (and so is all it holds: their names are longer).
             walk.truncated = True
-            return scope, kinds
+            return (qualname, all_kinds) if found.opens_scope else (scope, kinds)
         lang = walk.lang
         body = found.body or node.child_by_field_name("body")
         doc = lang.docstring(node) if lang.docstring is not None else None
@@ -1146,6 +1152,6 @@ def _define(
                 bases=bases,
             )
         )
-    if found.opens_scope and _short(qualname):
+    if found.opens_scope:
         return qualname, all_kinds
     return scope, kinds
