@@ -218,8 +218,10 @@ def _py_define(node: Node, scope_kind: str | None) -> _Found | None:
 
 def _py_docstring(node: Node) -> str | None:
     body = node.child_by_field_name("body")
-    first = body.named_child(0) if body is not None else None
-    if first is None or first.type != "expression_statement":
+    if body is None or not body.named_child_count:
+        return None
+    first = body.named_child(0)
+    if first is None or first.type != "expression_statement" or not first.named_child_count:
         return None
     string = first.named_child(0)
     if string is None or string.type != "string":
@@ -962,9 +964,10 @@ def _occurrences(walk: _Walk, language: str, idents: list[Node]) -> Extracted:
     starts = list(map(_START, idents))
     ends = list(map(_STOP, idents))
     count = len(starts)
-    # Left out: definitions' names, zero-width tokens, whatever lies in an import.
+    # Left out: definitions' names (unless a call calls them too: error recovery
+    # can make one node both), zero-width tokens, whatever lies in an import.
     keep = bytearray(b"\x01") * count
-    for start in walk.defined:
+    for start in walk.defined - walk.calls:
         at = bisect_left(starts, start)
         if at < count and starts[at] == start:
             keep[at] = 0
