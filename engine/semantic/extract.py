@@ -1,18 +1,26 @@
 """Extract SCIP-shaped records from one file with tree-sitter (pure: bytes in, records out).
 
-One walk over the syntax tree finds, per language:
+Per language, it finds:
 
 * definitions, with kind, range, signature (the header up to the body),
   docstring or leading comment, enclosing scope and parent classes;
-* calls (the callee's name) and other references (identifiers), each with the
-  definition it occurs in;
+* references (identifiers) and calls (an identifier a call calls gets the
+  ``CALL`` role), in source order, each with the definition it occurs in;
 * imports.
 
+How (:func:`extract_packed`): one tree-sitter query, matched in C, captures the
+identifiers, the calls and the nodes whose rules need a scope (definitions,
+imports, Rust ``impl`` blocks). Python then applies the language's rules to
+those nodes only, not to every syntax node, and turns the identifiers into
+the codec's packed integers column by column (``map`` over C accessors).
+
 Names are what the source spells; nothing is resolved across files here
-(engine/semantic/index.py resolves by name at query time). Bounds:
-:data:`MAX_FILE_BYTES` per file (larger files are not indexed),
-:data:`MAX_DEFINITIONS` and :data:`MAX_OCCURRENCES` per file (the rest is cut and
-the record says ``truncated``).
+(engine/semantic/index.py resolves by name at query time). Bounds, past which
+the rest is left out and the record says ``truncated``: :data:`MAX_FILE_BYTES`
+per file (larger files are not indexed), :data:`MAX_DEFINITIONS`,
+:data:`MAX_OCCURRENCES` and :data:`MAX_IMPORTS` per file, :data:`MAX_BASES`
+per definition, :data:`MAX_NAME_CHARS` per name. They match what
+``engine/semantic/codec.py`` accepts, so every record made here decodes.
 """
 
 from __future__ import annotations

@@ -6,10 +6,14 @@ A :class:`ParsePool` keeps a few worker processes (one per core, at most
 engine) that has imported the extractor once. Each worker has its own
 tree-sitter parsers (a parser is not shared across processes or threads). The
 engine reads and opens every file itself (sealed blobs open only in the engine)
-and sends workers ``(path, blob id, bytes, language)``; a worker answers with
-each file's records in the byte form of ``engine/semantic/codec.py``, which the
-engine decodes with the same checks as a persisted row. The encoded bytes are
-what the persisted index stores, so nothing is encoded twice.
+and sends workers ``(path, blob id, bytes, language)`` in batches, largest
+files first and each batch smaller than the one before (so the workers finish
+together); a worker answers with each file's records in the byte form of
+``engine/semantic/codec.py``, written straight from the extractor's packed form
+(:func:`~engine.semantic.codec.encode_extracted`: no record objects made for
+the occurrences), which the engine decodes with the same checks as a persisted
+row. The encoded bytes are what the persisted index stores, so nothing is
+encoded twice.
 
 Workers exit with the engine (they are its children). If the pool cannot start
 or a worker dies, the batch is parsed in the calling thread instead.
