@@ -1136,9 +1136,11 @@ def _define(
     else:
         # scip_symbol(path, qualname, kinds), the path's part made once per file.
         symbol = walk.prefix + scip_symbol("_", qualname, all_kinds)[_ANY_PATH:]
-        bases = tuple(b for b in found.bases if _short(b))[:MAX_BASES]
-        if len(bases) < len(found.bases):
-            walk.truncated = True
+        bases = found.bases
+        if bases:
+            bases = tuple(b for b in bases if _short(b))[:MAX_BASES]
+            if len(bases) < len(found.bases):
+                walk.truncated = True
         if not _short(name, qualname) or len(symbol) - len(walk.prefix) > 2 * MAX_NAME_CHARS:
             # Too long to record (and so is all it holds: their names are longer).
             walk.truncated = True

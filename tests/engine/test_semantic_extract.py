@@ -100,3 +100,11 @@ def test_identifiers_inside_imports_and_definition_names_are_no_references() -> 
     record = _both_ways("m.py", source, "python")
     assert [o.name for o in record.occurrences] == ["alias"]
     assert record.occurrences[0].range.start_line == 2
+
+
+def test_a_callee_of_a_node_type_no_identifier_has_is_still_a_call() -> None:
+    # `({a})()` calls the shorthand property `a`, a name no JavaScript reference spells.
+    source = b"function f() { ({a})(); b(); }\n"
+    record = _both_ways("m.js", source, "javascript")
+    got = [(o.name, bool(o.roles & Role.CALL), o.enclosing) for o in record.occurrences]
+    assert got == [("a", True, "f"), ("b", True, "f")]
