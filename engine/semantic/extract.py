@@ -866,19 +866,18 @@ def extract(path: str, blob: str, data: bytes, language: str) -> FileIndex:
 def extract_packed(path: str, data: bytes, language: str) -> Extracted:
     """Index one file into the packed form (what :func:`extract` and the codec use).
 
-    One tree-sitter query, matched in C, captures the identifiers and the
-    nodes the language's rules look at (definitions, calls, imports, scopes).
-    The rules run on those nodes, in source order, each with the definition
-    around it; then the identifiers are turned into occurrences column by
-    column (``map`` over C accessors, no Python loop per identifier), each
-    getting the innermost definition around it by byte range (siblings never
-    overlap, so a range inside a definition's is a descendant). An identifier
-    that is a definition's name is no reference; one that a call calls gets
-    the ``CALL`` role; one inside an import is left to the import. Zero-width
-    identifiers (tokens tree-sitter's error recovery inserts; they spell
-    nothing) are not occurrences. Every text field is bounded so the codec
-    accepts the result (longer names, more imports than :data:`MAX_IMPORTS`:
-    left out, and the record says ``truncated``).
+    One tree-sitter query, matched in C, captures the identifiers, the calls
+    and the nodes whose rules need the enclosing scope (definitions, imports,
+    Rust ``impl`` blocks). Those rules run on those nodes in source order; each
+    call's rule finds the name it calls; then the identifiers become packed
+    occurrences column by column (``map`` over C accessors, no Python loop per
+    identifier), each with the innermost definition around it by byte range
+    (siblings never overlap, so a range inside a definition's is a
+    descendant). A definition's own name is no reference; a name a call calls
+    is one occurrence with the ``CALL`` role; names inside an import are the
+    import's. Zero-width identifiers (tokens tree-sitter's error recovery
+    inserts; they spell nothing) are not occurrences. Every text field is
+    bounded so the codec accepts the result (see the module's bounds).
 
     Args:
         path: The file's repository path.
