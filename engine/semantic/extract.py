@@ -686,7 +686,9 @@ _LANGS["tsx"] = _LANGS["typescript"]
 
 
 def _clean_doc(raw: str) -> str | None:
-    doc = textwrap.dedent(raw).strip()
+    # When the first line starts unindented, dedent(raw) only empties the lines of
+    # spaces and tabs, which the dedent below does as well: it is skipped then.
+    doc = (textwrap.dedent(raw) if raw[:1] in (" ", "\t", "\n") else raw).strip()
     if not doc:
         return None
     lines = doc.splitlines()
@@ -724,7 +726,9 @@ def _signature(node: Node, body: Node | None, data: bytes) -> str:
         anchor = node.parent
     end = body.start_byte if body is not None and body.start_byte > anchor.start_byte else None
     if end is None:
-        raw = data[anchor.start_byte : anchor.end_byte].split(b"\n", 1)[0]
+        start, stop = anchor.start_byte, anchor.end_byte
+        newline = data.find(b"\n", start, stop)
+        raw = data[start : stop if newline < 0 else newline]
         if node.type in ("type_spec", "type_alias"):
             raw = b"type " + raw.split(b"{", 1)[0]
     else:

@@ -7,6 +7,8 @@ not fail on deep or odd syntax; occurrences come in source order.
 
 from __future__ import annotations
 
+import textwrap
+
 from engine.semantic.codec import decode, encode, encode_extracted
 from engine.semantic.extract import (
     MAX_BASES,
@@ -108,3 +110,30 @@ def test_a_callee_of_a_node_type_no_identifier_has_is_still_a_call() -> None:
     record = _both_ways("m.js", source, "javascript")
     got = [(o.name, bool(o.roles & Role.CALL), o.enclosing) for o in record.occurrences]
     assert got == [("a", True, "f"), ("b", True, "f")]
+
+
+def test_docstrings_are_cleaned_as_by_two_dedents() -> None:
+    # _clean_doc skips the first of the two dedents when it cannot change the result.
+    from engine.semantic.extract import _clean_doc
+
+    def reference(raw: str) -> str | None:
+        doc = textwrap.dedent(raw).strip()
+        if not doc:
+            return None
+        lines = doc.splitlines()
+        return (lines[0].strip() + "\n" + textwrap.dedent("\n".join(lines[1:]))).strip()
+
+    samples = [
+        "Summary.\n\n    Details\n      more\n    ",
+        "\n    Summary.\n\n    Details\n",
+        "Summary.\r\n    Windows\r\n    lines\r\n",
+        "  Indented\n  first\r  split by splitlines, not by dedent\n  end",
+        "Sum\rmary\n  \x0c  form feed\n\t tab\n \t\n    end",
+        "\r   ",
+        " \t ",
+        "One line",
+        "Tabs\n\tone\n\t\ttwo\n  \tmixed",
+        "",
+    ]
+    for raw in samples:
+        assert _clean_doc(raw) == reference(raw), raw
