@@ -104,15 +104,25 @@ class CallContext:
     public_keys: Callable[[], Mapping[str, Ed25519PublicKey]] | None = field(
         default=None, repr=False
     )
+    _visible: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
 
     def visible(self, path: str) -> bool:
-        """True iff the caller may see ``path``: in scope, and the policy lets this tool read it."""
-        if not self.token.allows_path(path):
-            return False
-        request = policy.Request(
-            agent=self.token.agent, tool=self.tool, operation="read", paths=(path,)
-        )
-        return policy.evaluate(self.policy, request).allowed
+        """True iff the caller may see ``path``: in scope, and the policy lets this tool read it.
+
+        Answers are kept for the call (token and policy are fixed for it), so a
+        tool that tests the same paths many times evaluates each once.
+        """
+        known = self._visible.get(path)
+        if known is not None:
+            return known
+        seen = self.token.allows_path(path)
+        if seen:
+            request = policy.Request(
+                agent=self.token.agent, tool=self.tool, operation="read", paths=(path,)
+            )
+            seen = policy.evaluate(self.policy, request).allowed
+        self._visible[path] = seen
+        return seen
 
     def enforce_sizes(
         self, tool: str, path: str, content_bytes: int, after: vcs.StagedChange

@@ -172,8 +172,13 @@ def _defines_at_top(index: TreeIndex, path: str, name: str) -> bool:
     names = tops.get(path)
     if names is None:
         record = index.indexed.get(path)
-        defs = record.definitions if record is not None else ()
-        names = tops[path] = frozenset(d.name for d in defs if d.scope is None)
+        outline = record.outline if record is not None else None
+        # From the outline (no definition made): a top-level qualname is its name.
+        names = tops[path] = (
+            frozenset(n for n, q in zip(outline.names, outline.qualnames, strict=True) if n == q)
+            if outline is not None
+            else frozenset()
+        )
     return name in names
 
 

@@ -43,7 +43,7 @@ from engine.semantic.records import (
     Definition,
     FileIndex,
     Import,
-    PackedOccurrences,
+    Occurrence,
     Range,
     Role,
     scip_symbol,
@@ -848,18 +848,22 @@ def extract(path: str, blob: str, data: bytes, language: str) -> FileIndex:
         language: A name from ``engine.semantic.languages.LANGUAGES``.
 
     Returns:
-        The file's :class:`FileIndex` (its occurrences made on first use); an
-        empty one for oversized input.
+        The file's :class:`FileIndex`; an empty one for oversized input.
     """
     found = extract_packed(path, data, language)
     strings, ints = found.strings, found.occurrences
+    texts: list[str | None] = [*strings, None]  # enclosing -1 reads None
     roles = {value: Role(value) for value in set(ints[5::7])}
+    occurrences = tuple(
+        Occurrence(texts[n], Range(a, b, c, d), roles[r], texts[e])
+        for n, a, b, c, d, r, e in zip(*(ints[k::7] for k in range(7)), strict=True)
+    )
     return FileIndex(
         path,
         blob,
         language,
         found.definitions,
-        PackedOccurrences(strings, ints, roles),
+        occurrences,
         found.imports,
         found.impls,
         found.truncated,

@@ -29,18 +29,24 @@ import hashlib
 import threading
 import weakref
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from functools import partial
 
 from engine import vcs
 from engine.errors import RepositoryError
-from engine.semantic.codec import CodecError, decode, encode
+from engine.semantic.codec import (
+    CodecError,
+    decode_lazily,
+    decode_stored,
+    encode,
+    encode_outline,
+)
 from engine.semantic.extract import extract
 from engine.semantic.languages import language_for
 from engine.semantic.persist import PersistedIndex
 from engine.semantic.pool import MIN_POOL_FILES, Item, ParsePool
-from engine.semantic.records import Definition, FileIndex, Import, Occurrence, Role
+from engine.semantic.records import Definition, FileIndex, Import, Occurrence, Repair, Role
 
 __all__ = [
     "BLOB_CACHE_ENTRIES",
@@ -60,74 +66,256 @@ MAX_INDEXED_FILES = 20_000
 MAX_LISTED_FILES = 200_000
 
 
-@dataclass
+_NO_PATHS: list[str] = []
+
+
+class _Definitions(Mapping[str, list[Definition]]):
+    """Definitions by a key (name or qualname), made from the files on first lookup.
+
+    Holds each key's files (in the view's file order); a lookup makes the list
+    from those files' records (so only the files a query touches are decoded)
+    and keeps it. The lists are shared: do not change them.
+    """
+
+    __slots__ = ("_indexed", "_made", "_qualified", "paths")
+
+    def __init__(
+        self, paths: dict[str, list[str]], indexed: dict[str, FileIndex], *, qualified: bool
+    ) -> None:
+        self.paths = paths  # key -> the files defining it, in the view's file order
+        self._indexed = indexed
+        self._qualified = qualified
+        self._made: dict[str, list[Definition]] = {}
+
+    def __getitem__(self, key: str) -> list[Definition]:
+        made = self._made.get(key)
+        if made is None:
+            paths = self.paths[key]  # KeyError for a key no file defines
+            indexed = self._indexed
+            if self._qualified:
+                made = [d for p in paths for d in indexed[p].qualified(key)]
+            else:
+                made = [d for p in paths for d in indexed[p].defined(key)]
+            self._made[key] = made
+        return made
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.paths
+
+
+class _BySymbol(Mapping[str, Definition]):
+    """SCIP symbol to its definition (the last of a repeated one), through its file."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index: TreeIndex) -> None:
+        self._index = index
+
+    def __getitem__(self, symbol: str) -> Definition:
+        path = self._index._symbol_paths().get(symbol)
+        record = self._index.indexed.get(path) if path is not None else None
+        found = record.symbol(symbol) if record is not None else None
+        if found is None:
+            raise KeyError(symbol)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index._symbol_paths())
+
+    def __len__(self) -> int:
+        return len(self._index._symbol_paths())
+
+
+class _ByPlace(Mapping[tuple[str, str], Definition]):
+    """``(path, qualname)`` to the first definition of that qualname in that file."""
+
+    __slots__ = ("_indexed",)
+
+    def __init__(self, indexed: dict[str, FileIndex]) -> None:
+        self._indexed = indexed
+
+    def __getitem__(self, place: tuple[str, str]) -> Definition:
+        path, qualname = place
+        record = self._indexed.get(path)
+        found = record.qualified(qualname) if record is not None else ()
+        if not found:
+            raise KeyError(place)
+        return found[0]
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        for path, record in self._indexed.items():
+            for qualname in dict.fromkeys(record.outline.qualnames):
+                yield path, qualname
+
+    def __len__(self) -> int:
+        return sum(len(set(r.outline.qualnames)) for r in self._indexed.values())
+
+
+class _Children(Mapping[str, list[Definition]]):
+    """Base name to the definitions naming it as a base, then Rust types implementing it.
+
+    Order: definitions by their name's place among the view's names
+    (``by_name`` order), then in file order; then ``impl`` blocks in order.
+    """
+
+    __slots__ = ("_index", "_made")
+
+    def __init__(self, index: TreeIndex) -> None:
+        self._index = index
+        self._made: dict[str, list[Definition]] = {}
+
+    def _find(self, base: str) -> list[Definition]:
+        index = self._index
+        found = [
+            d
+            for p in index._base_paths().get(base, ())
+            for d in index.indexed[p].definitions
+            for b in d.bases
+            if b == base
+        ]
+        rank = index._name_rank()
+        found.sort(key=lambda d: rank.get(d.name, len(rank)))  # stable: file order kept
+        for path, typ, trait, _line in index.impls:
+            if trait == base:
+                found.extend(
+                    d
+                    for d in index.by_name.get(typ, ())
+                    if d.path == path or d.kind in ("struct", "enum", "type")
+                )
+        return found
+
+    def __getitem__(self, base: str) -> list[Definition]:
+        made = self._made.get(base)
+        if made is None:
+            made = self._made[base] = self._find(base)
+        if not made:
+            raise KeyError(base)
+        return made
+
+    def _keys(self) -> list[str]:
+        index = self._index
+        keys = dict.fromkeys(index._base_paths())
+        keys.update(dict.fromkeys(trait for _p, _t, trait, _l in index.impls))
+        return [k for k in keys if k in self]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+
 class TreeIndex:
     """The union of the file records of one view, with lookup tables.
+
+    The tables are built from each file's outline (names, qualnames, symbols and
+    bases of its definitions) and the names its occurrences spell, so building
+    a view makes no definition: the definitions a lookup returns are made from
+    their files' records on first use (a file read from the persisted index is
+    then checked; see :class:`~engine.semantic.records.FileIndex`).
 
     Attributes:
         files: Every regular file of the view (path to blob id), indexed or not.
         indexed: Path to record, for files in a known language.
         truncated: True if :data:`MAX_INDEXED_FILES` or a per-file bound cut something.
-        by_name: Definitions by name; ``by_qualname``, ``by_symbol`` and
+        by_name: Definitions by name (a read-only mapping to lists, made per
+            name on first lookup); ``by_qualname``, ``by_symbol`` and
             ``by_place`` (``(path, qualname)``) likewise.
         uses: Name to the paths of the files with an occurrence of it (the
             occurrences themselves through :meth:`uses_of`, made lazily).
-        imports: ``(path, Import)`` for every import.
+        imports: ``(path, Import)`` for every import (made on first use).
         children: Base name to the definitions naming it as a base (and Rust
             types implementing a trait of that name).
         impls: ``(path, type, trait, line)`` for Rust ``impl Trait for Type``.
+        derived: Lookup structures other modules make from this index on
+            first use, by name.
 
     An index is never changed once built (:meth:`derive` makes a new one), so
-    every session with the same view shares it across threads.
+    every session with the same view shares it across threads; what it makes
+    on first use is made the same by any thread.
     """
 
-    files: dict[str, str]
-    indexed: dict[str, FileIndex]
-    truncated: bool
-    by_name: dict[str, list[Definition]] = field(default_factory=dict)
-    by_qualname: dict[str, list[Definition]] = field(default_factory=dict)
-    by_symbol: dict[str, Definition] = field(default_factory=dict)
-    by_place: dict[tuple[str, str], Definition] = field(default_factory=dict)
-    uses: dict[str, list[str]] = field(default_factory=dict)
-    imports: list[tuple[str, Import]] = field(default_factory=list)
-    children: dict[str, list[Definition]] = field(default_factory=dict)
-    impls: list[tuple[str, str, str, int]] = field(default_factory=list)
-    _names: NameIndex | None = field(default=None, repr=False, compare=False)
-    derived: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
-    """Lookup structures other modules make from this index on first use, by name."""
+    def __init__(
+        self,
+        files: dict[str, str],
+        indexed: dict[str, FileIndex],
+        truncated: bool,
+        *,
+        names: dict[str, list[str]],
+        qualnames: dict[str, list[str]],
+        uses: dict[str, list[str]],
+        impls: list[tuple[str, str, str, int]],
+    ) -> None:
+        self.files = files
+        self.indexed = indexed
+        self.truncated = truncated
+        self.by_name: Mapping[str, list[Definition]] = _Definitions(
+            names, indexed, qualified=False
+        )
+        self.by_qualname: Mapping[str, list[Definition]] = _Definitions(
+            qualnames, indexed, qualified=True
+        )
+        self.by_symbol: Mapping[str, Definition] = _BySymbol(self)
+        self.by_place: Mapping[tuple[str, str], Definition] = _ByPlace(indexed)
+        self.uses = uses
+        self.impls = impls
+        self.children: Mapping[str, list[Definition]] = _Children(self)
+        self._name_paths = names
+        self._qualname_paths = qualnames
+        self._imports: list[tuple[str, Import]] | None = None
+        self._symbols: dict[str, str] | None = None
+        self._bases: dict[str, list[str]] | None = None
+        self._ranks: dict[str, int] | None = None
+        self._names: NameIndex | None = None
+        self.derived: dict[str, object] = {}
+
+    def __repr__(self) -> str:
+        return f"TreeIndex({len(self.files)} files, {len(self.indexed)} indexed)"
 
     @classmethod
     def build(
         cls, files: dict[str, str], records: Iterable[FileIndex], truncated: bool
     ) -> TreeIndex:
-        """Merge file records into one index."""
-        by_name: defaultdict[str, list[Definition]] = defaultdict(list)
-        by_qual: defaultdict[str, list[Definition]] = defaultdict(list)
+        """Merge file records into one index (from their outlines; no definition is made)."""
+        by_name: defaultdict[str, list[str]] = defaultdict(list)
+        by_qual: defaultdict[str, list[str]] = defaultdict(list)
         uses: defaultdict[str, list[str]] = defaultdict(list)
-        index = cls(files, {}, truncated)
+        indexed: dict[str, FileIndex] = {}
+        impls: list[tuple[str, str, str, int]] = []
         for record in records:
-            index.indexed[record.path] = record
-            index.truncated = index.truncated or record.truncated
-            for d in record.definitions:
-                by_name[d.name].append(d)
-                by_qual[d.qualname].append(d)
-                index.by_symbol[d.symbol] = d
-                index.by_place.setdefault((d.path, d.qualname), d)
+            path = record.path
+            indexed[path] = record
+            truncated = truncated or record.truncated
+            outline = record.outline
+            for name in dict.fromkeys(outline.names):
+                by_name[name].append(path)
+            for qualname in dict.fromkeys(outline.qualnames):
+                by_qual[qualname].append(path)
             for name in record.names:
-                uses[name].append(record.path)
-            index.imports.extend((record.path, imp) for imp in record.imports)
-            index.impls.extend((record.path, t, trait, line) for t, trait, line in record.impls)
-        index.by_name, index.by_qualname = dict(by_name), dict(by_qual)
-        index.uses = dict(uses)
-        index.children = _children(index.by_name, index.impls)
-        return index
+                uses[name].append(path)
+            impls.extend((path, t, trait, line) for t, trait, line in record.impls)
+        return cls(
+            files,
+            indexed,
+            truncated,
+            names=dict(by_name),
+            qualnames=dict(by_qual),
+            uses=dict(uses),
+            impls=impls,
+        )
 
     def derive(self, files: dict[str, str], replaced: dict[str, FileIndex | None]) -> TreeIndex:
         """A new index: this one with some files' records replaced (this one is unchanged).
 
         Tables are copied shallowly; only the entries the replaced files touch
-        (their names, qualnames, symbols and places) are rebuilt, so a staged
-        edit costs about its own file, not the tree.
+        (their names and qualnames, and the names they use) are rebuilt, so a
+        staged edit costs about its own file, not the tree.
 
         Args:
             files: Every regular file of the new view (path to blob id).
@@ -141,63 +329,97 @@ class TreeIndex:
         old = [self.indexed[p] for p in paths if p in self.indexed]
         new = [r for r in replaced.values() if r is not None]
         truncated = self.truncated or any(r.truncated for r in new)
-        index = TreeIndex(files, dict(self.indexed), truncated)
+        indexed = dict(self.indexed)
         for p in paths:
-            index.indexed.pop(p, None)
+            indexed.pop(p, None)
         for r in new:
-            index.indexed[r.path] = r
-        old_defs = [d for r in old for d in r.definitions]
-        new_defs = [d for r in new for d in r.definitions]
+            indexed[r.path] = r
 
-        def rebuilt(
-            table: dict[str, list[Definition]], names: set[str], attr: str
-        ) -> dict[str, list[Definition]]:
+        def rebuilt(table: dict[str, list[str]], column: Callable[[FileIndex], Iterable[str]]
+                    ) -> dict[str, list[str]]:
+            # Files by key: dropping a file's entries costs the files sharing the key.
             out = dict(table)
-            fresh: defaultdict[str, list[Definition]] = defaultdict(list)
-            for d in new_defs:
-                fresh[getattr(d, attr)].append(d)
-            for name in names:
-                kept = [d for d in table.get(name, ()) if d.path not in paths]
-                kept += fresh.get(name, ())
+            added: defaultdict[str, list[str]] = defaultdict(list)
+            for r in new:
+                for key in dict.fromkeys(column(r)):
+                    added[key].append(r.path)
+            for key in {k for r in old for k in column(r)} | set(added):
+                kept = [p for p in table.get(key, ()) if p not in paths]
+                kept += added.get(key, ())
                 if kept:
-                    out[name] = kept
+                    out[key] = kept
                 else:
-                    out.pop(name, None)
+                    out.pop(key, None)
             return out
 
-        touched = old_defs + new_defs
-        index.by_name = rebuilt(self.by_name, {d.name for d in touched}, "name")
-        index.by_qualname = rebuilt(self.by_qualname, {d.qualname for d in touched}, "qualname")
-        index.by_symbol = dict(self.by_symbol)
-        index.by_place = dict(self.by_place)
-        for d in old_defs:
-            if index.by_symbol.get(d.symbol) is d:
-                del index.by_symbol[d.symbol]
-            if index.by_place.get((d.path, d.qualname)) is d:
-                del index.by_place[(d.path, d.qualname)]
-        for d in new_defs:
-            index.by_symbol[d.symbol] = d
-            index.by_place.setdefault((d.path, d.qualname), d)
-        index.uses = dict(self.uses)
-        added: defaultdict[str, list[str]] = defaultdict(list)
+        impls = [x for x in self.impls if x[0] not in paths]
         for r in new:
-            for name in r.names:
-                added[name].append(r.path)
-        for name in {n for r in old for n in r.names} | set(added):
-            # Files by name: dropping a file's uses costs the files using the name.
-            kept_uses = [p for p in self.uses.get(name, ()) if p not in paths]
-            kept_uses += added.get(name, ())
-            if kept_uses:
-                index.uses[name] = kept_uses
-            else:
-                index.uses.pop(name, None)
-        index.imports = [x for x in self.imports if x[0] not in paths]
-        index.impls = [x for x in self.impls if x[0] not in paths]
-        for r in new:
-            index.imports.extend((r.path, imp) for imp in r.imports)
-            index.impls.extend((r.path, t, trait, line) for t, trait, line in r.impls)
-        index.children = _children(index.by_name, index.impls)
+            impls.extend((r.path, t, trait, line) for t, trait, line in r.impls)
+        index = TreeIndex(
+            files,
+            indexed,
+            truncated,
+            names=rebuilt(self._name_paths, lambda r: r.outline.names),
+            qualnames=rebuilt(self._qualname_paths, lambda r: r.outline.qualnames),
+            uses=rebuilt(self.uses, lambda r: r.names),
+            impls=impls,
+        )
+        symbols = self._symbols
+        if symbols is not None:  # else made on first use
+            symbols = dict(symbols)
+            for r in old:
+                for symbol in r.outline.symbols:
+                    if symbols.get(symbol) == r.path:
+                        del symbols[symbol]
+            for r in new:
+                symbols.update(dict.fromkeys(r.outline.symbols, r.path))
+            index._symbols = symbols
         return index
+
+    @property
+    def imports(self) -> list[tuple[str, Import]]:
+        """``(path, Import)`` for every import, file by file (made on first use)."""
+        found = self._imports
+        if found is None:
+            found = self._imports = [
+                (path, imp) for path, record in self.indexed.items() for imp in record.imports
+            ]
+        return found
+
+    def _symbol_paths(self) -> dict[str, str]:
+        """SCIP symbol to the path of its file (made on first use)."""
+        found = self._symbols
+        if found is None:
+            found = {}
+            for path, record in self.indexed.items():
+                found.update(dict.fromkeys(record.outline.symbols, path))
+            self._symbols = found
+        return found
+
+    def _base_paths(self) -> dict[str, list[str]]:
+        """Base name to the files with a definition naming it (made on first use)."""
+        found = self._bases
+        if found is None:
+            table: defaultdict[str, list[str]] = defaultdict(list)
+            for path, record in self.indexed.items():
+                for base in record.outline.bases:
+                    table[base].append(path)
+            found = self._bases = dict(table)
+        return found
+
+    def _name_rank(self) -> dict[str, int]:
+        """Each defined name's place in ``by_name`` (made on first use)."""
+        found = self._ranks
+        if found is None:
+            found = self._ranks = {name: i for i, name in enumerate(self._name_paths)}
+        return found
+
+    def defined_in(self, name: str) -> list[str]:
+        """Paths of the files defining ``name``, in view order, without making definitions.
+
+        Do not change the list.
+        """
+        return self._name_paths.get(name, _NO_PATHS)
 
     def names(self) -> NameIndex:
         """The name lookup structures of this index (made on first use, then kept)."""
@@ -259,8 +481,9 @@ class TreeIndex:
             ]
 
         found: list[Definition] = []
-        if symbol in self.by_symbol:
-            found = kept([self.by_symbol[symbol]])
+        by_symbol = self.by_symbol.get(symbol)
+        if by_symbol is not None:
+            found = kept([by_symbol])
         if not found:
             found = kept(self.by_qualname.get(symbol, ()))
         if not found and "." in symbol:
@@ -269,22 +492,6 @@ class TreeIndex:
         if not found:
             found = kept(self.by_name.get(symbol, ()))
         return sorted(found, key=rank_key)
-
-
-def _children(
-    by_name: dict[str, list[Definition]], impls: list[tuple[str, str, str, int]]
-) -> dict[str, list[Definition]]:
-    """Definitions by each base they name, and Rust types by the traits they implement."""
-    children: defaultdict[str, list[Definition]] = defaultdict(list)
-    for defs in by_name.values():
-        for d in defs:
-            for base in d.bases:
-                children[base].append(d)
-    for path, typ, trait, _line in impls:
-        for d in by_name.get(typ, ()):
-            if d.path == path or d.kind in ("struct", "enum", "type"):
-                children[trait].append(d)
-    return dict(children)
 
 
 FUZZY_CANDIDATES = 150
@@ -307,7 +514,7 @@ class NameIndex:
         by_name: Definitions by name (``TreeIndex.by_name``).
     """
 
-    def __init__(self, by_name: dict[str, list[Definition]]) -> None:
+    def __init__(self, by_name: Mapping[str, list[Definition]]) -> None:
         lower: defaultdict[str, list[str]] = defaultdict(list)
         for name in by_name:
             lower[name.lower()].append(name)
@@ -379,13 +586,18 @@ class NameIndex:
             for i, c in counts.items()
             if c >= least
             and 2 * min(size, len(self.sorted[i])) >= cutoff * (size + len(self.sorted[i]))
-            and (keep is None or keep(self.sorted[i]))
         ]
         reach.sort(key=lambda pair: -pair[0])
         matcher = difflib.SequenceMatcher()
         matcher.set_seq2(query)
         out: list[tuple[float, str]] = []
-        for _count, i in reach[:FUZZY_CANDIDATES]:
+        taken = 0
+        for _count, i in reach:
+            if taken >= FUZZY_CANDIDATES:
+                break
+            if keep is not None and not keep(self.sorted[i]):
+                continue  # refused names take no candidate's place
+            taken += 1
             matcher.set_seq1(self.sorted[i])
             if matcher.real_quick_ratio() >= cutoff and matcher.quick_ratio() >= cutoff:
                 ratio = matcher.ratio()
@@ -476,6 +688,24 @@ def git_blob_id(data: bytes) -> str:
     """
     head = b"blob %d\0" % len(data)
     return hashlib.sha1(head + data, usedforsecurity=False).hexdigest()
+
+
+class _Fetch:
+    """Reads one file's records row from the persisted index, when first called."""
+
+    __slots__ = ("_blob", "_path", "_persisted", "found")
+
+    def __init__(self, persisted: PersistedIndex, path: str, blob: str) -> None:
+        self._persisted = persisted
+        self._path = path
+        self._blob = blob
+        self.found = False  # a verified row was read (a later failure is then its check's)
+
+    def __call__(self) -> bytes | None:
+        """The row's verified bytes (still untrusted input), or ``None``."""
+        data = self._persisted.load([(self._path, self._blob)]).get((self._path, self._blob))
+        self.found = data is not None
+        return data
 
 
 _POOL: ParsePool | None = None
@@ -582,25 +812,7 @@ class Indexer:
         persisted = self.persisted
         loaded: dict[tuple[str, str], bytes] = {}
         if persisted is not None:
-            loaded = persisted.load((p, b) for p, b, _l in missing if p not in staged)
-        items: list[Item] = []
-        fresh: list[FileIndex] = []
-        for path, blob, language in missing:
-            payload = loaded.get((path, blob))
-            if payload is not None:
-                try:
-                    fresh.append(decode(payload, path, blob, language))
-                    continue
-                except CodecError:
-                    persisted.rejected += 1  # type: ignore[union-attr]
-            try:
-                data = read(path)
-            except RepositoryError:  # a seal that does not open: not indexed
-                continue
-            if data is not None:
-                items.append((path, blob, data, language))
-        loaded_count = len(fresh)
-        rows: list[tuple[str, str, bytes]] = []
+            loaded = persisted.load_outlines((p, b) for p, b, _l in missing if p not in staged)
 
         def keep(path: str, blob: str, data: bytes) -> bool:
             # The blob is in git in the clear exactly when the plaintext hashes to
@@ -612,18 +824,48 @@ class Indexer:
                 and git_blob_id(data) == blob
             )
 
+        def repair(path: str, blob: str, language: str, fetch: _Fetch | None = None) -> Repair:
+            return partial(self._repair, path, blob, language, read, keep, fetch)
+
+        items: list[Item] = []
+        fresh: list[FileIndex] = []
+        for path, blob, language in missing:
+            outline = loaded.get((path, blob))
+            if outline is not None and persisted is not None:
+                fetch = _Fetch(persisted, path, blob)
+                mend = repair(path, blob, language, fetch)
+                try:
+                    fresh.append(decode_stored(outline, fetch, path, blob, language, mend))
+                    continue
+                except CodecError:
+                    persisted.rejected += 1
+            try:
+                data = read(path)
+            except RepositoryError:  # a seal that does not open: not indexed
+                continue
+            if data is not None:
+                items.append((path, blob, data, language))
+        loaded_count = len(fresh)
+        rows: list[tuple[str, str, bytes, bytes]] = []
         if len(items) >= MIN_POOL_FILES:
             pool = self._pool or _shared_pool()
             for (path, blob, data, language), payload in pool.parse(items):
-                fresh.append(decode(payload, path, blob, language))
+                try:
+                    record = decode_lazily(
+                        payload, path, blob, language, repair(path, blob, language)
+                    )
+                except CodecError:  # not from a worker of this code: parse it here
+                    fresh.append(extract(path, blob, data, language))
+                    continue
+                fresh.append(record)
                 if keep(path, blob, data):
-                    rows.append((path, blob, payload))
+                    rows.append((path, blob, encode_outline(record), payload))
         else:  # a few files (a staged edit, a new commit): here, no encoding unless kept
             for path, blob, data, language in items:
                 record = extract(path, blob, data, language)
                 fresh.append(record)
                 if keep(path, blob, data):
-                    rows.append((path, blob, encode(record)))
+                    rows.append((path, blob, encode_outline(record), encode(record)))
         if persisted is not None and rows:
             persisted.store(rows)
         with self._lock:
@@ -633,6 +875,50 @@ class Indexer:
             self.parsed += len(fresh) - loaded_count
             self.loaded += loaded_count
         return found
+
+    def _repair(
+        self,
+        path: str,
+        blob: str,
+        language: str,
+        read: Callable[[str], bytes | None],
+        keep: Callable[[str, str, bytes], bool],
+        fetch: _Fetch | None,
+    ) -> FileIndex | None:
+        """Parse a file again whose encoded records failed a check at first use.
+
+        The rows count as missing, as if they had failed when read: the file is
+        parsed from its content in the view it was first read for (the same
+        blob), its rows rewritten if it may be kept, and every cached view
+        dropped (their tables came from the outline; they are merged again on
+        next use). ``None`` if the file can no longer be read (it is dropped
+        from the cache too). ``fetch``: how the records were read from the
+        persisted index, if they were (they then count as parsed, no longer as
+        loaded; a row read and verified but failing a check counts as rejected,
+        as a row failing its MAC already did when read).
+        """
+        persisted = self.persisted
+        if persisted is not None and (fetch is None or fetch.found):
+            persisted.rejected += 1
+        if fetch is not None:
+            with self._lock:
+                self.loaded -= 1
+        try:
+            data = read(path)
+        except RepositoryError:
+            data = None
+        record = extract(path, blob, data, language) if data is not None else None
+        if record is not None and persisted is not None and keep(path, blob, data or b""):
+            persisted.store([(path, blob, encode_outline(record), encode(record))])
+        with self._lock:
+            # Dropped last, so a view merged meanwhile (from the outline) goes too;
+            # the caller takes the new records at once.
+            self._views.items.clear()
+            if record is None:
+                self._blobs.items.pop((path, blob), None)
+            else:
+                self.parsed += 1
+        return record
 
     def _build(
         self,

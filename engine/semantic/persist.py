@@ -1,4 +1,4 @@
-"""The persisted index: each file's encoded records by ``(path, blob id, version)``.
+"""The persisted index: each file's encoded records and outline by ``(path, blob id, version)``.
 
 A new engine process on a tree indexed before reads records from here instead of
 parsing (docs/semantic.md, "Building and reuse").
@@ -12,15 +12,22 @@ parsing (docs/semantic.md, "Building and reuse").
 * **Version**: rows carry :data:`RECORD_VERSION`, a hash of the extractor's source,
   the record codec and every grammar's version; a row of another version is
   never read (a changed extractor re-parses) and is the first to go.
+* **Two byte strings per row**: a file's records (``engine.semantic.codec.encode``)
+  and their outline (``encode_outline``: what a view's tables need), each with
+  its own MAC. A warm start reads outlines only
+  (:meth:`PersistedIndex.load_outlines`); a file's records are read
+  (:meth:`PersistedIndex.load`) when a query first needs them.
 * **Untrusted**: anyone who can write the git directory can write this file. A
   row is used only if its HMAC-SHA256 (keyed by the engine, see :func:`derive_key`)
-  verifies over the version, path, blob id and bytes, and then only through
-  :func:`engine.semantic.codec.decode`'s checks. Anything else (a row from
-  another chit home, altered bytes, a corrupt file) counts as missing: the file
-  is parsed again and the row rewritten.
+  verifies over the version, path, blob id and bytes (an outline's MAC over a
+  distinct prefix, so neither kind of row passes for the other), and then only
+  through :func:`engine.semantic.codec.decode_stored`'s checks (the outline's
+  when it is read, each part of the records' at its first use). Anything else
+  (a row from another chit home, altered bytes, a corrupt file, a missing
+  row) counts as missing: the file is parsed again and its rows rewritten.
 * **Bounded**: at most :data:`MAX_ROWS` rows; past that the oldest rows are
-  deleted. A row over :data:`~engine.semantic.codec.MAX_PAYLOAD_BYTES` is neither
-  written nor read.
+  deleted. Bytes over :data:`~engine.semantic.codec.MAX_PAYLOAD_BYTES` are
+  neither written nor read.
 * **Never protected content**: callers store only files of a commit's tree whose
   path the policy does not protect and whose blob is not sealed
   (engine/semantic/index.py); records of protected files stay in memory.
@@ -59,19 +66,24 @@ MAX_ROWS = 200_000
 """Rows kept; the oldest beyond it are deleted (ten times the files one view indexes)."""
 _BATCH = 400  # (path, blob) pairs per SELECT
 _KEY_INFO = b"chit-semantic-index/1"
+_OUTLINE_TAG = b"chit-semantic-outline\0"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
     path TEXT NOT NULL,
     blob TEXT NOT NULL,
     version TEXT NOT NULL,
+    stored_at INTEGER NOT NULL,
+    outline_mac BLOB,
+    outline BLOB,
     mac BLOB NOT NULL,
     payload BLOB NOT NULL,
-    stored_at INTEGER NOT NULL,
-    PRIMARY KEY (path, blob, version)
-) WITHOUT ROWID;
+    UNIQUE (path, blob, version)
+);
 CREATE INDEX IF NOT EXISTS records_age ON records (stored_at);
 """
+# The outline sits before the payload, and the table has row ids (the key is a
+# separate index): reading outlines never reads a payload's pages.
 
 
 def _record_version() -> str:
@@ -123,6 +135,24 @@ def derive_key(secret: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_KEY_INFO).derive(secret)
 
 
+def _old_layout(db: sqlite3.Connection) -> bool:
+    columns = {row[1] for row in db.execute("PRAGMA table_info(records)")}
+    return bool(columns) and "outline_mac" not in columns
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Drop a ``records`` table of an older layout, then make the tables if missing.
+
+    A table without outlines holds rows of another version only (the layout
+    came with a new codec), so nothing is lost.
+    """
+    if _old_layout(db):
+        with _immediate(db):
+            if _old_layout(db):  # not already done by another engine
+                db.execute("DROP TABLE records")
+    db.executescript(_SCHEMA)
+
+
 @contextmanager
 def _immediate(db: sqlite3.Connection) -> Iterator[None]:
     """One ``BEGIN IMMEDIATE`` transaction: committed if the block ends, else rolled back."""
@@ -135,9 +165,13 @@ def _immediate(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
-def _mac(key: bytes, path: str, blob: str, payload: bytes) -> bytes:
+def _mac(key: bytes, path: str, blob: str, payload: bytes, *, outline: bool = False) -> bytes:
+    # A records row's MAC input starts with the version (hex), an outline's with
+    # _OUTLINE_TAG: the bytes of one kind never verify as the other.
     head = f"{RECORD_VERSION}\0{path}\0{blob}\0".encode()
-    return hmac.new(key, head + payload, hashlib.sha256).digest()
+    mac = hmac.new(key, _OUTLINE_TAG + head if outline else head, hashlib.sha256)
+    mac.update(payload)
+    return mac.digest()
 
 
 class PersistedIndex:
@@ -190,7 +224,7 @@ class PersistedIndex:
             db = sqlite3.connect(self._path, timeout=10.0, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
+            _migrate(db)
         except (OSError, sqlite3.Error):
             self._fail("cannot be opened")
             return None
@@ -203,7 +237,7 @@ class PersistedIndex:
         self._broken = True
 
     def load(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
-        """Rows for some ``(path, blob id)`` pairs whose MAC verifies.
+        """Records rows for some ``(path, blob id)`` pairs whose MAC verifies.
 
         Args:
             keys: ``(repository path, blob id hex)`` pairs.
@@ -212,6 +246,36 @@ class PersistedIndex:
             The verified bytes by pair (still to be decoded, as untrusted input);
             pairs with no row, or a row that does not verify, are left out.
         """
+        return self._verified(
+            "SELECT path, blob, mac, payload FROM records WHERE version = ?"
+            " AND length(payload) <= ? AND (path, blob) IN (VALUES {marks})",
+            keys,
+            outline=False,
+        )
+
+    def load_outlines(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], bytes]:
+        """Outline rows for some ``(path, blob id)`` pairs whose MAC verifies.
+
+        The records beside them are neither read nor verified here
+        (:meth:`load` does, when the file's records are needed).
+
+        Args:
+            keys: ``(repository path, blob id hex)`` pairs.
+
+        Returns:
+            The verified outline bytes by pair (still to be decoded, as
+            untrusted input); others are left out.
+        """
+        return self._verified(
+            "SELECT path, blob, outline_mac, outline FROM records WHERE version = ?"
+            " AND length(outline) <= ? AND (path, blob) IN (VALUES {marks})",
+            keys,
+            outline=True,
+        )
+
+    def _verified(
+        self, query: str, keys: Iterable[tuple[str, str]], *, outline: bool
+    ) -> dict[tuple[str, str], bytes]:
         db = self._connect()
         wanted = list(keys)
         found: dict[tuple[str, str], bytes] = {}
@@ -227,8 +291,7 @@ class PersistedIndex:
                 chunk = wanted[at : at + _BATCH]
                 marks = ",".join("(?,?)" for _ in chunk)
                 rows = db.execute(
-                    "SELECT path, blob, mac, payload FROM records WHERE version = ?"  # noqa: S608
-                    f" AND length(payload) <= ? AND (path, blob) IN (VALUES {marks})",
+                    query.format(marks=marks),
                     (RECORD_VERSION, MAX_PAYLOAD_BYTES, *(x for pair in chunk for x in pair)),
                 ).fetchall()
                 for path, blob, mac, payload in rows:
@@ -237,7 +300,9 @@ class PersistedIndex:
                         and type(blob) is str
                         and type(mac) is bytes
                         and type(payload) is bytes
-                        and hmac.compare_digest(mac, _mac(key, path, blob, payload))
+                        and hmac.compare_digest(
+                            mac, _mac(key, path, blob, payload, outline=outline)
+                        )
                     ):
                         found[(path, blob)] = payload
                     else:
@@ -247,15 +312,21 @@ class PersistedIndex:
         self.hits += len(found)
         return found
 
-    def store(self, rows: Iterable[tuple[str, str, bytes]], *, now: int | None = None) -> None:
-        """Store encoded records, one transaction for the batch.
+    def store(
+        self, rows: Iterable[tuple[str, str, bytes, bytes]], *, now: int | None = None
+    ) -> None:
+        """Store encoded records and their outlines, one transaction for the batch.
 
         Args:
-            rows: ``(path, blob id hex, encoded bytes)``; bytes over
+            rows: ``(path, blob id hex, outline, records)``: the bytes of
+                ``engine.semantic.codec.encode_outline`` and ``encode`` of one
+                file's records; rows with either over
                 :data:`~engine.semantic.codec.MAX_PAYLOAD_BYTES` are skipped.
             now: Unix seconds recorded as the rows' age (default: the clock).
         """
-        batch = [r for r in rows if len(r[2]) <= MAX_PAYLOAD_BYTES]
+        batch = [
+            r for r in rows if len(r[2]) <= MAX_PAYLOAD_BYTES and len(r[3]) <= MAX_PAYLOAD_BYTES
+        ]
         db = self._connect()
         if db is None or not batch:
             return
@@ -267,11 +338,20 @@ class PersistedIndex:
         try:
             with _immediate(db):
                 db.executemany(
-                    "INSERT OR REPLACE INTO records (path, blob, version, mac, payload, stored_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO records (path, blob, version, stored_at, outline_mac,"
+                    " outline, mac, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [
-                        (path, blob, RECORD_VERSION, _mac(key, path, blob, data), data, stamp)
-                        for path, blob, data in batch
+                        (
+                            path,
+                            blob,
+                            RECORD_VERSION,
+                            stamp,
+                            _mac(key, path, blob, outline, outline=True),
+                            outline,
+                            _mac(key, path, blob, data),
+                            data,
+                        )
+                        for path, blob, outline, data in batch
                     ],
                 )
                 self._writes += len(batch)
@@ -288,8 +368,8 @@ class PersistedIndex:
         extra = int(count) - MAX_ROWS
         if extra > 0:
             db.execute(
-                "DELETE FROM records WHERE (path, blob, version) IN (SELECT path, blob,"
-                " version FROM records ORDER BY stored_at LIMIT ?)",
+                "DELETE FROM records WHERE rowid IN (SELECT rowid FROM records"
+                " ORDER BY stored_at LIMIT ?)",
                 (extra,),
             )
 

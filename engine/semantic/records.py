@@ -20,17 +20,20 @@ session whose view holds the same blob.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable
 from enum import IntFlag
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 __all__ = [
     "Definition",
     "FileIndex",
     "Import",
     "Occurrence",
-    "PackedOccurrences",
+    "Outline",
+    "Parts",
     "Range",
+    "Repair",
     "Role",
     "scip_symbol",
 ]
@@ -131,45 +134,68 @@ class Import(NamedTuple):
     enclosing: str | None
 
 
-class PackedOccurrences:
-    """Occurrences kept as integers until first asked for (the persisted form).
+class Outline(NamedTuple):
+    """What the merged tables of a view need of a file's definitions.
 
-    Seven integers per occurrence, as ``engine/semantic/codec.py`` lays them
-    out: name (an index into ``strings``), the four range numbers, roles, and
-    enclosing (an index into ``strings`` or -1). The codec has checked every
-    number before making one; :meth:`unpack` only builds the tuples.
+    The first three are columns, one entry per definition in source order. A
+    record read from the persisted index has its outline checked when it is
+    read, before any definition is made (:class:`FileIndex`).
 
-    Args:
-        strings: The string table.
-        ints: ``7 * count`` checked integers (any sequence of ints: an ``array``).
-        roles: Each roles value that occurs, as a :class:`Role`.
+    Attributes:
+        names: Each definition's ``name``.
+        qualnames: Each definition's ``qualname``.
+        symbols: Each definition's ``symbol``.
+        bases: Every base the file's definitions name, once each, in order.
     """
 
-    __slots__ = ("_ints", "_roles", "_strings", "count")
+    names: tuple[str, ...] = ()
+    qualnames: tuple[str, ...] = ()
+    symbols: tuple[str, ...] = ()
+    bases: tuple[str, ...] = ()
 
-    def __init__(self, strings: list[str], ints: Sequence[int], roles: dict[int, Role]) -> None:
-        self._strings: list[str | None] = [*strings, None]  # index -1 is None
-        self._ints = ints
-        self._roles = roles
-        self.count = len(ints) // 7
 
-    def unpack(self) -> tuple[Occurrence, ...]:
-        """The occurrences, in source order."""
-        ints, texts, roles = self._ints, self._strings, self._roles
-        columns = [ints[k::7] for k in range(7)]
-        return tuple(
-            Occurrence(texts[n], Range(a, b, c, d), roles[r], texts[e])
-            for n, a, b, c, d, r, e in zip(*columns, strict=True)
-        )
+class Parts(Protocol):
+    """The parts of a file's records still encoded (``engine/semantic/codec.py``).
+
+    Each method checks its part and makes its records on the call; it raises
+    :class:`ValueError` (the codec's ``CodecError``) if the part is malformed.
+    """
+
+    def definitions(self) -> tuple[Definition, ...]:
+        """The definitions, checked, in source order."""
+        ...
+
+    def imports(self) -> tuple[Import, ...]:
+        """The imports, checked, in source order."""
+        ...
+
+    def occurrences(self) -> tuple[Occurrence, ...]:
+        """The occurrences, checked, in source order."""
+        ...
+
+
+Repair = Callable[[], "FileIndex | None"]
+"""Parses a file again when its encoded records fail a check at first use;
+returns the new records, or ``None`` if the file can no longer be read."""
+
+# A record's parts are set, or replaced by a repair's, one thread at a time; repairs
+# (a parse, perhaps a write to the persisted index) run one at a time, outside it.
+_ADOPT = threading.RLock()
+_REPAIRING = threading.Lock()
 
 
 class FileIndex:
     """Everything indexed from one blob at one path (SCIP ``Document``).
 
-    Immutable once made. Occurrences may come packed (a record read from the
-    persisted index): they are then made into :class:`Occurrence` tuples the
+    Made by the extractor with every record built, or by the codec from an
+    encoded row (:meth:`from_parts`): such a record holds at first only what
+    the merged tables of a view need (its :class:`Outline`, the names its
+    occurrences spell, its ``impls``, counts), checked when the row was opened;
+    its definitions, imports and occurrences are each checked and made the
     first time they are asked for, so a warm start builds only what queries
-    touch.
+    touch. A part that fails its check then makes the whole record count as
+    missing: ``repair`` parses the file again and this record takes the new
+    records in place of every part (see :meth:`from_parts`).
 
     Attributes:
         path: Repository path.
@@ -182,17 +208,23 @@ class FileIndex:
         impls: ``(type, trait, line)`` for Rust ``impl Trait for Type`` blocks.
         truncated: True if the per-file bounds cut occurrences or definitions.
         names: Every name an occurrence spells (without making the occurrences).
+        outline: The definitions' names, qualnames, symbols and bases
+            (without making the definitions).
+        occurrence_count: How many occurrences (without making them).
     """
 
     __slots__ = (
         "_by_name",
+        "_defined",
+        "_definitions",
+        "_imports",
         "_inside",
         "_occurrences",
-        "_packed",
+        "_outline",
+        "_parts",
+        "_repair",
         "blob",
-        "definitions",
         "impls",
-        "imports",
         "language",
         "names",
         "occurrence_count",
@@ -200,52 +232,235 @@ class FileIndex:
         "truncated",
     )
 
+    path: str
+    blob: str
+    language: str
+    impls: tuple[tuple[str, str, int], ...]
+    truncated: bool
+    names: frozenset[str]
+    occurrence_count: int
+    _by_name: dict[str, tuple[Occurrence, ...]] | None
+    _inside: dict[str, tuple[Occurrence, ...]] | None
+    _defined: _Defined | None
+
     def __init__(
         self,
         path: str,
         blob: str,
         language: str,
         definitions: tuple[Definition, ...],
-        occurrences: tuple[Occurrence, ...] | PackedOccurrences,
+        occurrences: tuple[Occurrence, ...],
         imports: tuple[Import, ...],
         impls: tuple[tuple[str, str, int], ...] = (),
         truncated: bool = False,
         *,
         names: frozenset[str] | None = None,
     ) -> None:
-        self.path = path
-        self.blob = blob
-        self.language = language
-        self.definitions = definitions
-        self.imports = imports
-        self.impls = impls
-        self.truncated = truncated
-        self._by_name: dict[str, tuple[Occurrence, ...]] | None = None
-        self._inside: dict[str, tuple[Occurrence, ...]] | None = None
-        if isinstance(occurrences, PackedOccurrences):
-            if names is None:
-                raise ValueError("packed occurrences come with their names")
-            self._packed: PackedOccurrences | None = occurrences
-            self._occurrences: tuple[Occurrence, ...] | None = None
-            self.occurrence_count = occurrences.count
-            self.names = names
-        else:
-            self._packed = None
-            self._occurrences = occurrences
-            self.occurrence_count = len(occurrences)
-            self.names = frozenset(o.name for o in occurrences) if names is None else names
+        self._set(
+            path,
+            blob,
+            language,
+            impls,
+            truncated,
+            frozenset(o.name for o in occurrences) if names is None else names,
+            len(occurrences),
+        )
+        self._definitions: tuple[Definition, ...] | None = definitions
+        self._imports: tuple[Import, ...] | None = imports
+        self._occurrences: tuple[Occurrence, ...] | None = occurrences
+        self._outline: Outline | None = None
+        self._parts: Parts | None = None
+        self._repair: Repair | None = None
+
+    def _set(
+        self,
+        path: str,
+        blob: str,
+        language: str,
+        impls: tuple[tuple[str, str, int], ...],
+        truncated: bool,
+        names: frozenset[str],
+        occurrence_count: int,
+    ) -> None:
+        """Set the public attributes (read-only afterwards) and clear the lookups."""
+        setter = object.__setattr__
+        setter(self, "path", path)
+        setter(self, "blob", blob)
+        setter(self, "language", language)
+        setter(self, "impls", impls)
+        setter(self, "truncated", truncated)
+        setter(self, "names", names)
+        setter(self, "occurrence_count", occurrence_count)
+        setter(self, "_by_name", None)
+        setter(self, "_inside", None)
+        setter(self, "_defined", None)
+
+    @classmethod
+    def from_parts(
+        cls,
+        path: str,
+        blob: str,
+        language: str,
+        parts: Parts,
+        *,
+        outline: Outline,
+        names: frozenset[str],
+        occurrence_count: int,
+        impls: tuple[tuple[str, str, int], ...] = (),
+        truncated: bool = False,
+        repair: Repair | None = None,
+        definitions: tuple[Definition, ...] | None = None,
+        imports: tuple[Import, ...] | None = None,
+    ) -> FileIndex:
+        """A record whose parts are checked and made on first use (a decoded row).
+
+        Args:
+            path: Repository path.
+            blob: Blob id (hex).
+            language: The path's language.
+            parts: The encoded parts.
+            outline: The definitions' outline, already checked; it must be the
+                one ``parts.definitions()`` would give.
+            names: The names the occurrences spell, already checked.
+            occurrence_count: How many occurrences ``parts`` holds.
+            impls: Rust ``impl`` blocks, already checked.
+            truncated: Whether the per-file bounds cut something.
+            repair: Called (once) if a part fails its check: its answer replaces
+                every part of this record (``None``: no records at all).
+            definitions: The definitions if already made (else made on first use).
+            imports: The imports if already made (else made on first use).
+
+        Returns:
+            The record.
+        """
+        record = cls.__new__(cls)
+        record._set(path, blob, language, impls, truncated, names, occurrence_count)
+        setter = object.__setattr__
+        setter(record, "_outline", outline)
+        setter(record, "_parts", parts)
+        setter(record, "_repair", repair)
+        setter(record, "_definitions", definitions)
+        setter(record, "_imports", imports)
+        setter(record, "_occurrences", None)
+        return record
+
+    def _part(self, attr: str) -> tuple[Any, ...]:
+        """A part, made from the encoded parts on first use (or from a repair)."""
+        found: tuple[Any, ...] | None = getattr(self, attr)
+        if found is not None:
+            return found
+        parts = self._parts
+        if parts is None:  # every part was made meanwhile (parts are dropped only then)
+            found = getattr(self, attr)
+            if found is None:  # pragma: no cover - parts are dropped once all are set
+                raise RuntimeError("a FileIndex without its records")
+            return found
+        try:
+            made: tuple[Any, ...] = getattr(parts, attr[1:])()
+        except ValueError:
+            self._repaired(parts)
+            return self._part(attr)
+        with _ADOPT:
+            if self._parts is parts and getattr(self, attr) is None:
+                setattr(self, attr, made)
+                if self._definitions is not None and self._occurrences is not None:
+                    self._let_go(parts)
+            # Else another thread made it (equal) or a repair replaced it: keep that.
+            kept: tuple[Any, ...] = getattr(self, attr)
+        return kept
+
+    def _let_go(self, parts: Parts) -> None:
+        """Drop the encoded parts once definitions and occurrences are made (under ``_ADOPT``)."""
+        if self._imports is None:
+            try:
+                self._imports = parts.imports()  # made from what was checked when opened
+            except ValueError:
+                return  # keep the parts: the imports are made (or repaired) on first use
+        self._parts = self._repair = None
+
+    def _repaired(self, parts: Parts) -> None:
+        """Count these records as missing: take a new parse's records for every part."""
+        with _REPAIRING:  # one repair at a time, so each record is parsed again once
+            if self._parts is not parts:
+                return  # another thread repaired it meanwhile
+            repair = self._repair
+            fresh = repair() if repair is not None else None
+            if fresh is None:
+                fresh = FileIndex(self.path, self.blob, self.language, (), (), ())
+            with _ADOPT:
+                self._adopt(fresh)
+
+    def _adopt(self, fresh: FileIndex) -> None:
+        """Take every part of ``fresh`` (an extracted record) in place of the encoded ones."""
+        self._definitions = fresh.definitions
+        self._imports = fresh.imports
+        self._occurrences = fresh.occurrences
+        self._outline = fresh.outline
+        self._set(
+            self.path,
+            self.blob,
+            self.language,
+            fresh.impls,
+            fresh.truncated,
+            fresh.names,
+            fresh.occurrence_count,
+        )
+        self._parts = None
+        self._repair = None
+
+    @property
+    def definitions(self) -> tuple[Definition, ...]:
+        """In source order (checked and made from the encoded parts on first use)."""
+        return self._part("_definitions")
+
+    @property
+    def imports(self) -> tuple[Import, ...]:
+        """In source order (checked and made from the encoded parts on first use)."""
+        return self._part("_imports")
 
     @property
     def occurrences(self) -> tuple[Occurrence, ...]:
-        """References and calls, in source order (made from the packed form on first use)."""
-        found = self._occurrences
+        """References and calls, in source order (checked and made on first use)."""
+        return self._part("_occurrences")
+
+    @property
+    def outline(self) -> Outline:
+        """The definitions' names, qualnames, symbols and bases, column by column."""
+        found = self._outline
         if found is None:
-            packed = self._packed  # kept once set, never cleared
-            if packed is None:  # pragma: no cover - __init__ sets one of the two
-                raise RuntimeError("a FileIndex without occurrences")
-            # Two threads may both unpack; they make equal tuples and one is kept.
-            found = self._occurrences = packed.unpack()
+            defs = self.definitions
+            found = self._outline = Outline(
+                tuple(d.name for d in defs),
+                tuple(d.qualname for d in defs),
+                tuple(d.symbol for d in defs),
+                tuple(dict.fromkeys(b for d in defs for b in d.bases)),
+            )
         return found
+
+    def _lookups(self) -> _Defined:
+        found = self._defined
+        if found is None:
+            by_name: dict[str, list[Definition]] = {}
+            by_qualname: dict[str, list[Definition]] = {}
+            by_symbol: dict[str, Definition] = {}
+            for d in self.definitions:
+                by_name.setdefault(d.name, []).append(d)
+                by_qualname.setdefault(d.qualname, []).append(d)
+                by_symbol[d.symbol] = d  # the last of a repeated symbol, as a view keeps it
+            found = self._defined = _Defined(by_name, by_qualname, by_symbol)
+        return found
+
+    def defined(self, name: str) -> list[Definition]:
+        """Definitions named ``name``, in source order (do not change the list)."""
+        return self._lookups().by_name.get(name, _NONE)
+
+    def qualified(self, qualname: str) -> list[Definition]:
+        """Definitions whose qualname is ``qualname``, in source order (do not change the list)."""
+        return self._lookups().by_qualname.get(qualname, _NONE)
+
+    def symbol(self, symbol: str) -> Definition | None:
+        """The (last) definition whose SCIP symbol is ``symbol``, if any."""
+        return self._lookups().by_symbol.get(symbol)
 
     def named(self, name: str) -> tuple[Occurrence, ...]:
         """Occurrences spelling ``name``, in source order."""
@@ -293,9 +508,18 @@ class FileIndex:
 
     def __repr__(self) -> str:
         return (
-            f"FileIndex({self.path!r}, {self.blob!r}, {len(self.definitions)} definitions,"
+            f"FileIndex({self.path!r}, {self.blob!r}, {len(self.outline.names)} definitions,"
             f" {self.occurrence_count} occurrences)"
         )
+
+
+class _Defined(NamedTuple):
+    by_name: dict[str, list[Definition]]
+    by_qualname: dict[str, list[Definition]]
+    by_symbol: dict[str, Definition]
+
+
+_NONE: list[Definition] = []
 
 
 _SIMPLE = re.compile(r"[A-Za-z0-9_+$-]+")

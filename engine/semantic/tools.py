@@ -157,7 +157,7 @@ def _visible_names(ctx: CallContext, index: TreeIndex) -> Callable[[str], bool]:
     def test(name: str) -> bool:
         found = known.get(name)
         if found is None:
-            found = known[name] = any(ctx.visible(d.path) for d in index.by_name.get(name, ()))
+            found = known[name] = any(map(ctx.visible, index.defined_in(name)))
         return found
 
     return test

@@ -128,10 +128,18 @@ def test_an_altered_row_is_parsed_again_never_shown(code_world: World) -> None:
         db.execute("UPDATE records SET payload = x'00ff' WHERE path = 'src/lib/util.py'")
     seen = probe(code_world.home, code_world.repo, token, "main")
     assert seen["doc"] == "Run the app."
-    assert seen["parsed"] == 2 and seen["loaded"] == 1 and seen["rejected"] == 2
+    # A file's records row is read (and its MAC checked) when a query first
+    # needs it: src/app.py's was, and counted as missing; src/lib/util.py's,
+    # which no query needed, was not read.
+    assert seen["parsed"] == 1 and seen["loaded"] == 2 and seen["rejected"] == 1
+    other = probe(code_world.home, code_world.repo, token, "helper")
+    assert other["symbols"] == [
+        {"symbol": "helper", "kind": "function", "path": "src/lib/util.py", "line": 1}]
+    assert other["parsed"] == 1 and other["rejected"] == 1
     # The rows were made again: the next process trusts them.
-    again = probe(code_world.home, code_world.repo, token, "main")
-    assert again["parsed"] == 0 and again["doc"] == "Run the app."
+    for query, doc in (("main", "Run the app."), ("helper", None)):
+        again = probe(code_world.home, code_world.repo, token, query)
+        assert again["parsed"] == 0 and again["rejected"] == 0 and again["doc"] == doc
 
 
 def test_rows_of_another_home_or_version_are_not_trusted(code_world: World, tmp_path: Path) -> None:
@@ -222,8 +230,8 @@ def test_the_bound_keeps_the_newest_rows(tmp_path: Path, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(persist, "MAX_ROWS", 5)
     store = PersistedIndex(tmp_path, lambda: b"k" * 32)
-    store.store([(f"f{i}.py", "0" * 40, b"[]") for i in range(8)], now=100)
-    store.store([(f"g{i}.py", "0" * 40, b"[]") for i in range(3)], now=200)
+    store.store([(f"f{i}.py", "0" * 40, b"[]", b"[]") for i in range(8)], now=100)
+    store.store([(f"g{i}.py", "0" * 40, b"[]", b"[]") for i in range(3)], now=200)
     store.prune()
     with sqlite3.connect(tmp_path / DB_NAME) as db:
         kept = {r[0] for r in db.execute("SELECT path FROM records")}
