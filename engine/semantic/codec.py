@@ -29,6 +29,10 @@ occurrences as little-endian 32-bit signed integers::
 Integers are checked column by column in C (``min``/``max`` over array
 slices), text fields by ``map`` over columns.
 
+Two ways to encode, to the same bytes: :func:`encode` (a :class:`FileIndex`)
+and :func:`encode_extracted` (the extractor's packed form, as index workers
+do: the string table and the occurrence integers are already laid out).
+
 Three ways to decode, with the same checks of every field they use:
 
 * :func:`decode` checks every field at once;
