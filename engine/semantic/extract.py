@@ -147,9 +147,11 @@ class _Lang:
     opaque: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
+        # The nodes whose rules need the enclosing scope (the query's ``node``).
         scopes = {"impl_item"} if self.scope_of is not None else set()
         self.interesting = self.def_types | set(self.imports) | scopes
-        self.opaque = frozenset(self.imports) | self.comments
+        # What lies inside these is theirs: the names in an import are the import's.
+        self.opaque = frozenset(self.imports)
 
 
 def _names_in(node: Node | None, types: frozenset[str] = _NAME_TYPES) -> tuple[str, ...]:
