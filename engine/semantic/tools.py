@@ -50,6 +50,7 @@ __all__ = [
     "CODE_WINDOW_LINES",
     "CONVENTION_FILES",
     "IMPACT_DEPTH",
+    "INTENT_MAX_BYTES",
     "INTENT_TTL_SECONDS",
     "RESULT_BYTE_BUDGET",
     "change_impact",
@@ -684,13 +685,33 @@ def share_staged_paths(ctx: CallContext, before: tuple[str, ...]) -> None:
         session=ctx.session.session_id,
         token_id=ctx.session.token_id,
         agent=ctx.token.agent,
-        paths=after[:MAX_INTENT_PATHS],
+        paths=_bounded(after),
         expires_at=expires,
     )
     try:
         ctx.store.put_intent(intent, now=ctx.now, staged=True)
     except (sqlite3.Error, OSError):
         logger.warning("a session's staged paths could not be shared with its peers")
+
+
+INTENT_MAX_BYTES = 16_384
+"""UTF-8 bytes of paths one intent (or one session's shared staged paths) keeps."""
+
+
+def _bounded(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The first paths that fit :data:`~engine.state.MAX_INTENT_PATHS` and :data:`INTENT_MAX_BYTES`.
+
+    Every peer's ``project_context`` reads every live intent, so what one
+    session leaves there is kept small whatever its paths' lengths.
+    """
+    out: list[str] = []
+    used = 0
+    for path in paths[:MAX_INTENT_PATHS]:
+        used += len(path.encode())
+        if used > INTENT_MAX_BYTES:
+            break
+        out.append(path)
+    return tuple(out)
 
 
 def staged_paths(session: Session) -> tuple[str, ...]:
@@ -851,7 +872,7 @@ def project_context(ctx: CallContext, args: s.ProjectContextArgs) -> s.ProjectCo
             session=ctx.session.session_id,
             token_id=ctx.session.token_id,
             agent=ctx.token.agent,
-            paths=tuple(dict.fromkeys(paths)),
+            paths=_bounded(tuple(dict.fromkeys(paths))),
             expires_at=expires,
         ),
         now=ctx.now,

@@ -12,6 +12,8 @@ same, byte for byte.
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,9 @@ import pytest
 
 from engine import operator
 from engine.seed import create_repository
+from engine.semantic.tools import INTENT_MAX_BYTES
 from engine.service import Engine
+from engine.state import SQLiteStore
 
 POLICY = """version = 1
 [paths]
@@ -361,3 +365,17 @@ def test_hostile_shapes_of_arguments(world: World) -> None:
     deep = "src/open/" + "/".join(["d"] * 1500) + "/x.py"
     briefing = world.ok(world.narrow, "project_context", {"paths": [deep]}, session="deep")
     assert briefing["symbols"] == [] and briefing["conventions"] == []
+
+
+def test_an_intent_keeps_a_bounded_number_of_bytes(tmp_path: Path) -> None:
+    """Threat: long made-up paths filling the intents every peer's project_context reads."""
+    w = _small_world(tmp_path, {"src/open/app.py": b"def app():\n    pass\n"})
+    spy = w.mint("spy", "src/open/**")
+    long_paths = [f"src/open/{k:03d}/" + "/".join(["segment"] * 100) for k in range(256)]
+    w.ok(spy, "project_context", {"paths": long_paths}, session="big")
+    stored = SQLiteStore(w.home / "state.db").intents(
+        os.path.realpath(w.repo / ".git"), now=int(time.time()))
+    assert len(stored) == 1
+    kept = stored[0].paths
+    assert 0 < len(kept) < 256 and kept == tuple(long_paths[: len(kept)])
+    assert sum(len(p.encode()) for p in kept) <= INTENT_MAX_BYTES
