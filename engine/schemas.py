@@ -8,7 +8,7 @@ these models are part of the catalog hash, so any change here changes the hash.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -85,14 +85,14 @@ class SymbolRelationsArgs(BaseModel):
     path: str | None = OptPath
     kinds: (
         list[Literal["callers", "callees", "references", "imports", "parents", "children"]] | None
-    ) = None
+    ) = Field(default=None, min_length=1, max_length=6)
 
 
 class SearchSymbolsArgs(BaseModel):
     """Arguments of search_symbols."""
 
     model_config = _IN
-    query: str = Field(min_length=1, max_length=512)
+    query: str = Field(min_length=1, max_length=512, pattern=r"\S")
     limit: int = Field(default=20, ge=1, le=200)
 
 
@@ -101,7 +101,9 @@ class ChangeImpactArgs(BaseModel):
 
     model_config = _IN
     paths: list[str] | None = Field(default=None, max_length=256)
-    symbols: list[str] | None = Field(default=None, max_length=256)
+    symbols: list[Annotated[str, Field(min_length=1, max_length=512)]] | None = Field(
+        default=None, max_length=256
+    )
 
 
 class ProjectContextArgs(BaseModel):

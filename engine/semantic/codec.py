@@ -29,6 +29,10 @@ occurrences as little-endian 32-bit signed integers::
 Integers are checked column by column in C (``min``/``max`` over array
 slices), text fields by ``map`` over columns.
 
+Two ways to encode, to the same bytes: :func:`encode` (a :class:`FileIndex`)
+and :func:`encode_extracted` (the extractor's packed form, as index workers
+do: the string table and the occurrence integers are already laid out).
+
 Three ways to decode, with the same checks of every field they use:
 
 * :func:`decode` checks every field at once;
@@ -61,8 +65,11 @@ from typing import Any, NamedTuple
 from engine.semantic.extract import (
     MAX_DEFINITIONS,
     MAX_DOC_CHARS,
+    MAX_IMPORTS,
+    MAX_NAME_CHARS,
     MAX_OCCURRENCES,
     MAX_SIGNATURE_CHARS,
+    Extracted,
 )
 from engine.semantic.languages import LANGUAGES
 from engine.semantic.records import (
@@ -86,14 +93,13 @@ __all__ = [
     "decode_lazily",
     "decode_stored",
     "encode",
+    "encode_extracted",
     "encode_outline",
 ]
 
 FORMAT = "chit-semantic-file/1"
 MAX_PAYLOAD_BYTES = 16_000_000
 """Largest encoded record accepted (a 1 MB source file encodes well below this)."""
-MAX_NAME_CHARS = 4_096
-MAX_IMPORTS = 50_000
 _MAX_INT = 2**31 - 1
 _KINDS = frozenset(
     {
@@ -157,40 +163,89 @@ def encode(record: FileIndex) -> bytes:
                 -1 if occ.enclosing is None else strings[occ.enclosing],
             )
         )
+    header = _header(
+        record.language,
+        record.truncated,
+        list(strings),
+        names,
+        record.definitions,
+        record.imports,
+        record.impls,
+        len(occurrences),
+    )
+    return header + b"\n" + _little_endian(flat)
+
+
+def encode_extracted(found: Extracted) -> bytes:
+    """Encode records in the extractor's packed form, as they are (what index workers send).
+
+    The same bytes as :func:`encode` of the :class:`FileIndex` that
+    :func:`engine.semantic.extract.extract` makes of them: the extractor lays
+    out the string table and the occurrence integers as this format does.
+
+    Args:
+        found: What :func:`engine.semantic.extract.extract_packed` returned.
+
+    Returns:
+        The header and the packed occurrences, without the path and blob id.
+    """
+    ints = found.occurrences
+    header = _header(
+        found.language,
+        found.truncated,
+        found.strings,
+        found.name_count,
+        found.definitions,
+        found.imports,
+        found.impls,
+        len(ints) // 7,
+    )
+    return header + b"\n" + _little_endian(ints)
+
+
+def _little_endian(ints: array[int]) -> bytes:
     if sys.byteorder == "big":  # pragma: no cover - the format is little-endian
-        flat.byteswap()
-    definitions = [
+        ints = array("i", ints)
+        ints.byteswap()
+    return ints.tobytes()
+
+
+def _header(
+    language: str,
+    truncated: bool,
+    strings: list[str],
+    names: int,
+    definitions: tuple[Definition, ...],
+    imports: tuple[Import, ...],
+    impls: tuple[tuple[str, str, int], ...],
+    count: int,
+) -> bytes:
+    rows = [
         [
             d.name,
             d.qualname,
             d.kind,
-            [*_ints(d.range), *_ints(d.name_range)],
+            [*d.range, *d.name_range],
             d.signature,
             d.doc,
             d.scope,
             list(d.bases),
             d.symbol,
         ]
-        for d in record.definitions
+        for d in definitions
     ]
-    imports = [[i.module, i.name, i.alias, i.line, i.enclosing] for i in record.imports]
     doc = [
         FORMAT,
-        record.language,
-        record.truncated,
-        list(strings),
+        language,
+        truncated,
+        strings,
         names,
-        definitions,
-        imports,
-        [list(i) for i in record.impls],
-        len(occurrences),
+        rows,
+        [list(i) for i in imports],
+        [list(i) for i in impls],
+        count,
     ]
-    header = json.dumps(doc, ensure_ascii=True, separators=(",", ":")).encode("ascii")
-    return header + b"\n" + flat.tobytes()
-
-
-def _ints(r: Range) -> tuple[int, int, int, int]:
-    return (r.start_line, r.start_col, r.end_line, r.end_col)
+    return json.dumps(doc, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def _fail(what: str) -> CodecError:

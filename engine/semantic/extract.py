@@ -1,30 +1,44 @@
 """Extract SCIP-shaped records from one file with tree-sitter (pure: bytes in, records out).
 
-One walk over the syntax tree finds, per language:
+Per language, it finds:
 
 * definitions, with kind, range, signature (the header up to the body),
   docstring or leading comment, enclosing scope and parent classes;
-* calls (the callee's name) and other references (identifiers), each with the
-  definition it occurs in;
+* references (identifiers) and calls (an identifier a call calls gets the
+  ``CALL`` role), in source order, each with the definition it occurs in;
 * imports.
 
+How (:func:`extract_packed`): one tree-sitter query, matched in C, captures the
+identifiers, the calls and the nodes whose rules need a scope (definitions,
+imports, Rust ``impl`` blocks). Python then applies the language's rules to
+those nodes only, not to every syntax node, and turns the identifiers into
+the codec's packed integers column by column (``map`` over C accessors).
+
 Names are what the source spells; nothing is resolved across files here
-(engine/semantic/index.py resolves by name at query time). Bounds:
-:data:`MAX_FILE_BYTES` per file (larger files are not indexed),
-:data:`MAX_DEFINITIONS` and :data:`MAX_OCCURRENCES` per file (the rest is cut and
-the record says ``truncated``).
+(engine/semantic/index.py resolves by name at query time). Bounds, past which
+the rest is left out and the record says ``truncated``: :data:`MAX_FILE_BYTES`
+per file (larger files are not indexed), :data:`MAX_DEFINITIONS`,
+:data:`MAX_OCCURRENCES` and :data:`MAX_IMPORTS` per file, :data:`MAX_BASES`
+per definition, :data:`MAX_NAME_CHARS` per name. They match what
+``engine/semantic/codec.py`` accepts, so every record made here decodes.
 """
 
 from __future__ import annotations
 
 import re
 import textwrap
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache, partial
+from itertools import compress, repeat
+from operator import add, attrgetter, eq, itemgetter
+from typing import NamedTuple
 
-from tree_sitter import Node
+from tree_sitter import Node, Query, QueryCursor
 
-from engine.semantic.languages import parser_for
+from engine.semantic.languages import grammar_for, parser_for
 from engine.semantic.records import (
     Definition,
     FileIndex,
@@ -35,14 +49,29 @@ from engine.semantic.records import (
     scip_symbol,
 )
 
-__all__ = ["MAX_DEFINITIONS", "MAX_FILE_BYTES", "MAX_OCCURRENCES", "extract"]
+__all__ = [
+    "MAX_BASES",
+    "MAX_DEFINITIONS",
+    "MAX_DOC_CHARS",
+    "MAX_FILE_BYTES",
+    "MAX_IMPORTS",
+    "MAX_NAME_CHARS",
+    "MAX_OCCURRENCES",
+    "MAX_SIGNATURE_CHARS",
+    "Extracted",
+    "extract",
+    "extract_packed",
+]
 
 MAX_FILE_BYTES = 1_000_000
 MAX_DEFINITIONS = 10_000
 MAX_OCCURRENCES = 50_000
+MAX_IMPORTS = 50_000
 MAX_SIGNATURE_CHARS = 300
 MAX_DOC_CHARS = 2_000
-_MAX_DEPTH = 400  # deeper syntax is not walked (pathological input)
+MAX_NAME_CHARS = 4_096
+"""Longest name, qualname, module or base recorded (characters); longer ones are left out."""
+MAX_BASES = 256
 
 _WS = re.compile(r"\s+")
 _CLASSLIKE = frozenset({"class", "interface", "struct", "enum", "trait", "type", "impl"})
@@ -55,7 +84,8 @@ def _text(node: Node | None) -> str:
 
 
 def _range(node: Node) -> Range:
-    return Range(node.start_point[0], node.start_point[1], node.end_point[0], node.end_point[1])
+    start, end = node.start_point, node.end_point
+    return Range(start[0], start[1], end[0], end[1])
 
 
 def _last_name(node: Node | None) -> Node | None:
@@ -117,17 +147,25 @@ class _Lang:
     opaque: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
+        # The nodes whose rules need the enclosing scope (the query's ``node``).
         scopes = {"impl_item"} if self.scope_of is not None else set()
-        self.interesting = self.def_types | set(self.calls) | set(self.imports) | scopes
-        self.opaque = frozenset(self.imports) | self.comments
+        self.interesting = self.def_types | set(self.imports) | scopes
+        # What lies inside these is theirs: the names in an import are the import's.
+        self.opaque = frozenset(self.imports)
 
 
 def _names_in(node: Node | None, types: frozenset[str] = _NAME_TYPES) -> tuple[str, ...]:
-    """Names of the types in a heritage clause: each top-level type's last name."""
+    """Names of the types in a heritage clause: each top-level type's last name.
+
+    Iterative (an explicit stack, children in source order), so a deeply
+    nested clause cannot exhaust Python's recursion limit.
+    """
     if node is None:
         return ()
     out: list[str] = []
-    for child in node.named_children:
+    stack = node.named_children[::-1]
+    while stack:
+        child = stack.pop()
         if child.type in ("type_arguments", "comment", "keyword_argument", "arguments"):
             continue
         if child.type in types:
@@ -148,7 +186,7 @@ def _names_in(node: Node | None, types: frozenset[str] = _NAME_TYPES) -> tuple[s
             if last is not None:
                 out.append(_text(last))
         else:
-            out.extend(_names_in(child, types))
+            stack.extend(child.named_children[::-1])
     return tuple(out)
 
 
@@ -190,13 +228,13 @@ def _py_define(node: Node, scope_kind: str | None) -> _Found | None:
 
 def _py_docstring(node: Node) -> str | None:
     body = node.child_by_field_name("body")
-    if body is None or not body.named_children:
+    if body is None or not body.named_child_count:
         return None
-    first = body.named_children[0]
-    if first.type != "expression_statement" or not first.named_children:
+    first = body.named_child(0)
+    if first is None or first.type != "expression_statement" or not first.named_child_count:
         return None
-    string = first.named_children[0]
-    if string.type != "string":
+    string = first.named_child(0)
+    if string is None or string.type != "string":
         return None
     content = "".join(_text(c) for c in string.named_children if c.type == "string_content")
     return _clean_doc(content)
@@ -650,7 +688,9 @@ _LANGS["tsx"] = _LANGS["typescript"]
 
 
 def _clean_doc(raw: str) -> str | None:
-    doc = textwrap.dedent(raw).strip()
+    # When the first line starts unindented, dedent(raw) only empties the lines of
+    # spaces and tabs, which the dedent below does as well: it is skipped then.
+    doc = (textwrap.dedent(raw) if raw[:1] in (" ", "\t", "\n") else raw).strip()
     if not doc:
         return None
     lines = doc.splitlines()
@@ -688,7 +728,9 @@ def _signature(node: Node, body: Node | None, data: bytes) -> str:
         anchor = node.parent
     end = body.start_byte if body is not None and body.start_byte > anchor.start_byte else None
     if end is None:
-        raw = data[anchor.start_byte : anchor.end_byte].split(b"\n", 1)[0]
+        start, stop = anchor.start_byte, anchor.end_byte
+        newline = data.find(b"\n", start, stop)
+        raw = data[start : stop if newline < 0 else newline]
         if node.type in ("type_spec", "type_alias"):
             raw = b"type " + raw.split(b"{", 1)[0]
     else:
@@ -700,17 +742,102 @@ def _signature(node: Node, body: Node | None, data: bytes) -> str:
     return text
 
 
+class Extracted(NamedTuple):
+    """One file's records with the occurrences packed, as the codec lays them out.
+
+    What :func:`extract_packed` returns: ``engine/semantic/codec.py``
+    (:func:`~engine.semantic.codec.encode_extracted`) writes it as is, and
+    :func:`extract` wraps it in a :class:`FileIndex` whose occurrences are made
+    on first use.
+
+    Attributes:
+        language: The language name.
+        definitions: In source order.
+        strings: Every occurrence name (first use first), then every enclosing
+            qualname that is not also a name (first use first).
+        name_count: How many of ``strings`` are names.
+        occurrences: Seven integers per occurrence, in source order: name (an
+            index into ``strings``), start line, start column, end line, end
+            column (zero-based, byte columns), roles, enclosing (an index into
+            ``strings``, or -1 at file level).
+        imports: In source order.
+        impls: ``(type, trait, line)`` for Rust ``impl Trait for Type``.
+        truncated: True if a bound cut something.
+    """
+
+    language: str
+    definitions: tuple[Definition, ...]
+    strings: list[str]
+    name_count: int
+    occurrences: array[int]
+    imports: tuple[Import, ...]
+    impls: tuple[tuple[str, str, int], ...]
+    truncated: bool
+
+
+@cache
+def _query(language: str) -> Query:
+    """The capture query of a grammar: ``name`` identifiers, ``call`` calls, ``node`` the rest.
+
+    ``node`` captures the node types whose rules need the enclosing scope
+    (definitions, imports, scopes); types the grammar lacks are left out (a
+    query naming an unknown type does not compile).
+    """
+    lang = _LANGS[language]
+    grammar = grammar_for(language)
+
+    def alternatives(types: frozenset[str]) -> str:
+        known = sorted(t for t in types if grammar.id_for_node_kind(t, True))
+        return "[" + " ".join(f"({t})" for t in known) + "]"
+
+    source = (
+        f"{alternatives(lang.interesting)} @node {alternatives(frozenset(lang.calls))} @call"
+        f" {alternatives(lang.identifiers)} @name"
+    )
+    return Query(grammar, source)
+
+
 @dataclass
 class _Walk:
+    """What the pass over the captured nodes gathers (see :func:`extract_packed`)."""
+
     path: str
     lang: _Lang
     data: bytes
+    prefix: str  # the path's SCIP symbol prefix: scip_symbol(path, "", ())
     definitions: list[Definition] = field(default_factory=list)
-    occurrences: list[Occurrence] = field(default_factory=list)
     imports: list[Import] = field(default_factory=list)
     impls: list[tuple[str, str, int]] = field(default_factory=list)
-    skip: set[tuple[int, int]] = field(default_factory=set)
+    # Start bytes of definitions' names (not references) and of callees (calls).
+    defined: set[int] = field(default_factory=set)
+    calls: set[int] = field(default_factory=set)
+    odd_callees: list[Node] = field(default_factory=list)  # callees of no identifier type
+    scopes: dict[str, int] = field(default_factory=dict)  # enclosing qualname -> scope id
+    # Where the innermost scope changes: bytes before bounds[i] (and from
+    # bounds[i - 1] on) are in scope scope_at[i], a scope id or -1 (file level).
+    bounds: list[int] = field(default_factory=list)
+    scope_at: list[int] = field(default_factory=lambda: [-1])
+    opaque: list[tuple[int, int]] = field(default_factory=list)  # imports' byte ranges
     truncated: bool = False
+
+    def scope_id(self, qualname: str | None) -> int:
+        if qualname is None:
+            return -1
+        found = self.scopes.get(qualname)
+        if found is None:
+            found = self.scopes[qualname] = len(self.scopes)
+        return found
+
+
+_READ = int(Role.READ_ACCESS)
+_CALLED = int(Role.READ_ACCESS | Role.CALL)
+_START = attrgetter("start_byte")
+_STOP = attrgetter("end_byte")
+_SPAN = attrgetter("start_byte", "end_byte")
+_START_POINT = attrgetter("start_point")
+_END_POINT = attrgetter("end_point")
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
 
 
 def extract(path: str, blob: str, data: bytes, language: str) -> FileIndex:
@@ -725,98 +852,279 @@ def extract(path: str, blob: str, data: bytes, language: str) -> FileIndex:
     Returns:
         The file's :class:`FileIndex`; an empty one for oversized input.
     """
-    if len(data) > MAX_FILE_BYTES:
-        return FileIndex(path, blob, language, (), (), (), (), True)
-    lang = _LANGS[language]
-    tree = parser_for(language).parse(data)
-    walk = _Walk(path, lang, data)
-    # (node, scope qualname, kinds of the scope's components, depth)
-    stack: list[tuple[Node, str | None, tuple[str, ...], int]] = [(tree.root_node, None, (), 0)]
-    # One pass; the hot cases (identifiers, which are leaves, and nodes of no
-    # interest) are handled inline: most nodes are one of the two.
-    identifiers, interesting, opaque = lang.identifiers, lang.interesting, lang.opaque
-    skip, occurrences = walk.skip, walk.occurrences
-    push, pop = stack.append, stack.pop
-    read = Role.READ_ACCESS
-    while stack:
-        node, scope, kinds, depth = pop()
-        if depth > _MAX_DEPTH:
-            walk.truncated = True
-            continue
-        t = node.type
-        if t in identifiers:
-            start_byte, end_byte = node.start_byte, node.end_byte
-            if (start_byte, end_byte) in skip:
-                continue
-            if len(occurrences) >= MAX_OCCURRENCES:
-                walk.truncated = True
-                continue
-            start, end = node.start_point, node.end_point
-            occurrences.append(
-                Occurrence(
-                    data[start_byte:end_byte].decode("utf-8", "replace"),
-                    Range(start[0], start[1], end[0], end[1]),
-                    read,
-                    scope,
-                )
-            )
-            continue
-        if t in interesting:
-            child_scope, child_kinds = _visit(walk, node, scope, kinds)
-        else:
-            child_scope, child_kinds = scope, kinds
-        if t in opaque:
-            continue  # imported names are imports, not references; strings hold no names
-        depth += 1
-        for child in reversed(node.named_children):
-            push((child, child_scope, child_kinds, depth))
+    found = extract_packed(path, data, language)
+    strings, ints = found.strings, found.occurrences
+    texts: list[str | None] = [*strings, None]  # enclosing -1 reads None
+    roles = {value: Role(value) for value in set(ints[5::7])}
+    occurrences = tuple(
+        Occurrence(texts[n], Range(a, b, c, d), roles[r], texts[e])
+        for n, a, b, c, d, r, e in zip(*(ints[k::7] for k in range(7)), strict=True)
+    )
     return FileIndex(
         path,
         blob,
         language,
-        tuple(walk.definitions),
-        tuple(walk.occurrences),
-        tuple(walk.imports),
-        tuple(walk.impls),
-        walk.truncated,
+        found.definitions,
+        occurrences,
+        found.imports,
+        found.impls,
+        found.truncated,
+        names=frozenset(strings[: found.name_count]),
     )
 
 
+def extract_packed(path: str, data: bytes, language: str) -> Extracted:
+    """Index one file into the packed form (what :func:`extract` and the codec use).
+
+    One tree-sitter query, matched in C, captures the identifiers, the calls
+    and the nodes whose rules need the enclosing scope (definitions, imports,
+    Rust ``impl`` blocks). Those rules run on those nodes in source order; each
+    call's rule finds the name it calls; then the identifiers become packed
+    occurrences column by column (``map`` over C accessors, no Python loop per
+    identifier), each with the innermost definition around it by byte range
+    (siblings never overlap, so a range inside a definition's is a
+    descendant). A definition's own name is no reference; a name a call calls
+    is one occurrence with the ``CALL`` role; names inside an import are the
+    import's. Zero-width identifiers (tokens tree-sitter's error recovery
+    inserts; they spell nothing) are not occurrences. Every text field is
+    bounded so the codec accepts the result (see the module's bounds).
+
+    Args:
+        path: The file's repository path.
+        data: The file's plaintext.
+        language: A name from ``engine.semantic.languages.LANGUAGES``.
+
+    Returns:
+        The records; empty and ``truncated`` for input over :data:`MAX_FILE_BYTES`.
+    """
+    if len(data) > MAX_FILE_BYTES:
+        return Extracted(language, (), [], 0, array("i"), (), (), True)
+    tree = parser_for(language).parse(data)
+    captures = QueryCursor(_query(language)).captures(tree.root_node)
+    walk = _Walk(path, _LANGS[language], data, scip_symbol(path, "", ()))
+    _apply_rules(walk, captures.get("node", []))
+    _callees(walk, captures.get("call", []))
+    return _occurrences(walk, language, captures.get("name", []))
+
+
+def _apply_rules(walk: _Walk, nodes: list[Node]) -> None:
+    """Run the language's rules on the captured nodes in source order, tracking scopes."""
+    # By start, the longest first: a node before its descendants (captures come unordered).
+    nodes.sort(key=_STOP, reverse=True)
+    nodes.sort(key=_START)
+    spans = list(map(_SPAN, nodes))
+    if len(set(spans)) < len(spans):  # nodes of one range: the outer first
+        nodes.sort(key=lambda node: (node.start_byte, -node.end_byte, _depth(node)))
+        spans = list(map(_SPAN, nodes))
+    opaque = walk.lang.opaque
+    bounds, scope_at = walk.bounds, walk.scope_at
+    # Open scopes, innermost last: (end byte, qualname, kinds, scope id, enclosing).
+    # A qualname too long to record (MAX_NAME_CHARS) names nothing: what it
+    # holds has the enclosing scope of the nearest one that fits.
+    stack: list[_Scope] = [(_END, None, (), -1, None)]
+    opaque_end = -1  # end byte of the last import: what lies inside is the import's
+    for node, (start, end) in zip(nodes, spans, strict=True):
+        if end <= opaque_end:
+            continue
+        while end > stack[-1][0]:
+            closed = stack.pop()[0]
+            bounds.append(closed)
+            scope_at.append(stack[-1][3])
+        _end, scope, kinds, scope_id, enclosing = stack[-1]
+        child_scope, child_kinds = _visit(walk, node, scope, kinds, enclosing)
+        if node.type in opaque:
+            opaque_end = end
+            walk.opaque.append((start, end))
+        elif child_kinds is not kinds:
+            if child_scope is not None and len(child_scope) <= MAX_NAME_CHARS:
+                scope_id, enclosing = walk.scope_id(child_scope), child_scope
+            stack.append((end, child_scope, child_kinds, scope_id, enclosing))
+            bounds.append(start)
+            scope_at.append(scope_id)
+    while len(stack) > 1:
+        bounds.append(stack.pop()[0])
+        scope_at.append(stack[-1][3])
+
+
+_Scope = tuple[int, str | None, tuple[str, ...], int, str | None]
+_END = 1 << 62  # past any byte offset
+
+
+def _callees(walk: _Walk, calls: list[Node]) -> None:
+    """Note the name each call calls (its identifier becomes a ``CALL`` occurrence)."""
+    rules, identifiers, found = walk.lang.calls, walk.lang.identifiers, walk.calls
+    for node in calls:
+        callee = rules[node.type](node)
+        if callee is not None and callee.type in _NAME_TYPES:
+            start = callee.start_byte
+            if callee.end_byte > start and start not in found:
+                found.add(start)
+                if callee.type not in identifiers:
+                    walk.odd_callees.append(callee)
+
+
+def _depth(node: Node) -> int:
+    depth = 0
+    parent = node.parent
+    while parent is not None:
+        depth += 1
+        parent = parent.parent
+    return depth
+
+
+def _occurrences(walk: _Walk, language: str, idents: list[Node]) -> Extracted:
+    """The occurrences, packed: every identifier that is a reference or a call, in source order."""
+    data = walk.data
+    idents.sort(key=_START)
+    if walk.odd_callees:  # callees of another node type, as identifiers
+        idents = sorted(idents + walk.odd_callees, key=_START)
+    starts = list(map(_START, idents))
+    ends = list(map(_STOP, idents))
+    count = len(starts)
+    # Left out: definitions' names (unless a call calls them too: error recovery
+    # can make one node both), zero-width tokens, whatever lies in an import.
+    keep = bytearray(b"\x01") * count
+    for start in walk.defined - walk.calls:
+        at = bisect_left(starts, start)
+        if at < count and starts[at] == start:
+            keep[at] = 0
+    for start, end in walk.opaque:
+        low, high = bisect_left(starts, start), bisect_left(starts, end)
+        keep[low:high] = bytes(high - low)
+    for at in compress(range(count), map(eq, starts, ends)):
+        keep[at] = 0
+    truncated = walk.truncated
+    if keep.count(1) > MAX_OCCURRENCES:
+        keep = keep[: [at for at, kept in enumerate(keep) if kept][MAX_OCCURRENCES]]
+        truncated = True
+    if keep.count(0) or len(keep) < count:
+        idents = list(compress(idents, keep))
+        starts = list(compress(starts, keep))
+        ends = list(compress(ends, keep))
+    scope_at = walk.scope_at
+    scopes = list(map(scope_at.__getitem__, map(partial(bisect_right, walk.bounds), starts)))
+    keys = list(map(data.__getitem__, map(slice, starts, ends)))
+    table = dict.fromkeys(keys)  # name bytes, first use first
+    if max(map(len, table), default=0) > MAX_NAME_CHARS:  # too long to record
+        long = {k for k in table if len(k.decode("utf-8", "replace")) > MAX_NAME_CHARS}
+        if long:
+            short = bytes(map(long.__contains__, keys)).translate(_NOT)
+            idents, starts, ends, scopes, keys = (
+                list(compress(column, short)) for column in (idents, starts, ends, scopes, keys)
+            )
+            table = dict.fromkeys(keys)
+            truncated = True
+    strings = [key.decode("utf-8", "replace") for key in table]
+    index = dict(zip(strings, range(len(strings)), strict=True))
+    if len(index) == len(strings):
+        ids = list(map(dict(zip(table, range(len(table)), strict=True)).__getitem__, keys))
+    else:  # distinct bytes decoding alike (invalid UTF-8): one string, first use first
+        index = {}
+        for text in strings:
+            index.setdefault(text, len(index))
+        strings = list(index)
+        ids = [index[key.decode("utf-8", "replace")] for key in keys]
+    name_count = len(strings)
+    # Enclosing qualnames join the table in the order occurrences first use them.
+    qualnames = list(walk.scopes)
+    remap = [0] * len(qualnames)
+    for scope in dict.fromkeys(scopes):
+        if scope >= 0:
+            text = qualnames[scope]
+            found = index.get(text)
+            if found is None:
+                found = index[text] = len(strings)
+                strings.append(text)
+            remap[scope] = found
+    remap.append(-1)  # scope -1 (file level) reads the last entry: -1
+    points = list(map(_START_POINT, idents))
+    rows = array("i", map(_FIRST, points))
+    columns = array("i", map(_SECOND, points))
+    ints = array("i", bytes(28 * len(keys)))
+    ints[0::7] = array("i", ids)
+    ints[1::7] = rows
+    ints[2::7] = columns
+    if any(map(bytes.__contains__, table, repeat(b"\n"))):  # a name spanning lines
+        points = list(map(_END_POINT, idents))
+        ints[3::7] = array("i", map(_FIRST, points))
+        ints[4::7] = array("i", map(_SECOND, points))
+    else:
+        ints[3::7] = rows
+        ints[4::7] = array("i", map(add, columns, map(len, keys)))
+    roles = array("i", _READS) * len(keys)
+    for start in walk.calls:
+        at = bisect_left(starts, start)
+        if at < len(starts) and starts[at] == start:
+            roles[at] = _CALLED
+    ints[5::7] = roles
+    ints[6::7] = array("i", map(remap.__getitem__, scopes))
+    return Extracted(
+        language,
+        tuple(walk.definitions),
+        strings,
+        name_count,
+        ints,
+        tuple(walk.imports),
+        tuple(walk.impls),
+        truncated,
+    )
+
+
+_READS = (_READ,)
+_NOT = bytes.maketrans(b"\x00\x01", b"\x01\x00")
+
+
 def _visit(
-    walk: _Walk, node: Node, scope: str | None, kinds: tuple[str, ...]
+    walk: _Walk, node: Node, scope: str | None, kinds: tuple[str, ...], enclosing: str | None
 ) -> tuple[str | None, tuple[str, ...]]:
+    """Apply the language's rules to a captured node; returns the scope of its descendants.
+
+    ``scope`` names the definitions inside; ``enclosing`` is the nearest
+    scope short enough to record (the same but for pathological names).
+    Imports first: no language defines anything at a node of those types.
+    """
     lang = walk.lang
     t = node.type
-    if t in lang.identifiers:
-        if (node.start_byte, node.end_byte) not in walk.skip:
-            _occur(walk, node, Role.READ_ACCESS, scope)
+    importer = lang.imports.get(t)
+    if importer is not None:
+        for imp in importer(node, enclosing):
+            if len(walk.imports) >= MAX_IMPORTS or not _short(imp.module, imp.name, imp.alias):
+                walk.truncated = True
+            else:
+                walk.imports.append(imp)
         return scope, kinds
-    if t not in lang.interesting:
-        return scope, kinds
-    scope_kind = kinds[-1] if kinds else None
-    if scope_kind not in (None, *_CLASSLIKE, "module"):
-        scope_kind = "function"
     if lang.impl_of is not None:
         impl = lang.impl_of(node)
         if impl is not None:
-            walk.impls.append((impl[0], impl[1], node.start_point[0]))
+            if len(walk.impls) >= MAX_DEFINITIONS or not _short(impl[0], impl[1]):
+                walk.truncated = True
+            else:
+                walk.impls.append((impl[0], impl[1], node.start_point[0]))
     if lang.scope_of is not None:
         opened = lang.scope_of(node)
         if opened is not None:
             return opened[0], (opened[1],)
+    scope_kind = kinds[-1] if kinds else None
+    if scope_kind not in _OUTER_KINDS:
+        scope_kind = "function"
     found = lang.define(node, scope_kind)
     if found is not None:
         return _define(walk, node, found, scope, kinds)
-    callee_of = lang.calls.get(t)
-    if callee_of is not None:
-        callee = callee_of(node)
-        if callee is not None and callee.type in _NAME_TYPES:
-            walk.skip.add((callee.start_byte, callee.end_byte))
-            _occur(walk, callee, Role.READ_ACCESS | Role.CALL, scope)
-    importer = lang.imports.get(t)
-    if importer is not None:
-        walk.imports.extend(importer(node, scope))
     return scope, kinds
+
+
+_ANY_PATH = len(scip_symbol("_", "", ()))
+_OUTER_KINDS = frozenset({None, *_CLASSLIKE, "module"})
+"""Kinds of scope a definition is told as they are; any other is ``function``."""
+
+
+def _short(first: str, second: str | None = None, third: str | None = None) -> bool:
+    """True if every text fits the codec's bound on names (:data:`MAX_NAME_CHARS`)."""
+    return (
+        len(first) <= MAX_NAME_CHARS
+        and (second is None or len(second) <= MAX_NAME_CHARS)
+        and (third is None or len(third) <= MAX_NAME_CHARS)
+    )
 
 
 def _define(
@@ -830,10 +1138,22 @@ def _define(
             outer, outer_kinds = receiver, ("type",)
     qualname = f"{outer}.{name}" if outer else name
     all_kinds = (*outer_kinds, found.kind)
-    walk.skip.add((found.name.start_byte, found.name.end_byte))
+    if found.name.end_byte > found.name.start_byte:
+        walk.defined.add(found.name.start_byte)
     if len(walk.definitions) >= MAX_DEFINITIONS:
         walk.truncated = True
     else:
+        # scip_symbol(path, qualname, kinds), the path's part made once per file.
+        symbol = walk.prefix + scip_symbol("_", qualname, all_kinds)[_ANY_PATH:]
+        bases = found.bases
+        if bases:
+            bases = tuple(b for b in bases if _short(b))[:MAX_BASES]
+            if len(bases) < len(found.bases):
+                walk.truncated = True
+        if not _short(name, qualname) or len(symbol) - len(walk.prefix) > 2 * MAX_NAME_CHARS:
+            # Too long to record (and so is all it holds: their names are longer).
+            walk.truncated = True
+            return (qualname, all_kinds) if found.opens_scope else (scope, kinds)
         lang = walk.lang
         body = found.body or node.child_by_field_name("body")
         doc = lang.docstring(node) if lang.docstring is not None else None
@@ -841,7 +1161,7 @@ def _define(
             doc = _leading_comment(lang, node)
         walk.definitions.append(
             Definition(
-                symbol=scip_symbol(walk.path, qualname, all_kinds),
+                symbol=symbol,
                 name=name,
                 qualname=qualname,
                 kind=found.kind,
@@ -851,19 +1171,9 @@ def _define(
                 signature=_signature(node, body, walk.data),
                 doc=doc,
                 scope=outer,
-                bases=found.bases,
+                bases=bases,
             )
         )
     if found.opens_scope:
         return qualname, all_kinds
     return scope, kinds
-
-
-def _occur(walk: _Walk, node: Node, roles: Role, scope: str | None) -> None:
-    if len(walk.occurrences) >= MAX_OCCURRENCES:
-        walk.truncated = True
-        return
-    start, end = node.start_point, node.end_point
-    name = walk.data[node.start_byte : node.end_byte].decode("utf-8", "replace")
-    place = Range(start[0], start[1], end[0], end[1])
-    walk.occurrences.append(Occurrence(name, place, roles, scope))

@@ -20,7 +20,7 @@ import tree_sitter_python
 import tree_sitter_rust
 import tree_sitter_typescript
 
-__all__ = ["LANGUAGES", "SUFFIXES", "language_for", "parser_for"]
+__all__ = ["LANGUAGES", "SUFFIXES", "grammar_for", "language_for", "parser_for"]
 
 _GRAMMARS: dict[str, Callable[[], Any]] = {
     "python": tree_sitter_python.language,
@@ -62,7 +62,8 @@ def language_for(path: str) -> str | None:
 
 
 @cache
-def _language(name: str) -> tree_sitter.Language:
+def grammar_for(name: str) -> tree_sitter.Language:
+    """Return the tree-sitter grammar of a language in :data:`LANGUAGES` (loaded once)."""
     return tree_sitter.Language(_GRAMMARS[name]())
 
 
@@ -74,6 +75,6 @@ def parser_for(name: str) -> tree_sitter.Parser:
         _local.parsers = parsers
     parser = parsers.get(name)
     if parser is None:
-        parser = tree_sitter.Parser(_language(name))
+        parser = tree_sitter.Parser(grammar_for(name))
         parsers[name] = parser
     return parser

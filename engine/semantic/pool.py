@@ -6,10 +6,14 @@ A :class:`ParsePool` keeps a few worker processes (one per core, at most
 engine) that has imported the extractor once. Each worker has its own
 tree-sitter parsers (a parser is not shared across processes or threads). The
 engine reads and opens every file itself (sealed blobs open only in the engine)
-and sends workers ``(path, blob id, bytes, language)``; a worker answers with
-each file's records in the byte form of ``engine/semantic/codec.py``, which the
-engine decodes with the same checks as a persisted row. The encoded bytes are
-what the persisted index stores, so nothing is encoded twice.
+and sends workers ``(path, blob id, bytes, language)`` in batches, largest
+files first and each batch smaller than the one before (so the workers finish
+together); a worker answers with each file's records in the byte form of
+``engine/semantic/codec.py``, written straight from the extractor's packed form
+(:func:`~engine.semantic.codec.encode_extracted`: no record objects made for
+the occurrences), which the engine decodes with the same checks as a persisted
+row. The encoded bytes are what the persisted index stores, so nothing is
+encoded twice.
 
 Workers exit with the engine (they are its children). If the pool cannot start
 or a worker dies, the batch is parsed in the calling thread instead.
@@ -26,8 +30,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from engine.semantic.codec import encode
-from engine.semantic.extract import extract
+from engine.semantic.codec import encode_extracted
+from engine.semantic.extract import extract_packed
 
 __all__ = ["MAX_WORKERS", "MIN_POOL_FILES", "ParsePool", "parse_batch"]
 
@@ -37,6 +41,7 @@ MAX_WORKERS = 8
 MIN_POOL_FILES = 24
 """Fewer files than this to parse are parsed in the calling thread (no IPC)."""
 _BATCH_BYTES = 256 * 1024
+_MIN_BATCH_BYTES = 16 * 1024
 
 Item = tuple[str, str, bytes, str]
 """``(path, blob id hex, plaintext, language)``."""
@@ -55,7 +60,7 @@ def parse_batch(items: list[Item]) -> tuple[list[bytes], float]:
     was_enabled = gc.isenabled()
     gc.disable()  # records hold no cycles; collecting while building them is waste
     try:
-        out = [encode(extract(path, blob, data, language)) for path, blob, data, language in items]
+        out = [encode_extracted(extract_packed(path, data, lang)) for path, _, data, lang in items]
     finally:
         if was_enabled:
             gc.enable()
@@ -63,22 +68,33 @@ def parse_batch(items: list[Item]) -> tuple[list[bytes], float]:
 
 
 def _batches(items: list[Item], workers: int) -> list[list[Item]]:
-    """Split into batches of about :data:`_BATCH_BYTES`, at least four per worker."""
-    total = sum(len(i[2]) for i in items)
-    target = max(16 * 1024, min(_BATCH_BYTES, total // (4 * workers) + 1))
+    """Split into batches, largest files first, each batch smaller than the one before.
+
+    A batch holds about a quarter of what is left per worker (at most
+    :data:`_BATCH_BYTES`, at least :data:`_MIN_BATCH_BYTES`): large batches
+    while much is left, small ones at the end, so the workers finish together
+    (guided self-scheduling) and the long files do not end the run on one core.
+    """
+    left = sum(len(i[2]) for i in items)
     out: list[list[Item]] = []
     current: list[Item] = []
     size = 0
-    # Largest first, so the long files do not end the run on one core.
+    target = _target(left, workers)
     for item in sorted(items, key=lambda i: -len(i[2])):
         current.append(item)
         size += len(item[2])
         if size >= target:
             out.append(current)
+            left -= size
             current, size = [], 0
+            target = _target(left, workers)
     if current:
         out.append(current)
     return out
+
+
+def _target(left: int, workers: int) -> int:
+    return max(_MIN_BATCH_BYTES, min(_BATCH_BYTES, left // (4 * workers) + 1))
 
 
 class ParsePool:

@@ -19,6 +19,7 @@ checker runs), so they over-approximate where names repeat.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import json
 import logging
@@ -35,6 +36,7 @@ from engine import schemas as s
 from engine import vcs
 from engine.errors import AccessDeniedError, RepositoryError
 from engine.paths import glob_may_match_below, validate_path
+from engine.policyfile import denied
 from engine.semantic.binding import binds_elsewhere, import_points_elsewhere, narrowed
 from engine.semantic.index import TreeIndex, git_blob_id, indexer_for, rank_key
 from engine.semantic.languages import language_for
@@ -48,6 +50,7 @@ __all__ = [
     "CODE_WINDOW_LINES",
     "CONVENTION_FILES",
     "IMPACT_DEPTH",
+    "INTENT_MAX_BYTES",
     "INTENT_TTL_SECONDS",
     "RESULT_BYTE_BUDGET",
     "change_impact",
@@ -283,6 +286,26 @@ def _module_of(path: str) -> str:
     return ".".join(parts)
 
 
+def _on_main(ctx: CallContext) -> Callable[[Definition], bool]:
+    """A test of whether ``main`` holds a definition (same path and qualname).
+
+    Hidden results are counted in ``pruned`` only for definitions main holds:
+    a name that exists only in an agent's lane or staged change has no hidden
+    users to warn about, and counting them would let an agent that may write
+    define names of its choosing to probe the files it may not see
+    (docs/semantic.md, "What pruned counts"). Main's view is indexed like any
+    other (cached; the same view as the caller's when its lane is main).
+    """
+    try:
+        head = ctx.repo.resolve("main")
+        main = indexer_for(ctx.repo).view(
+            ctx.repo, ctx.token.agent, vcs.StagedChange(base=head.id), ctx.token.path_scopes
+        )
+    except RepositoryError:
+        return lambda _d: False
+    return lambda d: (d.path, d.qualname) in main.by_place
+
+
 def _bound_elsewhere(ctx: CallContext, index: TreeIndex, d: Definition) -> Callable[[str], bool]:
     """A test, kept per file for one call: does that file bind ``d``'s name elsewhere?"""
     known: dict[str, bool] = {}
@@ -299,17 +322,19 @@ def _bound_elsewhere(ctx: CallContext, index: TreeIndex, d: Definition) -> Calla
 def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relations:
     """Callers, callees, references, imports, parents and children of a symbol, by name.
 
-    Callers, references, imports and children found in files the caller may not
-    see are counted in ``pruned``; callees and parents resolve only to visible
-    definitions (``unresolved`` otherwise), as the symbol argument does.
+    Callers, references, imports, children and Rust impls found in files the
+    caller may not see are counted in ``pruned`` if main holds the definition
+    (never named); callees and parents resolve only to visible definitions
+    (``unresolved`` otherwise), as the symbol argument does.
     """
     index = _index(ctx)
     found = _resolve(ctx, index, args.symbol, args.path)
     if not found:
         raise _not_found()
     d = found[0]
-    kinds: list[str] = list(args.kinds or _ALL_KINDS)
+    kinds: list[str] = list(dict.fromkeys(args.kinds or _ALL_KINDS))
     elsewhere = _bound_elsewhere(ctx, index, d)
+    counted = _on_main(ctx)(d)
     relations: list[s.Relation] = []
     pruned = 0
     seen: set[tuple[str, str, str, int]] = set()
@@ -322,7 +347,7 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
         seen.add(key)
         if ctx.visible(path):
             relations.append(s.Relation(kind=kind, symbol=sym))
-        else:
+        elif counted:
             pruned += 1
 
     for kind in kinds:
@@ -368,7 +393,16 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
                     sym = s.Symbol(symbol=label, kind="import", path=path, line=imp.line + 1)
                     add(kind, sym, path)
         elif kind == "parents":
-            bases = list(d.bases) + [t for p, typ, t, _l in index.impls if typ == d.name and p]
+            # Rust: traits implemented for it, by impls the caller may see; an
+            # impl in a hidden file is counted, never named.
+            bases = list(d.bases)
+            for p, typ, trait, _line in index.impls:
+                if typ == d.name and not elsewhere(p):
+                    if ctx.visible(p):
+                        bases.append(trait)
+                    elif counted and (kind, trait, p, -1) not in seen:
+                        seen.add((kind, trait, p, -1))
+                        pruned += 1
             for base in bases:
                 targets = sorted(_visible_of(ctx, index.by_name.get(base, ())), key=rank_key)
                 targets = narrowed(index, d.path, base, targets, ctx.visible)
@@ -380,9 +414,20 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
                     )
                     add(kind, sym, d.path)
         elif kind == "children":
+            # Definitions naming it as a base (the relation is in the child's
+            # file), then types implementing it (Rust: in the impl's file).
             for child in index.children.get(d.name, ()):
-                if not elsewhere(child.path):
+                if d.name in child.bases and not elsewhere(child.path):
                     add(kind, _symbol(child), child.path)
+            for p, typ, trait, _line in index.impls:
+                if trait != d.name or elsewhere(p):
+                    continue
+                if not ctx.visible(p):
+                    add(kind, s.Symbol(symbol=typ, kind="impl", path=p, line=1), p)
+                    continue
+                for child in index.by_name.get(typ, ()):
+                    if child.path == p or child.kind in ("struct", "enum", "type"):
+                        add(kind, _symbol(child), child.path)
     kept, cut = _fit(relations)
     return s.Relations(symbol=d.qualname, relations=kept, pruned=pruned, truncated=cut)
 
@@ -400,28 +445,56 @@ def _in_scope(ctx: CallContext, path: str) -> bool:
 
 
 def _check_paths(ctx: CallContext, paths: list[str]) -> list[str]:
-    """Validate path arguments: each a file or folder with something in scope under it."""
+    """Validate path arguments as a ``path`` filter is: scope, then policy.
+
+    Each must be in scope, or a folder with something in scope under it
+    (``path_outside_scope``), and the policy must let this tool read it, as
+    for any read (``path_forbidden``, ``policy_denied``): a path the caller may
+    not read is refused before anything is looked up, so no answer (not even
+    a count) says whether it exists.
+    """
     out = []
     for raw in paths:
         path = validate_path(raw)
         if not _in_scope(ctx, path):
             raise AccessDeniedError("path_outside_scope", f"{path!r} is outside this token's scope")
+        request = policy.Request(
+            agent=ctx.token.agent, tool=ctx.tool, operation="read", paths=(path,)
+        )
+        decision = policy.evaluate(ctx.policy, request)
+        if not decision.allowed:
+            raise denied(decision)
         out.append(path)
     return out
 
 
-def _may_name(ctx: CallContext, index: TreeIndex, path: str) -> bool:
-    """True iff the caller may be shown a peer's path: a file it may see, or a folder it may name.
+def _sorted_files(index: TreeIndex) -> list[str]:
+    found = index.derived.get("sorted_files")
+    if not isinstance(found, list):
+        found = index.derived["sorted_files"] = sorted(index.files)
+    return found
 
-    A folder (a declared intent for ``src/``) is shown if the caller could have
-    passed it as an argument itself and the policy does not refuse it.
+
+def _may_name(ctx: CallContext, index: TreeIndex, path: str, staged: bool) -> bool:
+    """True iff the caller may be shown a peer's path.
+
+    A staged path (always a file) is shown only if the caller may see that
+    file. A declared path is shown if it is a file the caller may see, or a
+    folder of the caller's view holding a file the caller may see (so a folder
+    is never named only because a pattern scope could match below it).
     """
     if ctx.visible(path):
         return True
-    if path in index.files:
+    if staged or path in index.files:
         return False
-    request = policy.Request(agent=ctx.token.agent, tool=ctx.tool, operation="read", paths=(path,))
-    return _in_scope(ctx, path) and policy.evaluate(ctx.policy, request).allowed
+    files = _sorted_files(index)
+    prefix = path.rstrip("/") + "/"
+    at = bisect.bisect_left(files, prefix)
+    while at < len(files) and files[at].startswith(prefix):
+        if ctx.visible(files[at]):
+            return True
+        at += 1
+    return False
 
 
 def _under(path: str, prefixes: Iterable[str]) -> bool:
@@ -496,9 +569,10 @@ def _uses_reaching(ctx: CallContext, index: TreeIndex, d: Definition) -> list[tu
 def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
     """Symbols a change touches, their reverse-reference closure, and the tests that reach them.
 
-    ``pruned`` counts hidden files under the given folders (one each) and uses
-    of the walked definitions in files the caller may not see; a symbol
-    argument defined only in hidden files touches nothing and is not counted.
+    ``pruned`` counts hidden files under the given folders (one each) and uses,
+    in files the caller may not see, of the walked definitions that main holds;
+    a symbol argument defined only in hidden files touches nothing and is not
+    counted.
     """
     index = _index(ctx)
     pruned = 0
@@ -525,14 +599,17 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
     places: dict[tuple[str, str], Definition] = {}
     tests: dict[str, int] = {}
     hidden: set[tuple[str, int]] = set()
+    on_main = _on_main(ctx)
     frontier = list(visible_touched.values())
     truncated = index.truncated_for(ctx.visible)
     for depth in range(1, IMPACT_DEPTH + 1):
         following: list[Definition] = []
         for d in frontier:
+            counted = on_main(d)
             for path, occ in _uses_reaching(ctx, index, d):
                 if not ctx.visible(path):
-                    hidden.add((path, occ.range.start_line))
+                    if counted:
+                        hidden.add((path, occ.range.start_line))
                     continue
                 if _TEST_PATH.search(path):
                     tests[path] = min(tests.get(path, depth), depth)
@@ -612,13 +689,33 @@ def share_staged_paths(ctx: CallContext, before: tuple[str, ...]) -> None:
         session=ctx.session.session_id,
         token_id=ctx.session.token_id,
         agent=ctx.token.agent,
-        paths=after[:MAX_INTENT_PATHS],
+        paths=_bounded(after),
         expires_at=expires,
     )
     try:
         ctx.store.put_intent(intent, now=ctx.now, staged=True)
     except (sqlite3.Error, OSError):
         logger.warning("a session's staged paths could not be shared with its peers")
+
+
+INTENT_MAX_BYTES = 16_384
+"""UTF-8 bytes of paths one intent (or one session's shared staged paths) keeps."""
+
+
+def _bounded(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The first paths that fit :data:`~engine.state.MAX_INTENT_PATHS` and :data:`INTENT_MAX_BYTES`.
+
+    Every peer's ``project_context`` reads every live intent, so what one
+    session leaves there is kept small whatever its paths' lengths.
+    """
+    out: list[str] = []
+    used = 0
+    for path in paths[:MAX_INTENT_PATHS]:
+        used += len(path.encode())
+        if used > INTENT_MAX_BYTES:
+            break
+        out.append(path)
+    return tuple(out)
 
 
 def staged_paths(session: Session) -> tuple[str, ...]:
@@ -638,25 +735,26 @@ def _peer_intents(
     declared = ctx.store.intents(repo, now=ctx.now)
     staged = ctx.store.intents(repo, now=ctx.now, staged=True)
     me = (ctx.session.session_id, ctx.session.token_id)
-    wanted: dict[tuple[str, str], tuple[str, set[str]]] = {}
-    for intent in declared + staged:
-        sid = (intent.session, intent.token_id)
-        if sid != me:
-            wanted.setdefault(sid, (intent.agent, set()))[1].update(intent.paths)
+    wanted: dict[tuple[str, str], tuple[str, dict[str, bool]]] = {}
+    for kind, intents in ((False, declared), (True, staged)):
+        for intent in intents:
+            sid = (intent.session, intent.token_id)
+            if sid != me:
+                paths = wanted.setdefault(sid, (intent.agent, {}))[1]
+                for path in intent.paths:
+                    paths[path] = paths.get(path, True) and kind  # declared wins
     out: list[s.PeerIntent] = []
     pruned = 0
     for _sid, (agent, paths) in sorted(wanted.items()):
         overlapping = set()
         hidden = 0
-        for path in paths:
+        for path, is_staged in paths.items():
             if any(_overlaps(path, m) for m in mine):
-                if _may_name(ctx, index, path):
+                if _may_name(ctx, index, path, is_staged):
                     overlapping.add(path)
                 else:
                     hidden += 1
-            elif (
-                names and ctx.visible(path) and any(d.name in names for d in _defs_in(index, path))
-            ):
+            elif names and ctx.visible(path) and not names.isdisjoint(_top_names(index, path)):
                 # Touches a symbol the caller's paths define. Only visible paths
                 # are compared by name, so a name the caller defines cannot
                 # probe a hidden file's definitions.
@@ -670,24 +768,66 @@ def _peer_intents(
     return out, pruned
 
 
-def _defs_in(index: TreeIndex, path: str) -> tuple[Definition, ...]:
+def _top_names(index: TreeIndex, path: str) -> tuple[str, ...]:
+    """The names a file defines at its top level (from its outline: nothing made)."""
     record = index.indexed.get(path)
-    return record.definitions if record is not None else ()
+    if record is None:
+        return ()
+    outline = record.outline
+    return tuple(n for n, q in zip(outline.names, outline.qualnames, strict=True) if n == q)
+
+
+def _folders(index: TreeIndex) -> frozenset[str]:
+    """Every folder of the view (made once per index)."""
+    found = index.derived.get("folders")
+    if not isinstance(found, frozenset):
+        folders: set[str] = set()
+        for path in index.files:
+            cut = path.rfind("/")
+            while cut > 0 and path[:cut] not in folders:
+                folders.add(path[:cut])
+                cut = path.rfind("/", 0, cut)
+        found = index.derived["folders"] = frozenset(folders)
+    return found
+
+
+def _convention_files(index: TreeIndex) -> dict[str, list[str]]:
+    """Convention files of the view by folder (``""``: the root), in CONVENTION_FILES order."""
+    found = index.derived.get("conventions")
+    if not isinstance(found, dict):
+        rank = {name: k for k, name in enumerate(CONVENTION_FILES)}
+        by_folder: dict[str, list[str]] = {}
+        for path in index.files:
+            folder, _slash, name = path.rpartition("/")
+            if name in rank:
+                by_folder.setdefault(folder, []).append(path)
+        for listed in by_folder.values():
+            listed.sort(key=lambda p: rank[p.rpartition("/")[2]])
+        found = index.derived["conventions"] = by_folder
+    return found
 
 
 def _conventions(
     ctx: CallContext, index: TreeIndex, paths: list[str]
 ) -> tuple[list[s.FileContent], int, bool]:
-    order: list[str] = []
+    by_folder = _convention_files(index)
+    order: dict[str, None] = {}
     for path in paths:
-        is_file = path in index.files
-        folders = path.split("/")[:-1] if is_file else path.rstrip("/").split("/")
-        for depth in range(len(folders), -1, -1):
-            prefix = "/".join(folders[:depth])
-            for name in CONVENTION_FILES:
-                candidate = f"{prefix}/{name}" if prefix else name
-                if candidate in index.files and candidate not in order:
-                    order.append(candidate)
+        folder = path if path not in index.files else path.rpartition("/")[0]
+        # The folders above it that the view has, root first: a walk that stops
+        # at the first folder the view lacks (a deep made-up path costs nothing).
+        chain = [""]
+        at = 0
+        while folder and at < len(folder):
+            end = folder.find("/", at)
+            end = len(folder) if end < 0 else end
+            prefix = folder[:end]
+            if prefix not in _folders(index):
+                break
+            chain.append(prefix)
+            at = end + 1
+        for prefix in reversed(chain):
+            order.update(dict.fromkeys(by_folder.get(prefix, ())))
     found: list[s.FileContent] = []
     pruned = 0
     truncated = False
@@ -736,7 +876,7 @@ def project_context(ctx: CallContext, args: s.ProjectContextArgs) -> s.ProjectCo
             session=ctx.session.session_id,
             token_id=ctx.session.token_id,
             agent=ctx.token.agent,
-            paths=tuple(dict.fromkeys(paths)),
+            paths=_bounded(tuple(dict.fromkeys(paths))),
             expires_at=expires,
         ),
         now=ctx.now,

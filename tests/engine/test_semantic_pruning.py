@@ -12,6 +12,8 @@ same, byte for byte.
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,9 @@ import pytest
 
 from engine import operator
 from engine.seed import create_repository
+from engine.semantic.tools import INTENT_MAX_BYTES
 from engine.service import Engine
+from engine.state import SQLiteStore
 
 POLICY = """version = 1
 [paths]
@@ -272,13 +276,13 @@ def test_a_file_cut_where_the_caller_cannot_see_does_not_say_truncated(tmp_path:
     """Threat: one hidden file over a bound sets ``truncated`` for every caller.
 
     A file over 1 MB out of the narrow token's scope, and one over the
-    extractor's depth bound in its scope but denied to it by a rule: the narrow
+    extractor's bound on definitions in its scope but denied to it by a rule: the narrow
     token's answers are those of the same repository without them, byte for
     byte; a token that may see them is told its results were cut.
     """
     files = dict(FILES)
     files["src/vault/big.py"] = b"x = 1\n" * 200_000
-    files["src/open/secret/deep.py"] = b"y = " + b"(" * 600 + b"1" + b")" * 600 + b"\n"
+    files["src/open/secret/many.py"] = b"".join(b"def d%d(): pass\n" % i for i in range(10_001))
     plain = World(tmp_path / "plain")
     other = World(tmp_path / "cut", files)
     asks: list[tuple[str, dict[str, Any]]] = [
@@ -294,7 +298,7 @@ def test_a_file_cut_where_the_caller_cannot_see_does_not_say_truncated(tmp_path:
     assert other.ok(wide, "search_symbols", {"query": "helper"})["truncated"] is True
     vault = other.mint("vault", "src/vault/**")
     assert other.ok(vault, "search_symbols", {"query": "x"})["truncated"] is True
-    # The deny rule alone hides the deep file from a token whose scope has it.
+    # The deny rule alone hides the cut file from a token whose scope has it.
     narrow_two = other.mint("narrow-2", "src/open/**")
     assert other.ok(narrow_two, "search_symbols", {"query": "helper"})["truncated"] is False
 
@@ -398,3 +402,118 @@ def test_a_staged_view_within_the_bound_is_never_derived_from_a_cut_one(
     view = indexer.view(repo, "a", staged, (("z/**",),))
     assert view.complete and "z/use.py" in view.indexed and "a/m000.py" not in view.indexed
     assert len(view.indexed) == 20 and view.cut == ()
+
+
+def _small_world(tmp_path: Path, files: dict[str, bytes], policy: str | None = None) -> World:
+    home, repo = tmp_path / "home", tmp_path / "repo"
+    operator.init_home(home)
+    if policy is not None:
+        (home / "policy.toml").write_text(policy)
+    create_repository(repo, files)
+    w = World.__new__(World)
+    w.home, w.repo, w.engine = home, repo, Engine(home, repo)
+    return w
+
+
+def test_rust_impls_in_hidden_files_are_counted_never_named(tmp_path: Path) -> None:
+    """Threat: `impl HiddenTrait for VisibleType` in a hidden file spells the trait's name."""
+    w = _small_world(tmp_path, {
+        "src/api/types.rs": b"pub struct Invoice;\npub trait Render {}\n",
+        "src/internal/billing.rs": (
+            b"pub trait StripeWebhookRotation {}\n"
+            b"impl StripeWebhookRotation for Invoice {}\nimpl Render for Invoice {}\n"
+        ),
+    })
+    spy = w.mint("spy", "src/api/**")
+    parents = w.ok(spy, "symbol_relations", {"symbol": "Invoice", "kinds": ["parents"]})
+    assert "Stripe" not in str(parents) and "billing" not in str(parents)
+    assert parents["relations"] == [] and parents["pruned"] == 2
+    children = w.ok(spy, "symbol_relations", {"symbol": "Render", "kinds": ["children"]})
+    assert children["relations"] == [] and children["pruned"] == 1
+    assert "billing" not in str(children)
+    # A type the spy stages itself is not on main: hidden impls of it are not even counted.
+    w.ok(spy, "write_file", {"path": "src/api/probe.rs", "content": "pub struct Receipt;\n"},
+         session="p")
+    probe = w.ok(spy, "symbol_relations", {"symbol": "Receipt", "kinds": ["parents"]},
+                 session="p")
+    assert probe == {"symbol": "Receipt", "relations": [], "pruned": 0, "truncated": False}
+
+
+def test_path_arguments_the_policy_refuses_are_refused_not_counted(world: World) -> None:
+    """Threat: testing whether an exact hidden path exists through a count."""
+    for tool in ("change_impact", "project_context"):
+        answers = [world.call(world.narrow, tool, {"paths": [path]})
+                   for path in ("src/open/secret/seal.py", "src/open/secret/nothere.py")]
+        assert answers[0] == answers[1]
+        assert answers[0]["ok"] is False and answers[0]["error"]["error"] == "policy_denied"
+        # A folder holding hidden files is named as any folder: counted, never listed.
+        folder = world.ok(world.narrow, tool, {"paths": ["src/open/secret"]})
+        assert folder["pruned"] == 1 and "seal" not in str(folder)
+
+
+def test_staged_names_are_not_counted_against_hidden_uses(tmp_path: Path) -> None:
+    """Threat: defining many guessed names in one staged file, then one change_impact."""
+    w = _small_world(tmp_path, {
+        "src/open/util.py": b"def helper():\n    pass\n",
+        "src/vault/job.py": (
+            b"from open.util import *\n\n\ndef job():\n    rotate_kek_now()\n    helper()\n"
+        ),
+    })
+    spy = w.mint("spy", "src/open/**")
+    guesses = "".join(f"def guess_{k}():\n    pass\n\n\n" for k in range(20))
+    code = guesses + "def rotate_kek_now():\n    pass\n"
+    w.ok(spy, "write_file", {"path": "src/open/guesses.py", "content": code}, session="many")
+    impact = w.ok(spy, "change_impact", {}, session="many")
+    assert impact["pruned"] == 0 and "rotate_kek_now" in str(impact["touched"])
+    relations = w.ok(spy, "symbol_relations", {"symbol": "rotate_kek_now"}, session="many")
+    assert relations["pruned"] == 0
+    # A definition main holds still has its hidden uses counted.
+    relations = w.ok(spy, "symbol_relations", {"symbol": "helper"}, session="many")
+    assert relations["relations"] == [] and relations["pruned"] == 2  # its import and call
+
+
+def test_peers_never_name_a_file_outside_a_pattern_scope(tmp_path: Path) -> None:
+    """Threat: a `src/**/*.py` token shown a peer's `src/api/launch_codes.txt`."""
+    w = _small_world(tmp_path, {"src/api/app.py": b"def app():\n    pass\n",
+                                "src/api/notes.txt": b"notes\n"})
+    peer = w.mint("peer", "src/**")
+    w.ok(peer, "write_file", {"path": "src/api/launch_codes.txt", "content": "x"}, session="p")
+    w.ok(peer, "project_context", {"paths": ["src/api/notes.txt", "src/api"]}, session="p")
+    py = w.mint("py", "src/**/*.py")
+    answer = w.ok(py, "project_context", {"paths": ["src/api"]}, session="q")
+    assert "launch_codes" not in str(answer) and "notes.txt" not in str(answer)
+    assert answer["peers"] == [{"agent": "peer", "paths": ["src/api"]}]
+    assert answer["pruned"] >= 2
+
+
+def test_hostile_shapes_of_arguments(world: World) -> None:
+    many = world.call(world.narrow, "symbol_relations",
+                      {"symbol": "helper", "kinds": ["references"] * 7})
+    assert many["error"]["error"] == "invalid_argument"
+    once = world.ok(world.narrow, "symbol_relations", {"symbol": "helper", "kinds": ["callers"]})
+    twice = world.ok(world.narrow, "symbol_relations",
+                     {"symbol": "helper", "kinds": ["callers", "callers"]})
+    assert once == twice
+    for query in (" ", "\n\t"):
+        blank = world.call(world.narrow, "search_symbols", {"query": query})
+        assert blank["error"]["error"] == "invalid_argument"
+    long = world.call(world.narrow, "change_impact", {"symbols": ["x" * 513]})
+    assert long["error"]["error"] == "invalid_argument"
+    # A deep made-up path under a real folder: conventions found, nothing else.
+    deep = "src/open/" + "/".join(["d"] * 1500) + "/x.py"
+    briefing = world.ok(world.narrow, "project_context", {"paths": [deep]}, session="deep")
+    assert briefing["symbols"] == [] and briefing["conventions"] == []
+
+
+def test_an_intent_keeps_a_bounded_number_of_bytes(tmp_path: Path) -> None:
+    """Threat: long made-up paths filling the intents every peer's project_context reads."""
+    w = _small_world(tmp_path, {"src/open/app.py": b"def app():\n    pass\n"})
+    spy = w.mint("spy", "src/open/**")
+    long_paths = [f"src/open/{k:03d}/" + "/".join(["segment"] * 100) for k in range(256)]
+    w.ok(spy, "project_context", {"paths": long_paths}, session="big")
+    stored = SQLiteStore(w.home / "state.db").intents(
+        os.path.realpath(w.repo / ".git"), now=int(time.time()))
+    assert len(stored) == 1
+    kept = stored[0].paths
+    assert 0 < len(kept) < 256 and kept == tuple(long_paths[: len(kept)])
+    assert sum(len(p.encode()) for p in kept) <= INTENT_MAX_BYTES
