@@ -326,7 +326,12 @@ def test_files_a_caller_cannot_see_do_not_decide_which_of_its_files_are_indexed(
     from engine.semantic import index
 
     monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
-    world = World(tmp_path, _many(25), policy="version = 1\n")
+    files = _many(25)
+    files["a/caller.py"] = (
+        b"from target import zeta_visible_function\n\n\n"
+        b"def hidden_caller():\n    return zeta_visible_function()\n"
+    )
+    world = World(tmp_path, files, policy="version = 1\n")
     z = world.mint("zed", "z/**", "read,write")
     found = world.ok(z, "search_symbols", {"query": "zeta_visible_function"})
     assert found == {"symbols": [{"symbol": "zeta_visible_function", "kind": "function",
@@ -338,6 +343,8 @@ def test_files_a_caller_cannot_see_do_not_decide_which_of_its_files_are_indexed(
                          {"symbol": "zeta_visible_function", "kinds": ["callers"]})
     assert [(r["kind"], r["symbol"]["symbol"]) for r in relations["relations"]] == [
         ("callers", "caller")]
+    # main (indexed for the same scope) holds the definition: its hidden caller is counted.
+    assert relations["pruned"] == 1 and "hidden_caller" not in str(relations)
     briefing = world.ok(z, "project_context", {"paths": ["z"]})
     assert {s["symbol"] for s in briefing["symbols"]} >= {"zeta_visible_function", "caller"}
     assert briefing["truncated"] is False
