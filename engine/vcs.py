@@ -198,20 +198,33 @@ _TREE_INDEX_ENTRIES: Final = 32_768
 _tree_index: OrderedDict[pygit2.Oid, dict[str, int]] = OrderedDict()
 _tree_index_size = 0
 _tree_index_lock = threading.Lock()
+_huge_tree: tuple[pygit2.Oid, dict[str, int]] | None = None
+"""The name map of the last folder too big for the shared budget, kept alone."""
 
 
 def _tree_names(tree: pygit2.Tree) -> dict[str, int]:
-    """``{entry name: entry index}`` of ``tree``, kept per tree id within a budget."""
-    global _tree_index_size
+    """``{entry name: entry index}`` of ``tree``, kept per tree id within a budget.
+
+    A folder of more than a quarter of the budget is not kept with the others
+    (it would push them all out) but alone, in one slot of its own: reading
+    many files of one huge folder (indexing it) builds its map once, not once
+    per file.
+    """
+    global _tree_index_size, _huge_tree
     key = tree.id
     with _tree_index_lock:
         names = _tree_index.get(key)
         if names is not None:
             _tree_index.move_to_end(key)
             return names
+        huge = _huge_tree
+        if huge is not None and huge[0] == key:
+            return huge[1]
     names = {entry.name: i for i, entry in enumerate(tree) if entry.name is not None}
     if len(names) > _TREE_INDEX_ENTRIES // 4:
-        return names  # a huge folder is not kept: it would push out everything else
+        with _tree_index_lock:
+            _huge_tree = (key, names)
+        return names
     with _tree_index_lock:
         if key not in _tree_index:
             _tree_index[key] = names
@@ -381,6 +394,30 @@ class _View:
         self.changes = changes
         self.modes = modes
         self.sealing = sealing
+        self._folder: tuple[str, pygit2.Tree] | None = None  # the last folder read, loaded
+
+    def _base_entry(self, path: str) -> pygit2.Object | None:
+        """``_tree_entry(self.tree, path)``, keeping the last folder's tree object.
+
+        libgit2 caches no tree over 4 KiB, so a folder reached from its parent is
+        read and parsed again on every lookup: reading its files one by one (the
+        semantic index, in path order) would cost the folder's size per file.
+        The folder's object, once loaded, serves the next lookup in the same
+        folder; one folder per view is kept.
+        """
+        folder, _, name = path.rpartition("/")
+        last = self._folder
+        if last is not None and last[0] == folder:
+            parent: pygit2.Object | None = last[1]
+        else:
+            parent = _tree_entry(self.tree, folder) if folder else self.tree
+            if not isinstance(parent, pygit2.Tree):
+                return None
+            self._folder = (folder, parent)
+        if not isinstance(parent, pygit2.Tree):
+            return None
+        index = _tree_names(parent).get(name)
+        return None if index is None else parent[index]
 
     def entry(self, path: str) -> _Entry | None:
         """Return ``(mode, id)`` of the non-tree entry at ``path``, or ``None``."""
@@ -389,7 +426,7 @@ class _View:
             if data is None:
                 return None
             return self.modes.get(path, MODE_FILE), pygit2.hash(data)
-        obj = _tree_entry(self.tree, path)
+        obj = self._base_entry(path)
         if obj is None or obj.filemode == _MODE_TREE:
             return None
         return int(obj.filemode), obj.id
@@ -402,7 +439,7 @@ class _View:
         """
         if path in self.changes:
             return self.changes[path]
-        obj = _tree_entry(self.tree, path)
+        obj = self._base_entry(path)
         if isinstance(obj, pygit2.Blob):
             return self.sealing.open(path, obj.data)
         return None

@@ -9,7 +9,9 @@ keeps two bounded in-memory caches:
   The path is part of the key because records name their path and because a
   sealed blob opens only at its own path (docs/sealing.md);
 * per view: ``(tree id, staged paths and blob ids) -> TreeIndex``, the merged
-  lookup tables, at most :data:`VIEW_CACHE_ENTRIES`.
+  lookup tables, at most :data:`VIEW_CACHE_ENTRIES`; a view with more files
+  than :data:`MAX_INDEXED_FILES` is kept per caller scope too (it indexes the
+  files that scope matches first).
 
 Below the memory caches sits the persisted index (engine/semantic/persist.py),
 shared by the engine processes of the repository, so a new process on a tree
@@ -29,12 +31,13 @@ import hashlib
 import threading
 import weakref
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 
 from engine import vcs
 from engine.errors import RepositoryError
+from engine.paths import glob_may_match_below, in_scope
 from engine.semantic.codec import (
     CodecError,
     decode_lazily,
@@ -67,6 +70,38 @@ MAX_LISTED_FILES = 200_000
 
 
 _NO_PATHS: list[str] = []
+
+Scope = Sequence[Sequence[str]]
+"""Path scopes: one glob list per token block (``VerifiedToken.path_scopes``)."""
+
+
+class _InScope:
+    """Whether a path is in a scope, as ``VerifiedToken.allows_path`` says.
+
+    Every list of the scope must have a glob matching the path (an empty scope
+    matches nothing). A folder no glob of a list can match below is
+    remembered, so the files of a folder out of scope are refused without
+    matching each (the index tests every file of a large view).
+    """
+
+    def __init__(self, scope: Scope) -> None:
+        self._scope = scope
+        self._folders: dict[str, bool] = {}
+
+    def __call__(self, path: str) -> bool:
+        scope = self._scope
+        if not scope:
+            return False
+        folder = path.rpartition("/")[0]
+        if folder:
+            below = self._folders.get(folder)
+            if below is None:
+                below = self._folders[folder] = all(
+                    any(glob_may_match_below(glob, folder) for glob in globs) for globs in scope
+                )
+            if not below:
+                return False
+        return all(in_scope(path, globs) for globs in scope)
 
 
 class _Definitions(Mapping[str, list[Definition]]):
@@ -223,7 +258,19 @@ class TreeIndex:
     Attributes:
         files: Every regular file of the view (path to blob id), indexed or not.
         indexed: Path to record, for files in a known language.
-        truncated: True if :data:`MAX_INDEXED_FILES` or a per-file bound cut something.
+        cut: Paths of files this view indexed in part or not at all, among those
+            a caller of the view may see (sorted): files over 1 MB or over a
+            per-file bound (their records say ``truncated``), and files in a
+            known language beyond :data:`MAX_INDEXED_FILES` that the view's
+            scope matches. A result says ``truncated`` for a caller only if it
+            may see one of them (:meth:`truncated_for`), so a file it cannot
+            see tells it nothing.
+        unlisted: True if the view has more than :data:`MAX_LISTED_FILES`
+            files: the listing stopped, and which files it missed is unknown,
+            so every caller is told its results may be cut.
+        complete: False if :data:`MAX_INDEXED_FILES` left files out (whoever
+            may see them): a view with staged edits is then built in full,
+            never derived from this one.
         by_name: Definitions by name (a read-only mapping to lists, made per
             name on first lookup); ``by_qualname``, ``by_symbol`` and
             ``by_place`` (``(path, qualname)``) likewise.
@@ -245,8 +292,10 @@ class TreeIndex:
         self,
         files: dict[str, str],
         indexed: dict[str, FileIndex],
-        truncated: bool,
         *,
+        cut: tuple[str, ...] = (),
+        unlisted: bool = False,
+        complete: bool = True,
         names: dict[str, list[str]],
         qualnames: dict[str, list[str]],
         uses: dict[str, list[str]],
@@ -254,7 +303,9 @@ class TreeIndex:
     ) -> None:
         self.files = files
         self.indexed = indexed
-        self.truncated = truncated
+        self.cut = cut
+        self.unlisted = unlisted
+        self.complete = complete
         self.by_name: Mapping[str, list[Definition]] = _Definitions(
             names, indexed, qualified=False
         )
@@ -280,9 +331,32 @@ class TreeIndex:
 
     @classmethod
     def build(
-        cls, files: dict[str, str], records: Iterable[FileIndex], truncated: bool
+        cls,
+        files: dict[str, str],
+        records: Iterable[FileIndex],
+        *,
+        left_out: Iterable[str] = (),
+        unlisted: bool = False,
+        complete: bool = True,
+        may_see: Callable[[str], bool] | None = None,
     ) -> TreeIndex:
-        """Merge file records into one index (from their outlines; no definition is made)."""
+        """Merge file records into one index (from their outlines; no definition is made).
+
+        Args:
+            files: Every regular file of the view (path to blob id).
+            records: The records of the files indexed, in the view's file order.
+            left_out: Files in a known language the view does not index (beyond
+                :data:`MAX_INDEXED_FILES`) that a caller of the view may see.
+            unlisted: The listing of ``files`` stopped at :data:`MAX_LISTED_FILES`.
+            complete: No file was left out by :data:`MAX_INDEXED_FILES`.
+            may_see: If given, only paths it accepts can be seen by a caller of
+                this view: a record cut by a per-file bound elsewhere is not
+                kept in :attr:`cut`.
+
+        Returns:
+            The :class:`TreeIndex`.
+        """
+        cut = set(left_out)
         by_name: defaultdict[str, list[str]] = defaultdict(list)
         by_qual: defaultdict[str, list[str]] = defaultdict(list)
         uses: defaultdict[str, list[str]] = defaultdict(list)
@@ -291,7 +365,8 @@ class TreeIndex:
         for record in records:
             path = record.path
             indexed[path] = record
-            truncated = truncated or record.truncated
+            if record.truncated and (may_see is None or may_see(path)):
+                cut.add(path)
             outline = record.outline
             for name in dict.fromkeys(outline.names):
                 by_name[name].append(path)
@@ -303,7 +378,9 @@ class TreeIndex:
         return cls(
             files,
             indexed,
-            truncated,
+            cut=tuple(sorted(cut)),
+            unlisted=unlisted,
+            complete=complete,
             names=dict(by_name),
             qualnames=dict(by_qual),
             uses=dict(uses),
@@ -328,7 +405,7 @@ class TreeIndex:
         paths = set(replaced)
         old = [self.indexed[p] for p in paths if p in self.indexed]
         new = [r for r in replaced.values() if r is not None]
-        truncated = self.truncated or any(r.truncated for r in new)
+        cut = {p for p in self.cut if p not in paths} | {r.path for r in new if r.truncated}
         indexed = dict(self.indexed)
         for p in paths:
             indexed.pop(p, None)
@@ -358,7 +435,9 @@ class TreeIndex:
         index = TreeIndex(
             files,
             indexed,
-            truncated,
+            cut=tuple(sorted(cut)),
+            unlisted=self.unlisted,
+            complete=self.complete,
             names=rebuilt(self._name_paths, lambda r: r.outline.names),
             qualnames=rebuilt(self._qualname_paths, lambda r: r.outline.qualnames),
             uses=rebuilt(self.uses, lambda r: r.names),
@@ -375,6 +454,20 @@ class TreeIndex:
                 symbols.update(dict.fromkeys(r.outline.symbols, r.path))
             index._symbols = symbols
         return index
+
+    def truncated_for(self, visible: Callable[[str], bool]) -> bool:
+        """Whether this view's index was cut where a caller may see.
+
+        Args:
+            visible: Whether the caller may see a path (``CallContext.visible``);
+                called for the paths of :attr:`cut` in order, until one is seen.
+
+        Returns:
+            True if the listing stopped (:attr:`unlisted`) or the caller may see
+            a file the view indexed in part or not at all; a file it cannot see
+            never makes this True.
+        """
+        return self.unlisted or any(visible(path) for path in self.cut)
 
     @property
     def imports(self) -> list[tuple[str, Import]]:
@@ -738,6 +831,7 @@ class Indexer:
         self._lock = threading.Lock()
         self._blobs = _LRU(BLOB_CACHE_ENTRIES)
         self._views = _LRU(VIEW_CACHE_ENTRIES)
+        self._sizes = _LRU(4 * VIEW_CACHE_ENTRIES)  # listing -> over MAX_INDEXED_FILES?
         self._pool = pool
         self.persisted = persisted
         self.parsed = 0  # files parsed so far (tests and benchmarks read it)
@@ -920,65 +1014,132 @@ class Indexer:
                 self.parsed += 1
         return record
 
+    def _large(self, listing: object, files: dict[str, str]) -> bool:
+        """Whether a view has more files in a known language than :data:`MAX_INDEXED_FILES`.
+
+        Kept per listing (tree id, staged paths and blob ids), so a call on a
+        view already seen does not count its files again.
+        """
+        if len(files) <= MAX_INDEXED_FILES:
+            return False
+        with self._lock:
+            known = self._sizes.get(listing)
+        if isinstance(known, bool):
+            return known
+        count = sum(1 for path in files if language_for(path) is not None)
+        large = count > MAX_INDEXED_FILES
+        with self._lock:
+            self._sizes.put(listing, large)
+        return large
+
     def _build(
         self,
         repo: vcs.Repository,
         files: dict[str, str],
         read: Callable[[str], bytes | None],
         staged: frozenset[str],
+        scope: Scope | None,
     ) -> TreeIndex:
-        truncated = len(files) >= MAX_LISTED_FILES
-        chosen: dict[str, str] = {}
-        for path in sorted(files):
-            if language_for(path) is None:
-                continue
-            if len(chosen) >= MAX_INDEXED_FILES:
-                truncated = True
-                break
-            chosen[path] = files[path]
+        """Index a view's files: all of them in a known language, up to the bound.
+
+        Past :data:`MAX_INDEXED_FILES`, the files ``scope`` matches come first
+        (in path order), then the others in path order, so what a caller may
+        not see never decides which of its own files are indexed. The files
+        indexed are merged in path order.
+        """
+        indexable = sorted(path for path in files if language_for(path) is not None)
+        left_out: list[str] = []
+        may_see: Callable[[str], bool] | None = None
+        complete = len(indexable) <= MAX_INDEXED_FILES
+        if not complete:
+            if scope is None:
+                ordered = indexable
+                left_out = indexable[MAX_INDEXED_FILES:]
+            else:
+                may_see = _InScope(scope)
+                matched = [p for p in indexable if may_see(p)]
+                if len(matched) < MAX_INDEXED_FILES:
+                    matched_set = set(matched)
+                    ordered = matched + [p for p in indexable if p not in matched_set]
+                else:
+                    ordered = matched
+                left_out = matched[MAX_INDEXED_FILES:]  # the others no caller of it may see
+            indexable = sorted(ordered[:MAX_INDEXED_FILES])
+        chosen = {path: files[path] for path in indexable}
         with _gc_paused():
             records = self._records(repo, chosen, read, staged)
-            return TreeIndex.build(files, (records[p] for p in chosen if p in records), truncated)
+            return TreeIndex.build(
+                files,
+                (records[p] for p in chosen if p in records),
+                left_out=left_out,
+                unlisted=len(files) >= MAX_LISTED_FILES,
+                complete=complete,
+                may_see=may_see,
+            )
 
-    def view(self, repo: vcs.Repository, agent: str, staged: vcs.StagedChange | None) -> TreeIndex:
+    def view(
+        self,
+        repo: vcs.Repository,
+        agent: str,
+        staged: vcs.StagedChange | None,
+        scope: Scope | None = None,
+    ) -> TreeIndex:
         """The index of a session's view: its lane or base, with its staged edits over it.
 
         A view with staged edits is derived from its base tree's view (cached,
         or built first): only the staged files are parsed and only the tables
         their names touch are rebuilt.
 
+        A view with more files in a known language than
+        :data:`MAX_INDEXED_FILES` indexes those ``scope`` matches first (see
+        :meth:`_build`); it is then kept per scope, and built in full for a
+        staged change. Any other view is the same for every scope.
+
         Args:
             repo: The engine's repository.
             agent: A validated agent name.
             staged: The session's staged change, or ``None``.
+            scope: The caller's path scopes (``VerifiedToken.path_scopes``: a
+                path is in scope iff every list has a glob matching it), or
+                ``None`` to index in path order alone (every path may be seen).
 
         Returns:
-            The view's :class:`TreeIndex`, shared by every session with the same view.
+            The view's :class:`TreeIndex`, shared by every session with the same
+            view (and, for a view over the bound, the same scope).
         """
         tree_id, files, read = repo.view_files(agent, staged, limit=MAX_LISTED_FILES)
         changed = sorted(staged.changes) if staged is not None else []
-        key = (tree_id, tuple((p, files.get(p)) for p in changed))
+        listing = (tree_id, tuple((p, files.get(p)) for p in changed))
+        large = self._large(listing, files)
+        if large and scope is not None:
+            scope = tuple(tuple(globs) for globs in scope)
+            key: tuple[object, ...] = (listing, scope)
+        else:
+            scope = None
+            key = (listing, None)
         with self._lock:
             cached = self._views.get(key)
         if isinstance(cached, TreeIndex):
             return cached
-        if not changed or staged is None:
-            index = self._build(repo, files, read, frozenset())
+        if large or not changed or staged is None:
+            index = self._build(repo, files, read, frozenset(changed), scope)
         else:
-            base_key = (tree_id, ())
+            base_key = ((tree_id, ()), None)
             with self._lock:
-                base = self._views.get(base_key)
-            if not isinstance(base, TreeIndex):
+                found = self._views.get(base_key)
+            base = found if isinstance(found, TreeIndex) else None
+            if base is None:
                 clean = vcs.StagedChange(base=staged.base)
                 base_tree, base_files, base_read = repo.view_files(
                     agent, clean, limit=MAX_LISTED_FILES
                 )
-                base = self._build(repo, base_files, base_read, frozenset())
-                if base_tree == tree_id:
-                    with self._lock:
-                        self._views.put(base_key, base)
-            if base.truncated or len(files) >= MAX_LISTED_FILES:
-                index = self._build(repo, files, read, frozenset(changed))
+                if not self._large((base_tree, ()), base_files):
+                    base = self._build(repo, base_files, base_read, frozenset(), None)
+                    if base_tree == tree_id:
+                        with self._lock:
+                            self._views.put(base_key, base)
+            if base is None or not base.complete or base.unlisted or len(files) >= MAX_LISTED_FILES:
+                index = self._build(repo, files, read, frozenset(changed), None)
             else:
                 present = {p: files[p] for p in changed if p in files}
                 records = self._records(repo, present, read, frozenset(changed))

@@ -112,7 +112,9 @@ logger = logging.getLogger("chit.engine")
 
 
 def _index(ctx: CallContext) -> TreeIndex:
-    return indexer_for(ctx.repo).view(ctx.repo, ctx.token.agent, ctx.session.staged)
+    return indexer_for(ctx.repo).view(
+        ctx.repo, ctx.token.agent, ctx.session.staged, ctx.token.path_scopes
+    )
 
 
 def _symbol(d: Definition, line: int | None = None, kind: str | None = None) -> s.Symbol:
@@ -226,7 +228,7 @@ def search_symbols(ctx: CallContext, args: s.SearchSymbolsArgs) -> s.Symbols:
     return s.Symbols(
         symbols=kept,
         pruned=0,
-        truncated=cut or index.truncated or len(scored) > args.limit,
+        truncated=cut or len(scored) > args.limit or index.truncated_for(ctx.visible),
     )
 
 
@@ -296,7 +298,9 @@ def _on_main(ctx: CallContext) -> Callable[[Definition], bool]:
     """
     try:
         head = ctx.repo.resolve("main")
-        main = indexer_for(ctx.repo).view(ctx.repo, ctx.token.agent, vcs.StagedChange(base=head.id))
+        main = indexer_for(ctx.repo).view(
+            ctx.repo, ctx.token.agent, vcs.StagedChange(base=head.id), ctx.token.path_scopes
+        )
     except RepositoryError:
         return lambda _d: False
     return lambda d: (d.path, d.qualname) in main.by_place
@@ -597,7 +601,7 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
     hidden: set[tuple[str, int]] = set()
     on_main = _on_main(ctx)
     frontier = list(visible_touched.values())
-    truncated = index.truncated
+    truncated = index.truncated_for(ctx.visible)
     for depth in range(1, IMPACT_DEPTH + 1):
         following: list[Definition] = []
         for d in frontier:
@@ -882,5 +886,5 @@ def project_context(ctx: CallContext, args: s.ProjectContextArgs) -> s.ProjectCo
         conventions=conventions,
         peers=peers,
         pruned=pruned + hidden + hidden_peers,
-        truncated=cut_symbols or cut_conventions or index.truncated,
+        truncated=cut_symbols or cut_conventions or index.truncated_for(ctx.visible),
     )

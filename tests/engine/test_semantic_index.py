@@ -36,7 +36,8 @@ def _tables(index: TreeIndex) -> dict[str, object]:
         "imports": sorted((p, i.module, i.name or "", i.line) for p, i in index.imports),
         "impls": sorted(index.impls),
         "children": {k: sorted(d.symbol for d in v) for k, v in index.children.items()},
-        "truncated": index.truncated,
+        "cut": index.cut,
+        "unlisted": index.unlisted,
     }
 
 
@@ -56,8 +57,10 @@ def test_a_derived_view_equals_a_full_build(tmp_path: Path) -> None:
     repo.stage_delete("a", staged, "src/starlette/status.py")
     repo.stage_write("a", staged, "src/starlette/extra.py",
                      b"from .routing import Router\n\ndef extra():\n    return Router()\n")
+    repo.stage_write("a", staged, "src/starlette/huge.py", b"x = 1\n" * 200_000)  # over 1 MB
     derived = indexer.view(repo, "a", staged)
-    assert derived is not base and indexer.parsed == len(base.indexed) + 2
+    assert derived is not base and indexer.parsed == len(base.indexed) + 3
+    assert base.cut == () and derived.cut == ("src/starlette/huge.py",)
     _tree_id, view_files, read = repo.view_files("a", staged)
     records = []
     for path in sorted(view_files):
@@ -65,7 +68,7 @@ def test_a_derived_view_equals_a_full_build(tmp_path: Path) -> None:
         data = read(path)
         if language is not None and data is not None:
             records.append(extract(path, view_files[path], data, language))
-    full = TreeIndex.build(view_files, records, False)
+    full = TreeIndex.build(view_files, records)
     assert _tables(derived) == _tables(full)
     # The base view is unchanged by the derivation.
     assert "request_response" in base.by_name and "renamed_response" not in base.by_name
@@ -106,3 +109,33 @@ def test_fuzzy_finds_a_transposition() -> None:
     names = NameIndex({n: [] for n in NAMES})
     assert "router" in [n for _r, n in names.close_to("ruoter")]
     assert names.close_to("zzzzzz") == []
+
+
+_SEGMENTS = st.sampled_from(["a", "b", "src", "x.py", "y.ts", "A"])
+_GLOB_SEGMENTS = st.sampled_from(["a", "b", "src", "*", "**", "?", "*.py", "x.py", "s*"])
+
+
+@given(
+    paths=st.lists(st.lists(_SEGMENTS, min_size=1, max_size=4).map("/".join), max_size=20),
+    scope=st.lists(
+        st.lists(st.lists(_GLOB_SEGMENTS, min_size=1, max_size=4).map("/".join),
+                 min_size=1, max_size=3),
+        max_size=3,
+    ),
+)
+def test_the_scope_test_of_a_large_view_agrees_with_the_token(
+    paths: list[str], scope: list[list[str]]
+) -> None:
+    """The view's folder-remembering scope test says what ``allows_path`` says, path by path."""
+    from engine.paths import in_scope, validate_glob
+    from engine.semantic.index import _InScope
+
+    for globs in scope:
+        for glob in globs:
+            try:
+                validate_glob(glob)
+            except ValueError:
+                return  # a token never holds it
+    test = _InScope(scope)
+    for path in paths:
+        assert test(path) == (bool(scope) and all(in_scope(path, g) for g in scope)), path

@@ -123,7 +123,7 @@ def test_a_derived_view_over_a_warm_one_equals_a_full_build(tmp_path: Path) -> N
         data = read(path)
         if language is not None and data is not None:
             records.append(extract(path, files[path], data, language))
-    assert _tables(derived) == _tables(TreeIndex.build(files, records, False))
+    assert _tables(derived) == _tables(TreeIndex.build(files, records))
     assert "helper" not in derived.by_name and "Box" not in derived.children.get("Base", ())
 
 

@@ -14,6 +14,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from array import array
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,12 @@ from engine.semantic.codec import MAX_PAYLOAD_BYTES, CodecError, decode, encode
 from engine.semantic.extract import extract
 from engine.semantic.index import Indexer
 from engine.semantic.languages import language_for
-from engine.semantic.persist import DB_NAME, RECORD_VERSION, PersistedIndex
+from engine.semantic.persist import (
+    DB_NAME,
+    EXPECTED_SCHEMA,
+    RECORD_VERSION,
+    PersistedIndex,
+)
 from engine.semantic.pool import MIN_POOL_FILES, ParsePool, parse_batch
 from engine.service import Engine
 from tests.conftest import World
@@ -241,17 +247,6 @@ def test_the_bound_keeps_the_newest_rows(tmp_path: Path, monkeypatch: pytest.Mon
     assert PersistedIndex(tmp_path, lambda: b"x" * 32).load([("g0.py", "0" * 40)]) == {}
 
 
-def test_a_corrupt_database_file_falls_back_to_parsing(code_world: World) -> None:
-    path = db_path(code_world.repo)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"this is not a database" * 100)
-    engine = Engine(code_world.home, code_world.repo)
-    token = code_world.mint(ops="read")
-    found = call(engine, token, "search_symbols", {"query": "helper"})
-    assert found["symbols"][0]["path"] == "src/lib/util.py"
-    assert indexer_for(engine._repo).parsed == 3
-
-
 def test_a_symlink_in_place_of_the_database_is_not_followed(
     code_world: World, tmp_path: Path
 ) -> None:
@@ -436,3 +431,189 @@ def test_a_fifo_or_loose_permissions_in_place_of_the_database(code_world: World)
     other = Engine(code_world.home, code_world.repo)
     call(other, code_world.mint(ops="read"), "search_symbols", {"query": "helper"})
     assert path.stat().st_mode & 0o077 == 0
+
+
+# -- the schema: untrusted too ---------------------------------------------------------
+
+
+_RECORDS = (
+    "CREATE TABLE records (path TEXT NOT NULL, blob TEXT NOT NULL, version TEXT NOT NULL,"
+    " stored_at INTEGER NOT NULL, outline_mac BLOB, outline BLOB, mac BLOB NOT NULL,"
+    " payload BLOB NOT NULL, UNIQUE (path, blob, version))"
+)
+_PLANTED = {
+    # Every row the engine stores multiplies into junk (once: 800 MB from a small file).
+    "trigger": [
+        _RECORDS,
+        "CREATE INDEX records_age ON records (stored_at)",
+        "CREATE TABLE junk (x)",
+        "CREATE TRIGGER t AFTER INSERT ON records BEGIN"
+        " INSERT INTO junk SELECT zeroblob(10000) FROM records; END",
+    ],
+    # A view named like the table: what reads it runs the view's query.
+    "view": [
+        "CREATE VIEW records (path, blob, version, stored_at, outline_mac, outline, mac,"
+        " payload) AS SELECT 'src/app.py', 'b', 'v', 0, x'00', x'00', x'00', x'00'",
+    ],
+    "extra table": [
+        _RECORDS,
+        "CREATE INDEX records_age ON records (stored_at)",
+        "CREATE TABLE extra (x)",
+    ],
+    # Index expressions run on every insert.
+    "expression index": [
+        _RECORDS,
+        "CREATE INDEX records_age ON records (stored_at)",
+        "CREATE INDEX bloat ON records (zeroblob(10000), path)",
+    ],
+    # Planner statistics steer every query's plan.
+    "statistics": [
+        _RECORDS,
+        "CREATE INDEX records_age ON records (stored_at)",
+        "ANALYZE",
+    ],
+    "another column": [
+        _RECORDS.replace("payload BLOB NOT NULL,", "payload BLOB NOT NULL, note TEXT,"),
+        "CREATE INDEX records_age ON records (stored_at)",
+    ],
+    "no age index": [_RECORDS],
+}
+
+
+def plant(repo: Path, statements: list[str]) -> Path:
+    """Write a database with some schema in place of semantic.db; returns its path."""
+    path = db_path(repo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path)
+    try:
+        for statement in statements:
+            db.execute(statement)
+        db.commit()
+    finally:
+        db.close()
+    return path
+
+
+def schema(path: Path) -> set[tuple[object, ...]]:
+    db = sqlite3.connect(path)
+    try:
+        return set(db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("planted", sorted(_PLANTED))
+def test_a_planted_schema_is_made_again_and_never_run(
+    code_world: World, tmp_path: Path, planted: str
+) -> None:
+    """Threat: a semantic.db planted with a trigger, a view, another table or index.
+
+    The schema is checked before any other statement: the planted file is
+    neither written (its bytes, held by a second link, stay the same) nor used;
+    a fresh file in its place holds the engine's schema and rows, and the index
+    answers as if nothing were planted.
+    """
+    path = plant(code_world.repo, _PLANTED[planted])
+    held = tmp_path / "held.db"
+    os.link(path, held)  # the planted file's inode, after the engine unlinks its name
+    before = held.read_bytes()
+    engine = Engine(code_world.home, code_world.repo)
+    token = code_world.mint(ops="read")
+    found = call(engine, token, "search_symbols", {"query": "helper"})
+    assert found["symbols"] == [
+        {"symbol": "helper", "kind": "function", "path": "src/lib/util.py", "line": 1}]
+    assert call(engine, token, "symbol_context", {"symbol": "main"})["doc"] == "Run the app."
+    assert held.read_bytes() == before  # nothing written into the planted file
+    assert not path.samefile(held)
+    assert schema(path) == EXPECTED_SCHEMA
+    assert {r[0] for r in rows(code_world.repo)} == set(CODE)
+    assert path.stat().st_mode & 0o077 == 0
+    # The new file is trusted by the next engine: nothing parsed.
+    again = Engine(code_world.home, code_world.repo)
+    assert call(again, token, "search_symbols", {"query": "helper"}) == found
+    assert indexer_for(again._repo).parsed == 0 and indexer_for(again._repo).loaded == 3
+
+
+def test_a_planted_schema_is_removed_without_following_links(
+    code_world: World, tmp_path: Path
+) -> None:
+    """Threat: the WAL and shared-memory names are links to a victim's files."""
+    plant(code_world.repo, _PLANTED["trigger"])
+    chit = db_path(code_world.repo).parent
+    victims = []
+    for suffix in ("-wal", "-shm"):
+        victim = tmp_path / f"victim{suffix}"
+        victim.write_bytes(b"precious\n")
+        (chit / (DB_NAME + suffix)).symlink_to(victim)
+        victims.append(victim)
+    engine = Engine(code_world.home, code_world.repo)
+    found = call(engine, code_world.mint(ops="read"), "search_symbols", {"query": "helper"})
+    assert found["symbols"][0]["path"] == "src/lib/util.py"
+    assert all(v.read_bytes() == b"precious\n" for v in victims)
+    assert not any((chit / (DB_NAME + s)).is_symlink() for s in ("-wal", "-shm"))
+    assert schema(db_path(code_world.repo)) == EXPECTED_SCHEMA
+
+
+def test_a_planted_schema_that_cannot_be_removed_leaves_the_index_in_memory(
+    code_world: World, tmp_path: Path
+) -> None:
+    """Made again at most once: a name that cannot be unlinked (a folder) ends the attempt."""
+    path = plant(code_world.repo, _PLANTED["trigger"])
+    (path.parent / (DB_NAME + "-wal")).mkdir()
+    held = tmp_path / "held.db"
+    os.link(path, held)
+    before = held.read_bytes()
+    engine = Engine(code_world.home, code_world.repo)
+    token = code_world.mint(ops="read")
+    found = call(engine, token, "search_symbols", {"query": "helper"})
+    assert found["symbols"][0]["path"] == "src/lib/util.py"
+    assert call(engine, token, "search_symbols", {"query": "main"})["symbols"]
+    assert indexer_for(engine._repo).parsed == 3
+    assert held.read_bytes() == before
+
+
+def test_a_corrupt_database_file_is_made_again(code_world: World) -> None:
+    path = db_path(code_world.repo)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"this is not a database" * 100)
+    engine = Engine(code_world.home, code_world.repo)
+    token = code_world.mint(ops="read")
+    call(engine, token, "search_symbols", {"query": "helper"})
+    assert schema(path) == EXPECTED_SCHEMA
+    again = Engine(code_world.home, code_world.repo)
+    call(again, token, "search_symbols", {"query": "helper"})
+    assert indexer_for(again._repo).loaded == 3
+
+
+def test_a_schema_changed_while_in_use_stops_the_database(tmp_path: Path) -> None:
+    """Threat: a trigger added after the engine checked the schema.
+
+    Every transaction compares the schema version with the one checked; a
+    change is checked again, and a foreign schema ends the use of the file
+    (without making it again under a running engine): the trigger never fires
+    and rows stop being read.
+    """
+    store = PersistedIndex(tmp_path, lambda: b"k" * 32)
+    store.store([("a.py", "0" * 40, b"[]", b"[]")])
+    assert store.load([("a.py", "0" * 40)]) == {("a.py", "0" * 40): b"[]"}
+    with sqlite3.connect(tmp_path / DB_NAME) as other:
+        other.execute("VACUUM")  # changes the schema version, not the schema: still used
+    store.store([("b.py", "0" * 40, b"[]", b"[]")])
+    assert len(store.load([("a.py", "0" * 40), ("b.py", "0" * 40)])) == 2
+    with sqlite3.connect(tmp_path / DB_NAME) as other:
+        other.execute("CREATE TABLE junk (x)")
+        other.execute(
+            "CREATE TRIGGER t AFTER INSERT ON records BEGIN INSERT INTO junk VALUES (1); END")
+    store.store([("c.py", "0" * 40, b"[]", b"[]")])
+    assert store.load([("a.py", "0" * 40)]) == {}
+    store.prune()
+    with sqlite3.connect(tmp_path / DB_NAME) as other:
+        assert other.execute("SELECT COUNT(*) FROM junk").fetchone() == (0,)
+        assert {r[0] for r in other.execute("SELECT path FROM records")} == {"a.py", "b.py"}
+    # A new thread of the same engine does not make the file again under it either.
+    found: list[object] = []
+    thread = threading.Thread(target=lambda: found.append(store.load([("a.py", "0" * 40)])))
+    thread.start()
+    thread.join()
+    assert found == [{}]
+    assert "junk" in {r[1] for r in schema(tmp_path / DB_NAME)}

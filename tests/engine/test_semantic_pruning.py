@@ -58,11 +58,14 @@ FILES = {
 
 
 class World:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(
+        self, tmp: Path, files: dict[str, bytes] | None = None, policy: str = POLICY
+    ) -> None:
         self.home, self.repo = tmp / "home", tmp / "repo"
+        tmp.mkdir(parents=True, exist_ok=True)
         operator.init_home(self.home)
-        (self.home / "policy.toml").write_text(POLICY)
-        create_repository(self.repo, FILES)
+        (self.home / "policy.toml").write_text(policy)
+        create_repository(self.repo, FILES if files is None else files)
         self.engine = Engine(self.home, self.repo)
         self.narrow = self.mint("narrow-1", "src/open/**")
 
@@ -264,6 +267,148 @@ def test_hidden_modules_never_decide_which_visible_uses_are_shown(tmp_path: Path
     wide = w.mint("wide", "src/**")
     relations = w.ok(wide, "symbol_relations", {"symbol": "helper", "kinds": ["callers"]})
     assert {r["symbol"]["symbol"] for r in relations["relations"]} == {"a"}
+
+
+# -- the bounds: files a caller cannot see decide nothing it is told -----------------
+
+
+def test_a_file_cut_where_the_caller_cannot_see_does_not_say_truncated(tmp_path: Path) -> None:
+    """Threat: one hidden file over a bound sets ``truncated`` for every caller.
+
+    A file over 1 MB out of the narrow token's scope, and one over the
+    extractor's bound on definitions in its scope but denied to it by a rule: the narrow
+    token's answers are those of the same repository without them, byte for
+    byte; a token that may see them is told its results were cut.
+    """
+    files = dict(FILES)
+    files["src/vault/big.py"] = b"x = 1\n" * 200_000
+    files["src/open/secret/many.py"] = b"".join(b"def d%d(): pass\n" % i for i in range(10_001))
+    plain = World(tmp_path / "plain")
+    other = World(tmp_path / "cut", files)
+    asks: list[tuple[str, dict[str, Any]]] = [
+        ("search_symbols", {"query": "helper"}),
+        ("change_impact", {"symbols": ["helper"]}),
+        ("project_context", {"paths": ["src/open/util.py"]}),
+    ]
+    for tool, args in asks:
+        seen = other.ok(other.narrow, tool, args, session="cut")
+        assert seen["truncated"] is False, tool
+        assert seen == plain.ok(plain.narrow, tool, args, session="cut"), tool
+    wide = other.mint("wide", "src/**")
+    assert other.ok(wide, "search_symbols", {"query": "helper"})["truncated"] is True
+    vault = other.mint("vault", "src/vault/**")
+    assert other.ok(vault, "search_symbols", {"query": "x"})["truncated"] is True
+    # The deny rule alone hides the cut file from a token whose scope has it.
+    narrow_two = other.mint("narrow-2", "src/open/**")
+    assert other.ok(narrow_two, "search_symbols", {"query": "helper"})["truncated"] is False
+
+
+def _many(count: int) -> dict[str, bytes]:
+    files = {f"a/m{i:03d}.py": f"def f{i}():\n    pass\n".encode() for i in range(count)}
+    files["z/target.py"] = b"def zeta_visible_function():\n    pass\n"
+    files["z/use.py"] = (
+        b"from target import zeta_visible_function\n\n\n"
+        b"def caller():\n    return zeta_visible_function()\n"
+    )
+    return files
+
+
+def test_files_a_caller_cannot_see_do_not_decide_which_of_its_files_are_indexed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Threat (a wrong answer): the file bound, taken over the whole tree in path order.
+
+    With more files in a known language than the bound, those the caller's
+    scope matches are indexed first: a token scoped to ``z/**`` finds its own
+    function although ``a/`` alone fills the bound, and is not told its
+    results were cut; a token whose own files exceed the bound is.
+    """
+    from engine.semantic import index
+
+    monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
+    files = _many(25)
+    files["a/caller.py"] = (
+        b"from target import zeta_visible_function\n\n\n"
+        b"def hidden_caller():\n    return zeta_visible_function()\n"
+    )
+    world = World(tmp_path, files, policy="version = 1\n")
+    z = world.mint("zed", "z/**", "read,write")
+    found = world.ok(z, "search_symbols", {"query": "zeta_visible_function"})
+    assert found == {"symbols": [{"symbol": "zeta_visible_function", "kind": "function",
+                                  "path": "z/target.py", "line": 1}],
+                     "pruned": 0, "truncated": False}
+    context = world.ok(z, "symbol_context", {"symbol": "zeta_visible_function"})
+    assert context["symbol"]["path"] == "z/target.py"
+    relations = world.ok(z, "symbol_relations",
+                         {"symbol": "zeta_visible_function", "kinds": ["callers"]})
+    assert [(r["kind"], r["symbol"]["symbol"]) for r in relations["relations"]] == [
+        ("callers", "caller")]
+    # main (indexed for the same scope) holds the definition: its hidden caller is counted.
+    assert relations["pruned"] == 1 and "hidden_caller" not in str(relations)
+    briefing = world.ok(z, "project_context", {"paths": ["z"]})
+    assert {s["symbol"] for s in briefing["symbols"]} >= {"zeta_visible_function", "caller"}
+    assert briefing["truncated"] is False
+    # A staged edit in a view over the bound: indexed for this scope too.
+    world.ok(z, "write_file", {"path": "z/new.py", "content": "def brand_new_fn():\n    pass\n"},
+             session="edit")
+    staged = world.ok(z, "search_symbols", {"query": "brand_new_fn"}, session="edit")
+    assert [s["path"] for s in staged["symbols"]] == ["z/new.py"]
+    assert staged["truncated"] is False
+    assert world.ok(z, "change_impact", {}, session="edit")["truncated"] is False
+    # A token whose own files exceed the bound is told so.
+    a = world.mint("ay", "a/**", "read")
+    assert world.ok(a, "search_symbols", {"query": "f1"})["truncated"] is True
+    everything = world.mint("all", "**", "read")
+    assert world.ok(everything, "search_symbols", {"query": "f1"})["truncated"] is True
+
+
+def test_views_differ_by_scope_only_over_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine import vcs
+    from engine.semantic import index
+
+    monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
+    create_repository(tmp_path / "small", _many(5))
+    create_repository(tmp_path / "large", _many(25))
+    small = vcs.Repository(tmp_path / "small")
+    indexer = index.Indexer()
+    z, y = (("z/**",),), (("y/**",),)
+    assert indexer.view(small, "a", None, z) is indexer.view(small, "a", None, y)
+    assert indexer.view(small, "a", None, z) is indexer.view(small, "a", None)
+    large = vcs.Repository(tmp_path / "large")
+    for_z = indexer.view(large, "a", None, z)
+    for_y = indexer.view(large, "a", None, y)
+    assert for_z is not for_y and for_z is indexer.view(large, "a", None, [["z/**"]])
+    assert {"z/target.py", "z/use.py"} <= set(for_z.indexed) and len(for_z.indexed) == 20
+    assert set(for_y.indexed) == {f"a/m{i:03d}.py" for i in range(20)}
+    # Cut paths are those a caller of the view may see: none for these scopes;
+    # without a scope, every file beyond the bound.
+    assert for_z.cut == for_y.cut == ()
+    unscoped = indexer.view(large, "a", None)
+    assert unscoped.cut == ("a/m020.py", "a/m021.py", "a/m022.py", "a/m023.py", "a/m024.py",
+                            "z/target.py", "z/use.py")
+    assert unscoped.truncated_for(lambda path: path.startswith("z/"))
+    assert not unscoped.truncated_for(lambda path: path.startswith("b/"))
+
+
+def test_a_staged_view_within_the_bound_is_never_derived_from_a_cut_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engine import vcs
+    from engine.semantic import index
+
+    monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
+    create_repository(tmp_path / "repo", _many(19))  # 21 files in a known language
+    repo = vcs.Repository(tmp_path / "repo")
+    indexer = index.Indexer()
+    base = indexer.view(repo, "a", None)
+    assert not base.complete and "z/use.py" not in base.indexed
+    staged = vcs.StagedChange()
+    repo.stage_delete("a", staged, "a/m000.py")
+    view = indexer.view(repo, "a", staged, (("z/**",),))
+    assert view.complete and "z/use.py" in view.indexed and "a/m000.py" not in view.indexed
+    assert len(view.indexed) == 20 and view.cut == ()
 
 
 def _small_world(tmp_path: Path, files: dict[str, bytes], policy: str | None = None) -> World:

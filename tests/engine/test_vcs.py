@@ -212,6 +212,34 @@ def test_folders_missing_and_submodules_are_not_found(
     assert staged == StagedChange()
 
 
+def test_a_huge_folder_is_loaded_and_mapped_once_for_its_files(tmp_path: Path) -> None:
+    """Reading a huge folder's files one by one (the semantic index) costs one folder, once.
+
+    libgit2 caches no tree over 4 KiB and chit keeps no name map over a quarter
+    of its budget with the others: the view keeps its last folder's object, and
+    the last huge folder's map is kept alone, so neither is rebuilt per file.
+    """
+    from engine import vcs as engine_vcs
+    from engine.seed import create_repository
+
+    count = engine_vcs._TREE_INDEX_ENTRIES // 4 + 1
+    create_repository(
+        tmp_path / "r", {**{f"big/f{i}.txt": b"%d" % i for i in range(count)}, "top.txt": b"t"}
+    )
+    _tree, files, read = Repository(tmp_path / "r").view_files("alice", None)
+    assert len(files) == count + 1
+    view = read.__self__  # type: ignore[attr-defined]
+    assert read("big/f7.txt") == b"7"
+    kept = view._folder
+    assert kept is not None and kept[0] == "big"
+    assert read("big/f8.txt") == b"8" and view._folder is kept
+    assert engine_vcs._tree_names(kept[1]) is engine_vcs._tree_names(kept[1])
+    # The same answers as a lookup from the root.
+    assert read("top.txt") == b"t" and read("big") is None and read("big/nope") is None
+    assert read("top.txt/x") is None and read("nope/x") is None
+    assert read("big/f9.txt") == b"9"
+
+
 def test_unvalidated_paths_are_refused_as_programming_errors(vcs: Repository) -> None:
     # Threat: a caller bug letting '.git' or '..' into object space.
     staged = StagedChange()
