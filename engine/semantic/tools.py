@@ -478,14 +478,16 @@ def _sorted_files(index: TreeIndex) -> list[str]:
 def _may_name(ctx: CallContext, index: TreeIndex, path: str, staged: bool) -> bool:
     """True iff the caller may be shown a peer's path.
 
-    A staged path (always a file) is shown only if the caller may see that
-    file. A declared path is shown if it is a file the caller may see, or a
-    folder of the caller's view holding a file the caller may see (so a folder
-    is never named only because a pattern scope could match below it).
+    A path that is not a folder of the caller's view (a file, or a file to
+    come) is shown only if the caller may see it. A declared folder is shown
+    only if it holds a file the caller may see, so a folder is never named
+    because a pattern scope could match below it, nor because a deny rule
+    covers only what is inside it.
     """
-    if ctx.visible(path):
-        return True
-    if staged or path in index.files:
+    if path not in _folders(index):
+        # A file of the view, or a path that names nothing yet (a file to come).
+        return ctx.visible(path)
+    if staged:
         return False
     files = _sorted_files(index)
     prefix = path.rstrip("/") + "/"

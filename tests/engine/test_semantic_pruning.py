@@ -524,3 +524,17 @@ def test_an_intent_keeps_a_bounded_number_of_bytes(tmp_path: Path) -> None:
     kept = stored[0].paths
     assert 0 < len(kept) < 256 and kept == tuple(long_paths[: len(kept)])
     assert sum(len(p.encode()) for p in kept) <= INTENT_MAX_BYTES
+
+
+def test_a_peers_folder_is_named_only_if_it_holds_a_file_the_caller_may_read(
+    world: World,
+) -> None:
+    """Threat: a deny rule on `secret/**` leaves the folder name `secret` itself allowed."""
+    wide = world.mint("wide-folder", "src/**")
+    world.ok(wide, "project_context", {"paths": ["src/open/secret", "src/open/util.py"]},
+             session="fold")
+    answer = world.ok(world.narrow, "project_context", {"paths": ["src/open"]},
+                      session="fold-narrow")
+    named = [p for peer in answer["peers"] for p in peer["paths"]]
+    assert "src/open/util.py" in named
+    assert not any("secret" in p for p in named)
