@@ -122,26 +122,6 @@ CREATE TABLE IF NOT EXISTS exchange_jti (
     PRIMARY KEY (issuer, jti)
 );
 CREATE INDEX IF NOT EXISTS exchange_jti_keep ON exchange_jti (keep_until);
-CREATE TABLE IF NOT EXISTS intents (
-    repo TEXT NOT NULL,
-    session TEXT NOT NULL,
-    token_id TEXT NOT NULL,
-    agent TEXT NOT NULL,
-    paths TEXT NOT NULL,
-    expires_at INTEGER NOT NULL,
-    PRIMARY KEY (repo, session, token_id)
-);
-CREATE INDEX IF NOT EXISTS intents_expiry ON intents (repo, expires_at);
-CREATE TABLE IF NOT EXISTS staged_paths (
-    repo TEXT NOT NULL,
-    session TEXT NOT NULL,
-    token_id TEXT NOT NULL,
-    agent TEXT NOT NULL,
-    paths TEXT NOT NULL,
-    expires_at INTEGER NOT NULL,
-    PRIMARY KEY (repo, session, token_id)
-);
-CREATE INDEX IF NOT EXISTS staged_paths_expiry ON staged_paths (repo, expires_at);
 CREATE TABLE IF NOT EXISTS call_log_head (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     seq INTEGER NOT NULL,
@@ -150,6 +130,20 @@ CREATE TABLE IF NOT EXISTS call_log_head (
     sig BLOB NOT NULL
 );
 """
+_INTENT_TABLE = """
+CREATE TABLE IF NOT EXISTS {table} (
+    repo TEXT NOT NULL,
+    session TEXT NOT NULL,
+    token_id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    paths TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (repo, session, token_id)
+);
+CREATE INDEX IF NOT EXISTS {table}_expiry ON {table} (repo, expires_at);
+"""
+_SCHEMA += "".join(_INTENT_TABLE.format(table=table) for table in ("intents", "staged_paths"))
+
 
 
 @dataclass(frozen=True)

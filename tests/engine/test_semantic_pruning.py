@@ -58,14 +58,17 @@ FILES = {
 
 
 class World:
+    """A home with a policy, a repository of ``files``, an engine, and a narrow token."""
+
     def __init__(
-        self, tmp: Path, files: dict[str, bytes] | None = None, policy: str = POLICY
+        self, tmp: Path, files: dict[str, bytes] = FILES, policy: str | None = POLICY
     ) -> None:
         self.home, self.repo = tmp / "home", tmp / "repo"
         tmp.mkdir(parents=True, exist_ok=True)
         operator.init_home(self.home)
-        (self.home / "policy.toml").write_text(policy)
-        create_repository(self.repo, FILES if files is None else files)
+        if policy is not None:
+            (self.home / "policy.toml").write_text(policy)
+        create_repository(self.repo, files)
         self.engine = Engine(self.home, self.repo)
         self.narrow = self.mint("narrow-1", "src/open/**")
 
@@ -146,11 +149,7 @@ def test_a_qualified_name_is_not_shadowed_by_a_hidden_one(tmp_path: Path) -> Non
         ),
         "src/hidden/vault.py": b"class Vault:\n    def rotate(self):\n        return 2\n",
     }
-    home, repo = tmp_path / "home", tmp_path / "repo"
-    operator.init_home(home)
-    create_repository(repo, files)
-    w = World.__new__(World)
-    w.home, w.repo, w.engine = home, repo, Engine(home, repo)
+    w = World(tmp_path, files, policy=None)
     narrow = w.mint("narrow", "src/open/**")
     got = w.ok(narrow, "symbol_context", {"symbol": "Vault.rotate"})
     assert (got["symbol"]["symbol"], got["symbol"]["path"]) == (
@@ -209,11 +208,7 @@ def test_hidden_names_never_crowd_visible_ones_out_of_fuzzy_search(tmp_path: Pat
         "src/open/app.py": b"def handle_requestz():\n    pass\n",
         "src/hidden/many.py": hidden.encode(),
     }
-    home, repo = tmp_path / "home", tmp_path / "repo"
-    operator.init_home(home)
-    create_repository(repo, files)
-    w = World.__new__(World)
-    w.home, w.repo, w.engine = home, repo, Engine(home, repo)
+    w = World(tmp_path, files, policy=None)
     narrow = w.mint("narrow", "src/open/**")
     found = w.ok(narrow, "search_symbols", {"query": "hndle_requst"})
     assert [s["symbol"] for s in found["symbols"]] == ["handle_requestz"]
@@ -254,11 +249,7 @@ def test_hidden_modules_never_decide_which_visible_uses_are_shown(tmp_path: Path
         "src/vault/__init__.py": b"",
         "src/vault/reexport.py": b"from open.util import helper\n",
     }
-    home, repo = tmp_path / "home", tmp_path / "repo"
-    operator.init_home(home)
-    create_repository(repo, files)
-    w = World.__new__(World)
-    w.home, w.repo, w.engine = home, repo, Engine(home, repo)
+    w = World(tmp_path, files, policy=None)
     narrow = w.mint("narrow", "src/open/**")
     relations = w.ok(narrow, "symbol_relations", {"symbol": "helper", "kinds": ["callers"]})
     shown = {r["symbol"]["symbol"] for r in relations["relations"]}
@@ -411,20 +402,9 @@ def test_a_staged_view_within_the_bound_is_never_derived_from_a_cut_one(
     assert len(view.indexed) == 20 and view.cut == ()
 
 
-def _small_world(tmp_path: Path, files: dict[str, bytes], policy: str | None = None) -> World:
-    home, repo = tmp_path / "home", tmp_path / "repo"
-    operator.init_home(home)
-    if policy is not None:
-        (home / "policy.toml").write_text(policy)
-    create_repository(repo, files)
-    w = World.__new__(World)
-    w.home, w.repo, w.engine = home, repo, Engine(home, repo)
-    return w
-
-
 def test_rust_impls_in_hidden_files_are_counted_never_named(tmp_path: Path) -> None:
     """Threat: `impl HiddenTrait for VisibleType` in a hidden file spells the trait's name."""
-    w = _small_world(tmp_path, {
+    w = World(tmp_path, {
         "src/api/types.rs": b"pub struct Invoice;\npub trait Render {}\n",
         "src/internal/billing.rs": (
             b"pub trait StripeWebhookRotation {}\n"
@@ -460,7 +440,7 @@ def test_path_arguments_the_policy_refuses_are_refused_not_counted(world: World)
 
 def test_staged_names_are_not_counted_against_hidden_uses(tmp_path: Path) -> None:
     """Threat: defining many guessed names in one staged file, then one change_impact."""
-    w = _small_world(tmp_path, {
+    w = World(tmp_path, {
         "src/open/util.py": b"def helper():\n    pass\n",
         "src/vault/job.py": (
             b"from open.util import *\n\n\ndef job():\n    rotate_kek_now()\n    helper()\n"
@@ -481,7 +461,7 @@ def test_staged_names_are_not_counted_against_hidden_uses(tmp_path: Path) -> Non
 
 def test_peers_never_name_a_file_outside_a_pattern_scope(tmp_path: Path) -> None:
     """Threat: a `src/**/*.py` token shown a peer's `src/api/launch_codes.txt`."""
-    w = _small_world(tmp_path, {"src/api/app.py": b"def app():\n    pass\n",
+    w = World(tmp_path, {"src/api/app.py": b"def app():\n    pass\n",
                                 "src/api/notes.txt": b"notes\n"})
     peer = w.mint("peer", "src/**")
     w.ok(peer, "write_file", {"path": "src/api/launch_codes.txt", "content": "x"}, session="p")
@@ -514,7 +494,7 @@ def test_hostile_shapes_of_arguments(world: World) -> None:
 
 def test_an_intent_keeps_a_bounded_number_of_bytes(tmp_path: Path) -> None:
     """Threat: long made-up paths filling the intents every peer's project_context reads."""
-    w = _small_world(tmp_path, {"src/open/app.py": b"def app():\n    pass\n"})
+    w = World(tmp_path, {"src/open/app.py": b"def app():\n    pass\n"})
     spy = w.mint("spy", "src/open/**")
     long_paths = [f"src/open/{k:03d}/" + "/".join(["segment"] * 100) for k in range(256)]
     w.ok(spy, "project_context", {"paths": long_paths}, session="big")
