@@ -8,10 +8,8 @@ tests name the threat they cover.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
 import pydantic
 import pytest
@@ -21,12 +19,15 @@ from engine import operator
 from engine.seed import create_repository, files_from_directory
 from engine.semantic import indexer_for
 from engine.service import Engine
+from tests.engine.engine_calls import EngineCalls
 
 STARLETTE = Path(starlette.__file__).parent
 PYDANTIC = Path(pydantic.__file__).parent
 
 
-class Repo:
+class Repo(EngineCalls):
+    default_session = "s1"
+
     def __init__(self, tmp: Path, *, with_pydantic: bool = True) -> None:
         files = files_from_directory(STARLETTE, "src/starlette")
         if with_pydantic:
@@ -49,17 +50,6 @@ class Repo:
         info = operator.mint_token(self.home, agent=agent, operations=ops.split(","),
                                    paths=paths.split(","), ttl_seconds=900)
         return str(info["token"])
-
-    def call(self, token: str, tool: str, args: dict[str, Any], session: str = "s1") -> Any:
-        listed = self.engine.offer(token)["catalog_hash"]
-        session = f"{session}-{hashlib.sha256(token.encode()).hexdigest()[:12]}"
-        return self.engine.invoke(token, tool, args, session=session,
-                                  offered_catalog_hash=listed)
-
-    def ok(self, token: str, tool: str, args: dict[str, Any], session: str = "s1") -> Any:
-        answer = self.call(token, tool, args, session)
-        assert answer["ok"] is True, answer
-        return answer["result"]
 
 
 @pytest.fixture(scope="module")

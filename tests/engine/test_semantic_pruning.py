@@ -11,7 +11,6 @@ same, byte for byte.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from engine.seed import create_repository
 from engine.semantic.tools import INTENT_MAX_BYTES
 from engine.service import Engine
 from engine.state import SQLiteStore
+from tests.engine.engine_calls import EngineCalls
 
 POLICY = """version = 1
 [paths]
@@ -57,7 +57,7 @@ FILES = {
 }
 
 
-class World:
+class World(EngineCalls):
     """A home with a policy, a repository of ``files``, an engine, and a narrow token."""
 
     def __init__(
@@ -76,17 +76,6 @@ class World:
         info = operator.mint_token(self.home, agent=agent, operations=ops.split(","),
                                    paths=paths.split(","), ttl_seconds=900)
         return str(info["token"])
-
-    def call(self, token: str, tool: str, args: dict[str, Any], session: str = "s") -> Any:
-        listed = self.engine.offer(token)["catalog_hash"]
-        session = f"{session}-{hashlib.sha256(token.encode()).hexdigest()[:12]}"
-        return self.engine.invoke(token, tool, args, session=session,
-                                  offered_catalog_hash=listed)
-
-    def ok(self, token: str, tool: str, args: dict[str, Any], session: str = "s") -> Any:
-        answer = self.call(token, tool, args, session)
-        assert answer["ok"] is True, answer
-        return answer["result"]
 
 
 @pytest.fixture(scope="module")
