@@ -68,11 +68,12 @@ import pygit2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pygit2.enums import FileMode
 
-from engine import keys, operator
-from engine.audit import verify_repository
-from engine.seed import create_repository
+from engine.admin import operator
+from engine.admin.seed import create_repository
+from engine.audit.verify import verify_repository
+from engine.auth import keys
+from engine.git.repository import Repository
 from engine.service import Engine
-from engine.vcs import Repository
 
 LANE_COMMITS = 2000
 POOL_FILES = 8

@@ -48,8 +48,8 @@ from pymacaroons import Macaroon, Verifier
 from pymacaroons.exceptions import MacaroonException
 
 import policy
-from engine import catalog
-from engine import token as t
+from engine.auth import token as t
+from engine.tools import offer as catalog
 from policy import paths as ppaths
 
 NOW = 1_800_000_000

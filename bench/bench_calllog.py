@@ -35,11 +35,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine import calllog, keys, operator
-from engine import service as service_module
-from engine.seed import create_repository
+from engine.admin import operator
+from engine.admin.seed import create_repository
+from engine.audit import calllog
+from engine.auth import keys
 from engine.service import Engine
-from engine.state import open_store
+from engine.service import interface as service_module
+from engine.state.sqlite import open_store
 
 ROUNDS = 7
 CALLS = 400

@@ -93,8 +93,8 @@ from typing import Any
 import pygit2
 from pygit2.enums import FileMode
 
-from engine import operator
-from engine.seed import create_repository
+from engine.admin import operator
+from engine.admin.seed import create_repository
 from engine.service import Engine
 
 FILES_PER_COMMIT = 10

@@ -104,7 +104,7 @@ def bare_server(transport: str, folder: Path) -> None:
     # from chit's catalog), so the client does the same work on both sides: it
     # validates every structured result against the declared output schema.
     sys.path.insert(0, str(ROOT))
-    from engine.catalog import tool_by_name
+    from engine.catalog.declarations import tool_by_name
 
     spec = tool_by_name("read_file")
     if spec is None:
@@ -224,8 +224,8 @@ def child_env() -> dict[str, str]:
 
 
 def make_world(base: Path, agents: int) -> tuple[Path, Path, list[str]]:
-    from engine import operator
-    from engine.seed import create_repository
+    from engine.admin import operator
+    from engine.admin.seed import create_repository
 
     home, repo = base / "home", base / "repo"
     create_repository(repo, SEED_FILES)
@@ -339,7 +339,7 @@ def engine_alone(home: Path, repo: Path, token: str) -> dict[str, float]:
     """The embedded engine's share, in this process: ``Engine.invoke`` read_file, and
     the call-log append inside it, each a median of ``ROUNDS * CALLS_PER_ROUND`` calls
     in a tight loop (warm caches: a floor, the per-call cost inside a server is higher)."""
-    from engine import calllog
+    from engine.audit import calllog
     from engine.service import Engine
 
     engine = Engine(home, repo)

@@ -41,7 +41,7 @@ import timeit
 from collections.abc import Callable
 
 import policy
-from engine import token as t
+from engine.auth import token as t
 from policy import _agents
 from policy import paths as ppaths
 

@@ -19,7 +19,7 @@ import timeit
 
 from pymacaroons import Macaroon, Verifier
 
-from engine import token as t
+from engine.auth import token as t
 
 NOW = 1_800_000_000
 ROUNDS = 2000

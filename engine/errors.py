@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import policy
+
 CODES: frozenset[str] = frozenset(
     {
         "token_malformed",
@@ -127,3 +129,23 @@ class ProfileError(ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def denied(decision: policy.Decision) -> AccessDeniedError:
+    """The engine error for a refusing policy Decision (code, reasons, ``rule``, ``retry_after``).
+
+    Args:
+        decision: A Decision with ``allowed`` False.
+
+    Returns:
+        The error to raise; its hints carry ``rule`` and, for a rate limit,
+        ``retry_after`` (whole seconds).
+    """
+    hints: dict[str, object] = {"rule": decision.rule}
+    if decision.retry_after is not None:
+        hints["retry_after"] = decision.retry_after
+    return AccessDeniedError(
+        decision.code or "policy_denied",
+        "; ".join(decision.reasons) or "refused by the organisation policy",
+        **hints,
+    )

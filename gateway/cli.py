@@ -41,14 +41,14 @@ def _split(values: Sequence[str]) -> list[str]:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from engine import operator
+    from engine.admin import operator
 
     home = operator.resolve_home(args.home)
     info = operator.init_home(home)
     if args.repo:
-        from engine import vcs
+        from engine import git
 
-        vcs.Repository(args.repo)  # refuses a path that is not a repository with main
+        git.Repository(args.repo)  # refuses a path that is not a repository with main
         info["repo"] = str(Path(args.repo).resolve())
     if args.json:
         _print_json(info)
@@ -63,7 +63,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_mint(args: argparse.Namespace) -> int:
-    from engine import operator
+    from engine.admin import operator
 
     home = operator.resolve_home(args.home)
     operator.ensure_home(home)
@@ -90,7 +90,7 @@ def cmd_mint(args: argparse.Namespace) -> int:
 
 def cmd_exchange(args: argparse.Namespace) -> int:
     """``chit exchange --jwt FILE``: an identity provider's JWT for a root token (operator-side)."""
-    from engine import exchange, operator
+    from engine.admin import exchange, operator
 
     home = operator.resolve_home(args.home)
     operator.ensure_home(home)
@@ -108,7 +108,7 @@ def cmd_exchange(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from engine import operator
+    from engine.admin import operator
 
     text = args.token
     if text == "-":
@@ -142,7 +142,7 @@ def _write_new_file(path: str, text: str, mode: int) -> None:
 
 
 def cmd_attenuate(args: argparse.Namespace) -> int:
-    from engine import operator
+    from engine.admin import operator
 
     from_stdin = args.token == "-"  # noqa: S105 - the stdin marker, not a secret
     text = sys.stdin.read(MAX_TOKEN_FILE_BYTES) if from_stdin else args.token
@@ -162,7 +162,7 @@ def cmd_attenuate(args: argparse.Namespace) -> int:
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
-    from engine import operator
+    from engine.admin import operator
 
     home = operator.resolve_home(args.home)
     operator.ensure_home(home)
@@ -176,7 +176,7 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from engine import operator
+    from engine.admin import operator
 
     home = operator.resolve_home(args.home)
     operator.ensure_home(home)
@@ -219,8 +219,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_check(args: argparse.Namespace) -> int:
-    from engine import operator
-    from engine.policyfile import check_file
+    from engine.admin import operator
+    from engine.service.policyfile import check_file
 
     path = args.file or str(operator.resolve_home(args.home) / "policy.toml")
     report = check_file(path)
@@ -268,7 +268,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise ValueError("--authorization-server applies to --http (the RFC 9728 metadata)")
     if args.engine:
         return _mcp_remote(args)
-    from engine import operator
+    from engine.admin import operator
     from engine.service import Engine
     from gateway.mcp_server import serve_stdio
 
@@ -306,7 +306,7 @@ def _mcp_http(args: argparse.Namespace) -> int:
         with RemoteEngine(args.engine) as remote:
             serve_http(remote, settings)
         return EXIT_OK
-    from engine import operator
+    from engine.admin import operator
     from engine.service import Engine
 
     home = operator.resolve_home(args.home)
@@ -335,7 +335,7 @@ def _mcp_remote(args: argparse.Namespace) -> int:
 
 
 def cmd_engine_serve(args: argparse.Namespace) -> int:
-    from engine import exchange, operator
+    from engine.admin import exchange, operator
     from engine.service import Engine
     from gateway import _oauth, engine_server
 
@@ -378,7 +378,7 @@ def _term(value: object) -> str:
 
 
 def cmd_freeze(args: argparse.Namespace) -> int:
-    from engine import oversight
+    from engine.admin import oversight
 
     home = operator_home(args)
     if args.freeze_command == "status":
@@ -403,7 +403,7 @@ def cmd_freeze(args: argparse.Namespace) -> int:
 
 
 def operator_home(args: argparse.Namespace) -> Path:
-    from engine import operator
+    from engine.admin import operator
 
     home = operator.resolve_home(args.home)
     operator.ensure_home(home)
@@ -411,7 +411,7 @@ def operator_home(args: argparse.Namespace) -> Path:
 
 
 def cmd_audit_log(args: argparse.Namespace) -> int:
-    from engine import operator, oversight
+    from engine.admin import operator, oversight
 
     home = operator.resolve_home(args.home)
     if args.log_command == "show":
@@ -449,7 +449,8 @@ def cmd_audit_log(args: argparse.Namespace) -> int:
 
 def _public_keys(args: argparse.Namespace) -> dict[str, Any]:
     """Trusted engine public keys: ``--keys FILE``, else the home's signing keys."""
-    from engine import keys, operator
+    from engine.admin import operator
+    from engine.auth import keys
 
     if args.keys:
         with open(args.keys, "rb") as fh:
@@ -467,7 +468,7 @@ def _public_keys(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_audit_verify(args: argparse.Namespace) -> int:
-    from engine.audit import verify_repository
+    from engine.audit.verify import verify_repository
 
     report = verify_repository(args.repo, args.lanes or None, public_keys=_public_keys(args))
     if args.json:
@@ -488,9 +489,10 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_audit_graph(args: argparse.Namespace) -> int:
-    from engine import graph, vcs
+    from engine import git
+    from engine.audit import graph
 
-    repo = vcs.Repository(args.repo)
+    repo = git.Repository(args.repo)
     entries, unverified, truncated = graph.collect(repo, _public_keys(args))
     found = graph.build_graph(entries, args.handle.strip())
     if truncated:

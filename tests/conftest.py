@@ -12,8 +12,8 @@ import pygit2
 import pytest
 from hypothesis import settings
 
-from engine import operator
-from engine.seed import create_repository
+from engine.admin import operator
+from engine.admin.seed import create_repository
 
 # Tests assert behaviour, never timing: no per-example deadline (a loaded CI
 # machine must not turn a slow example into a failure).

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 
-from engine import vcs
+from engine import git
 from engine.errors import RepositoryError
 from engine.paths import glob_may_match_below, in_scope
 from engine.semantic.codec import (
@@ -878,7 +878,7 @@ class Indexer:
 
     def _records(
         self,
-        repo: vcs.Repository,
+        repo: git.Repository,
         files: dict[str, str],
         read: Callable[[str], bytes | None],
         staged: frozenset[str],
@@ -1034,7 +1034,7 @@ class Indexer:
 
     def _build(
         self,
-        repo: vcs.Repository,
+        repo: git.Repository,
         files: dict[str, str],
         read: Callable[[str], bytes | None],
         staged: frozenset[str],
@@ -1079,9 +1079,9 @@ class Indexer:
 
     def view(
         self,
-        repo: vcs.Repository,
+        repo: git.Repository,
         agent: str,
-        staged: vcs.StagedChange | None,
+        staged: git.StagedChange | None,
         scope: Scope | None = None,
     ) -> TreeIndex:
         """The index of a session's view: its lane or base, with its staged edits over it.
@@ -1129,7 +1129,7 @@ class Indexer:
                 found = self._views.get(base_key)
             base = found if isinstance(found, TreeIndex) else None
             if base is None:
-                clean = vcs.StagedChange(base=staged.base)
+                clean = git.StagedChange(base=staged.base)
                 base_tree, base_files, base_read = repo.view_files(
                     agent, clean, limit=MAX_LISTED_FILES
                 )
@@ -1149,11 +1149,11 @@ class Indexer:
         return index
 
 
-_INDEXERS: weakref.WeakKeyDictionary[vcs.Repository, Indexer] = weakref.WeakKeyDictionary()
+_INDEXERS: weakref.WeakKeyDictionary[git.Repository, Indexer] = weakref.WeakKeyDictionary()
 _INDEXERS_LOCK = threading.Lock()
 
 
-def indexer_for(repo: vcs.Repository) -> Indexer:
+def indexer_for(repo: git.Repository) -> Indexer:
     """The :class:`Indexer` of a repository object (one per engine), made on first use."""
     with _INDEXERS_LOCK:
         found = _INDEXERS.get(repo)

@@ -64,8 +64,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from engine.git.repository import private_folder
 from engine.semantic.codec import FORMAT, MAX_PAYLOAD_BYTES
-from engine.vcs import private_folder
 
 __all__ = [
     "DB_NAME",

@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from engine import keys
-from engine import token as tokens
-from engine.catalog import TOOLS
+from engine.auth import keys
+from engine.auth import token as tokens
+from engine.catalog.declarations import TOOLS
 from engine.service import Engine
 from gateway.demo import stdio_server_params
 from tests.conftest import World

@@ -31,8 +31,11 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
-from engine import catalog, cbor, keys, provenance
-from engine.audit import verify_repository
+from engine.audit import provenance
+from engine.audit.verify import verify_repository
+from engine.auth import cbor, keys
+from engine.catalog import declarations as catalog
+from engine.tools import offer as offers
 from engine.service import Engine
 from tests.conftest import World
 
@@ -532,14 +535,14 @@ def test_catalog_that_lowers_its_tools_requirements(world: World, engine: Engine
 
 def _read_only_authority(record: dict[str, Any]) -> None:
     record["chain"][-1]["ops"] = ["read"]
-    record["catalog"]["hash"] = catalog.offer_for(frozenset({"read"}), False).catalog_hash
+    record["catalog"]["hash"] = offers.offer_for(frozenset({"read"}), False).catalog_hash
 
 
 def test_commit_recorded_under_authority_without_commit(world: World,
                                                         three: dict[str, Any]) -> None:
     """Threat: a record claiming a read-only token (shown a read-only catalog, so nothing
     looks wider) made a commit (regression: nothing required ``commit`` of the last hop)."""
-    read_only = catalog.offer_for(frozenset({"read"}), False)
+    read_only = offers.offer_for(frozenset({"read"}), False)
     Attacker(world).put_catalog(read_only.catalog_hash, read_only.catalog_bytes)
     _old, new = forge_head(
         world, "alice", _read_only_authority,
@@ -739,13 +742,13 @@ def changed_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], No
         )
         monkeypatch.setattr(catalog, "TOOLS", tools)
         monkeypatch.setattr(catalog, "_BY_NAME", {t.name: t for t in tools})
-        catalog.offer_for.cache_clear()
-        catalog._offer.cache_clear()
+        offers.offer_for.cache_clear()
+        catalog.offer_of.cache_clear()
 
     yield change
     monkeypatch.undo()
-    catalog.offer_for.cache_clear()
-    catalog._offer.cache_clear()
+    offers.offer_for.cache_clear()
+    catalog.offer_of.cache_clear()
 
 
 def test_catalog_change_between_listing_and_commit_lands_nothing(

@@ -23,8 +23,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from engine import calllog, cbor, oversight
-from engine import keys as keymod
+from engine.admin import oversight
+from engine.audit import calllog
+from engine.auth import cbor
+from engine.auth import keys as keymod
 from engine.service import Engine
 from tests.conftest import World
 
@@ -183,7 +185,7 @@ def test_audit_doc_tables_exactly_the_call_log_checks() -> None:
     section = doc.split("\n## 8. The call log", 1)[1]
     checks = section.split("### The checks", 1)[1].split("\n### ", 1)[0]
     table = set(re.findall(r"^\| `([a-z_]+)` \|", checks, flags=re.MULTILINE))
-    source = (ROOT / "engine" / "calllog.py").read_text("utf-8")
+    source = (ROOT / "engine" / "audit" / "calllog.py").read_text("utf-8")
     used = set(re.findall(r'report\.add\([^"]*"([a-z_]+)"', source))
     assert table == used == {"decodes", "signature", "sequence", "chain", "columns", "head",
                              "anchor"}
@@ -376,7 +378,7 @@ def test_verify_with_exported_keys_and_with_the_wrong_keys(world: World, tmp_pat
     assert code == 0 and report["entries"] == 8
     # Another engine's keys: nothing verifies.
     other = tmp_path / "other"
-    from engine import operator
+    from engine.admin import operator
 
     operator.init_home(other)
     wrong = tmp_path / "wrong.json"

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from engine import cbor
-from engine.catalog import (
+from engine.auth import cbor
+from engine.catalog.declarations import (
     CATALOG_ENCODING,
     TOOLS,
     encode_catalog,
     hash_catalog,
-    offer_for,
     tool_by_name,
 )
+from engine.tools.offer import offer_for
+from engine.tools.table import handler_for
 
 DESIGN_TOOLS = {
     "effective_scope": set(),
@@ -52,7 +53,7 @@ def test_all_design_tools_declared_once_with_their_requirements() -> None:
 
 
 def test_withheld_set_is_exact() -> None:
-    assert {t.name for t in TOOLS if t.handler is None} == WITHHELD
+    assert {t.name for t in TOOLS if handler_for(t.name) is None} == WITHHELD
     broadest = offer_for(ALL_OPS, True)
     assert set(broadest.names()) == set(DESIGN_TOOLS) - WITHHELD
     assert broadest.withheld == len(WITHHELD)

@@ -27,8 +27,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import cbor
-from engine.cbor import MAX_DEPTH_DEFAULT, MAX_SIZE_DEFAULT, PROFILE, decode, encode
+from engine.auth import cbor
+from engine.auth.cbor import MAX_DEPTH_DEFAULT, MAX_SIZE_DEFAULT, PROFILE, decode, encode
 from engine.errors import ProfileError
 
 VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "cbor_det1.json"

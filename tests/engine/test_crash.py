@@ -22,8 +22,8 @@ import pygit2
 import pytest
 
 from engine.errors import ChitError, RepositoryError
+from engine.git.repository import MAIN, Repository, StagedChange, lane_ref
 from engine.service import Engine
-from engine.vcs import MAIN, Repository, StagedChange, lane_ref
 from tests.conftest import World
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,7 +196,7 @@ def test_commit_interrupted_before_the_ref_moves_leaves_a_consistent_repository(
 
 _CHILD = r"""
 import sys
-from engine.vcs import Repository, StagedChange
+from engine.git.repository import Repository, StagedChange
 
 path, agent = sys.argv[1], sys.argv[2]
 vcs = Repository(path)
@@ -217,7 +217,7 @@ while True:
 
 _CHILD_HOLDS_LOCK = r"""
 import sys, time
-from engine.vcs import Repository, StagedChange
+from engine.git.repository import Repository, StagedChange
 
 class Stalls(Repository):
     @staticmethod
@@ -550,7 +550,7 @@ for n in range(int(rounds)):
 
 _CHILD_HOLDS_FLOCK = r"""
 import sys, time
-from engine.vcs import Repository, lane_ref
+from engine.git.repository import Repository, lane_ref
 
 vcs = Repository(sys.argv[1])
 with vcs._ref_lock(lane_ref(sys.argv[2])):

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import cbor, keys
-from engine import token as t
+from engine.auth import cbor, keys
+from engine.auth import token as t
 from engine.paths import glob_contained, glob_matches
 from engine.service import Engine
-from engine.state import open_store
+from engine.state.sqlite import open_store
 from tests.conftest import World
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.catalog import markdown_table
+from engine.tools.offer import markdown_table
 from engine.errors import CODES
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs"

@@ -19,13 +19,15 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from starlette.testclient import TestClient
 
 import policy
-from engine import exchange as ex
-from engine import keys, operator, oversight, provenance
-from engine import token as tokens
+from engine.admin import exchange as ex
+from engine.admin import operator, oversight
+from engine.audit import provenance
+from engine.auth import keys
+from engine.auth import token as tokens
+from engine.auth.keys import Keyring
 from engine.errors import ChitError, ConfigurationError
-from engine.keys import Keyring
-from engine.service import load_policy
-from engine.state import MAX_JTI_KEEP_UNTIL, open_store
+from engine.service.policyfile import load_policy
+from engine.state.sqlite import MAX_JTI_KEEP_UNTIL, open_store
 from gateway import engine_server
 from tests import jwt_issuer as idp
 from tests.jwt_issuer import ISS_ED, ISS_LAX, ISS_RSA
@@ -427,7 +429,7 @@ def test_concurrent_exchanges_in_threads_mint_one_token(
 RACER = """
 import json, os, sys, time
 from pathlib import Path
-from engine import exchange as ex
+from engine.admin import exchange as ex
 from engine.errors import ChitError
 home, jwt_file, go = sys.argv[1:4]
 text = Path(jwt_file).read_text()

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from engine import audit, cbor
-from engine.catalog import hash_catalog
+from engine.audit import verify as audit
+from engine.auth import cbor
+from engine.catalog.declarations import hash_catalog
 from engine.errors import ProfileError
 
 ROOT = Path(__file__).resolve().parent.parent.parent

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from engine.catalog import TOOLS
+from engine.catalog.declarations import TOOLS
+from engine.tools.table import handler_for
 from engine.service import Engine
 from tests.conftest import World
 
-READ_ONLY = {t.name for t in TOOLS if t.read_only and t.handler is not None}
+READ_ONLY = {t.name for t in TOOLS if t.read_only and handler_for(t.name) is not None}
 BROAD = {"ops": "read,write,commit,sub-token:issue", "paths": "**", "delegable": True}
 
 

@@ -13,7 +13,8 @@ import pygit2
 import pytest
 
 import policy
-from engine import keys, provenance
+from engine.audit import provenance
+from engine.auth import keys
 from engine.errors import ConfigurationError
 from engine.service import Engine
 from tests.conftest import World
@@ -259,7 +260,7 @@ def test_rate_limit_counts_survive_a_reload_that_keeps_the_entry(world: World) -
 
 
 def test_token_lifetime_limit_at_its_boundary(world: World) -> None:
-    from engine import operator
+    from engine.admin import operator
 
     write_policy(world, "[limits]\ntoken_lifetime_seconds = 600\n")
     assert world.mint(ttl=600)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import policy
-from engine import provenance
-from engine.errors import AccessDeniedError, ConfigurationError
-from engine.policyfile import PolicyFile, check_file, denied
-from engine.ratelimit import RateLimiter
+from engine.audit import provenance
+from engine.errors import AccessDeniedError, ConfigurationError, denied
+from engine.service.policyfile import PolicyFile, check_file
+from engine.service.ratelimit import RateLimiter
 
 
 def replace(path: Path, text: str) -> None:

@@ -21,8 +21,10 @@ import pygit2
 import pytest
 
 import policy
-from engine import audit, cbor, keys, provenance
-from engine.provenance import ProvenanceError
+from engine.audit import provenance
+from engine.audit import verify as audit
+from engine.audit.provenance import ProvenanceError
+from engine.auth import cbor, keys
 from tests.conftest import World
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -413,9 +415,9 @@ def test_audit_doc_tables_exactly_the_checks_the_auditor_runs() -> None:
     provenance_part = AUDIT_DOC.split("\n## 8. The call log", 1)[0]
     table = set(re.findall(r"^\| `([a-z_]+)` \|", provenance_part, flags=re.MULTILINE))
     assert table == names
-    source = (ROOT / "engine" / "audit.py").read_text("utf-8")
+    source = (ROOT / "engine" / "audit" / "verify.py").read_text("utf-8")
     used = set(re.findall(r'(?:fail|Finding)\([^"\n]*"([a-z_]+)"', source))
     used |= set(re.findall(r'return \("([a-z_]+)",', source))
     used |= set(re.findall(r'ProvenanceError\(\s*"([a-z_]+)"',
-                           (ROOT / "engine" / "provenance.py").read_text("utf-8")))
+                           (ROOT / "engine" / "audit" / "provenance.py").read_text("utf-8")))
     assert used <= names, used - names

@@ -24,11 +24,11 @@ from typing import Any
 import pygit2
 import pytest
 
-from engine import keys
+from engine.auth import keys
+from engine.auth.sealing import MAGIC, Sealing, is_sealed, sealed_key_id
 from engine.errors import RepositoryError
-from engine.sealing import MAGIC, Sealing, is_sealed, sealed_key_id
+from engine.git.repository import MODE_SYMLINK, Repository, StagedChange, lane_ref
 from engine.service import Engine
-from engine.vcs import MODE_SYMLINK, Repository, StagedChange, lane_ref
 from tests.conftest import World
 
 GIT = shutil.which("git")

@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
-from engine import keys, operator, sealing
+from engine.admin import operator
+from engine.auth import keys, sealing
+from engine.auth.sealing import MAGIC, is_sealed, open_sealed, sealed_key_id
 from engine.errors import RepositoryError
-from engine.sealing import MAGIC, is_sealed, open_sealed, sealed_key_id
 from engine.service import Engine
 from tests.conftest import World
 

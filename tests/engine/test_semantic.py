@@ -15,8 +15,8 @@ import pydantic
 import pytest
 import starlette
 
-from engine import operator
-from engine.seed import create_repository, files_from_directory
+from engine.admin import operator
+from engine.admin.seed import create_repository, files_from_directory
 from engine.semantic import indexer_for
 from engine.service import Engine
 from tests.engine.engine_calls import EngineCalls

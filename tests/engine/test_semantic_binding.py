@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from engine import operator
-from engine.seed import create_repository
+from engine.admin import operator
+from engine.admin.seed import create_repository
 from engine.service import Engine
 
 FILES = {

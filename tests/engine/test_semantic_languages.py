@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import operator
-from engine.seed import create_repository
+from engine.admin import operator
+from engine.admin.seed import create_repository
 from engine.semantic.extract import extract
 from engine.semantic.languages import language_for
 from engine.semantic.records import FileIndex, Role, scip_symbol

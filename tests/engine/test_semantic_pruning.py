@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from engine import operator
-from engine.seed import create_repository
-from engine.semantic.tools import INTENT_MAX_BYTES
+from engine.admin import operator
+from engine.admin.seed import create_repository
 from engine.service import Engine
-from engine.state import SQLiteStore
+from engine.state.sqlite import SQLiteStore
+from engine.tools.semantic import INTENT_MAX_BYTES
 from tests.engine.engine_calls import EngineCalls
 
 POLICY = """version = 1
@@ -345,7 +345,7 @@ def test_files_a_caller_cannot_see_do_not_decide_which_of_its_files_are_indexed(
 def test_views_differ_by_scope_only_over_the_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine import vcs
+    from engine.git import repository as vcs
     from engine.semantic import index
 
     monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
@@ -375,7 +375,7 @@ def test_views_differ_by_scope_only_over_the_bound(
 def test_a_staged_view_within_the_bound_is_never_derived_from_a_cut_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine import vcs
+    from engine.git import repository as vcs
     from engine.semantic import index
 
     monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)

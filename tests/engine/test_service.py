@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from engine import token as tokens
+from engine.auth import token as tokens
 from engine.service import Engine
 from tests.conftest import World
 
@@ -459,7 +459,7 @@ def test_idle_sessions_make_room_and_busy_ones_are_kept(
     """Threat: a long-running engine (``chit engine serve``) refuses every new
     connection once it has seen MAX_SESSIONS sessions, or frees room by dropping
     a session that still holds staged work."""
-    from engine import service
+    from engine.service import interface as service
 
     monkeypatch.setattr(service, "MAX_SESSIONS", 16)
     token = world.mint()

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from engine import state
 from engine.service import Engine
-from engine.state import Intent, SQLiteStore
+from engine.state import sqlite as state
+from engine.state.sqlite import Intent, SQLiteStore
 from tests.conftest import World
 
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import cbor
-from engine import token as t
+from engine.auth import cbor
+from engine.auth import token as t
 from engine.errors import CaveatError, ChitError, MalformedDataError, TokenError
 
 KEY = secrets.token_bytes(32)
@@ -413,7 +413,7 @@ def test_only_verification_makes_a_verified_token() -> None:
 def test_clock_wrapper_verifies_now() -> None:
     import time
 
-    from engine.clock import verify
+    from engine.auth.clock import verify
 
     token = t.mint(KEY, KID, agent="alice", operations=["read"], paths=["**"],
                    expires_at=int(time.time()) + 60)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pygit2.enums import FileMode
 
 from engine.errors import ChitError, ConfigurationError, InvalidRequestError, RepositoryError
-from engine.vcs import (
+from engine.git.repository import (
     MAIN,
     MODE_EXECUTABLE,
     MODE_FILE,
@@ -219,8 +219,8 @@ def test_a_huge_folder_is_loaded_and_mapped_once_for_its_files(tmp_path: Path) -
     of its budget with the others: the view keeps its last folder's object, and
     the last huge folder's map is kept alone, so neither is rebuilt per file.
     """
-    from engine import vcs as engine_vcs
-    from engine.seed import create_repository
+    from engine.admin.seed import create_repository
+    from engine.git import repository as engine_vcs
 
     count = engine_vcs._TREE_INDEX_ENTRIES // 4 + 1
     create_repository(

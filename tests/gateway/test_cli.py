@@ -10,8 +10,8 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from engine import token as tokens
-from engine.keys import Keyring
+from engine.auth import token as tokens
+from engine.auth.keys import Keyring
 from engine.service import Engine
 from tests.conftest import World
 
@@ -206,7 +206,7 @@ def test_inspect_escapes_untrusted_text(world: World) -> None:
     import base64
     import secrets
 
-    from engine import cbor
+    from engine.auth import cbor
 
     block = cbor.encode(
         {

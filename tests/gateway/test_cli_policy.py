@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import policy
-from engine import provenance
+from engine.audit import provenance
 from tests.conftest import World
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"

@@ -29,8 +29,8 @@ import uvicorn
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from engine import operator, oversight
-from engine.seed import create_repository
+from engine.admin import operator, oversight
+from engine.admin.seed import create_repository
 from engine.service import Engine
 from gateway import cli, engine_server
 from gateway.remote_engine import RemoteEngine, parse_engine_url

@@ -25,7 +25,8 @@ import httpx2
 import pytest
 from mcp.shared.auth import ProtectedResourceMetadata
 
-from engine import keys, operator, oversight
+from engine.admin import operator, oversight
+from engine.auth import keys
 from gateway import _oauth
 from tests import jwt_issuer as idp
 from tests.conftest import World

@@ -7,12 +7,13 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from engine.catalog import TOOLS
+from engine.catalog.declarations import TOOLS
+from engine.tools.table import handler_for
 from gateway.demo import stdio_server_params
 from tests.conftest import World
 from tests.gateway.mcp_client import payload
 
-READ_ONLY = {t.name for t in TOOLS if t.read_only and t.handler is not None}
+READ_ONLY = {t.name for t in TOOLS if t.read_only and handler_for(t.name) is not None}
 
 
 def test_freeze_on_a_live_mcp_session(world: World) -> None:

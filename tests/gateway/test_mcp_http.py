@@ -23,8 +23,9 @@ from mcp import Client
 from mcp.client.subscriptions import ToolsListChanged
 from mcp.shared.exceptions import MCPError
 
-from engine import cbor, operator, oversight
-from engine import token as tokens
+from engine.admin import operator, oversight
+from engine.auth import cbor
+from engine.auth import token as tokens
 from tests.conftest import World
 from tests.gateway.http_client import Edge, http_client, running_edge, start, stop
 from tests.gateway.mcp_client import TOKEN_TEXT, engine_server, payload

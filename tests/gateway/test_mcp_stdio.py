@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from engine import cbor
+from engine.auth import cbor
 from tests.conftest import World
 from tests.gateway.mcp_client import Edge, payload
 

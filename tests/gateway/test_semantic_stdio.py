@@ -17,11 +17,11 @@ import anyio
 import starlette
 from mcp import Client
 
-from engine import operator
-from engine.seed import create_repository, files_from_directory
+from engine.admin import operator
+from engine.admin.seed import create_repository, files_from_directory
+from engine.git.repository import Repository
 from engine.semantic.persist import DB_NAME
 from engine.semantic.pool import MIN_POOL_FILES
-from engine.vcs import Repository
 from gateway.demo import stdio_server_params
 from tests.conftest import World
 from tests.gateway.mcp_client import Edge, engine_server, payload, remote_edge_params

@@ -296,7 +296,7 @@ def test_rule_counts_are_bounded() -> None:
 
 def test_policy_tools_and_operations_match_the_engine_catalog() -> None:
     """The policy names tools without importing the engine; the copies must agree."""
-    from engine.catalog import TOOLS
+    from engine.catalog.declarations import TOOLS
 
     assert policy.TOOL_OPERATIONS == {tool.name: tool.operation for tool in TOOLS}
 

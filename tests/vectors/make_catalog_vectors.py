@@ -19,8 +19,9 @@ from typing import Any
 
 import cbor2
 
-from engine import cbor
-from engine.catalog import CATALOG_ENCODING, offer_for
+from engine.auth import cbor
+from engine.catalog.declarations import CATALOG_ENCODING
+from engine.tools.offer import offer_for
 
 EXAMPLE = {
     "encoding": "chit-catalog/1",

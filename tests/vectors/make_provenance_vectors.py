@@ -26,7 +26,7 @@ import cbor2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from engine import cbor
+from engine.auth import cbor
 
 RECORD_VERSION = "chit-provenance/1"
 SIGNATURE_CONTEXT = b"chit-provenance/1 signature\x00"

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine import cbor
+from engine.auth import cbor
 
 OLD_KEY, KEY, RETIRED_KEY = bytes(range(32)), bytes(range(32, 64)), bytes(range(64, 96))
 OLD, KID, RETIRED = "r20261101-00000001", "r20261130-00000002", "r20260901-00000003"

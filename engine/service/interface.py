@@ -37,54 +37,41 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 import policy
-from engine import calllog, keys, sealing, vcs
-from engine import token as tokens
-from engine.catalog import CATALOG_ENCODING, Offer, ToolSpec, offer_for, tool_by_name
+from engine import git
+from engine.audit import calllog
+from engine.auth import keys, sealing
+from engine.auth import token as tokens
+from engine.auth.keys import Keyring
+from engine.catalog.declarations import CATALOG_ENCODING, CATALOG_STORE_REF, ToolSpec, tool_by_name
 from engine.errors import (
     AccessDeniedError,
     ChitError,
     ConfigurationError,
     InvalidRequestError,
     StateError,
+    denied,
 )
-from engine.handlers import CallContext, Session
-from engine.keys import Keyring
 from engine.paths import glob_may_match_below, validate_path
-from engine.policyfile import PolicyFile, PolicySnapshot, denied
-from engine.ratelimit import RateLimiter
 from engine.semantic.index import indexer_for
 from engine.semantic.persist import PersistedIndex, derive_key
-from engine.semantic.tools import share_staged_paths, staged_paths
-from engine.state import open_store
+from engine.service.policyfile import PolicyFile, PolicySnapshot
+from engine.service.ratelimit import RateLimiter
+from engine.state.sqlite import open_store
+from engine.tools.context import CallContext, Session
+from engine.tools.offer import Offer, offer_for
+from engine.tools.semantic import share_staged_paths, staged_paths
+from engine.tools.table import handler_for
 from policy.paths import deny_matches
 
-__all__ = ["CATALOG_STORE_REF", "Engine", "load_policy"]
+__all__ = ["Engine"]
 
 logger = logging.getLogger("chit.engine")
 
-CATALOG_STORE_REF = "refs/chit/catalogs"
 _CONFIG_ERROR = {
     "error": "internal_error",
     "message": "the engine's configuration is unusable; the operator has been told",
 }
 MAX_SESSIONS = 4096
-
-
-def load_policy(home: str | os.PathLike[str]) -> policy.Policy:
-    """Load ``<home>/policy.toml``.
-
-    Raises:
-        ConfigurationError: If it is missing or invalid (the engine will not start).
-    """
-    path = Path(home) / "policy.toml"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
-        raise ConfigurationError(f"no policy at {path}; run `chit init` first") from None
-    try:
-        return policy.load(text)
-    except policy.PolicyError as exc:
-        raise ConfigurationError(f"invalid policy {path}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -139,7 +126,7 @@ class Engine:
         # Protected content is sealed in the commit path and opened on reads
         # (docs/sealing.md); protection follows whichever policy is current.
         self._sealing_keys = keys.SealingKeyring(home)
-        self._repo = vcs.Repository(
+        self._repo = git.Repository(
             repo, sealing=sealing.Sealing(self._sealing_keys, self._protects)
         )
         # The semantic index keeps parsed records beside the lane locks, shared by
@@ -411,7 +398,8 @@ class Engine:
         limited = self._rates.admit(current.policy, checked.token.agent, spec.name, self._clock())
         if limited is not None:
             raise denied(limited)
-        if spec.handler is None:  # unreachable: offers hold only tools with handlers
+        handler = handler_for(spec.name)
+        if handler is None:  # unreachable: offers hold only tools with handlers
             raise AccessDeniedError(
                 "tool_not_offered", "tool withheld", offered=checked.offer.names()
             )
@@ -440,7 +428,7 @@ class Engine:
                 public_keys=self._public_keys,
             )
             before = () if spec.read_only else staged_paths(session)
-            result: BaseModel = spec.handler(ctx, args)
+            result: BaseModel = handler(ctx, args)
             if not spec.read_only:
                 share_staged_paths(ctx, before)
         dumped: dict[str, Any] = result.model_dump(mode="json")
@@ -498,7 +486,7 @@ class Engine:
                     session_id=session_id,
                     token_id=token.token_id,
                     agent=token.agent,
-                    staged=vcs.StagedChange(),
+                    staged=git.StagedChange(),
                 )
             self._sessions[session_id] = session  # most recently used last
             if session.token_id != token.token_id or session.agent != token.agent:

@@ -47,12 +47,18 @@ from typing import Any
 import pygit2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from engine import cbor, provenance, vcs
-from engine.catalog import CATALOG_ENCODING, DELEGATION_FLAG, tool_by_name
+from engine import git
+from engine.audit import provenance
+from engine.auth import cbor
+from engine.auth.token import is_agent_name
+from engine.catalog.declarations import (
+    CATALOG_ENCODING,
+    CATALOG_STORE_REF,
+    DELEGATION_FLAG,
+    tool_by_name,
+)
 from engine.errors import ChitError, ProfileError
 from engine.paths import in_scope
-from engine.service import CATALOG_STORE_REF
-from engine.token import is_agent_name
 
 __all__ = ["REQUIRED_TRAILERS", "Auditor", "CommitReport", "Finding", "verify_repository"]
 
@@ -117,7 +123,7 @@ def verify_repository(
     Raises:
         ConfigurationError: If ``repo_path`` is not a repository with ``main``.
     """
-    repo = vcs.Repository(repo_path)
+    repo = git.Repository(repo_path)
     auditor = Auditor(repo, public_keys)
     missing: list[Finding] = [Finding("-", "refs", reason) for reason in _ref_problems(repo_path)]
     existing = repo.lanes()
@@ -176,17 +182,17 @@ def _ref_problems(repo_path: str | os.PathLike[str]) -> list[str]:
     would use replaced commits. A symbolic ``main`` could hide a lane's commits
     from the walk. Each is reported, never silently followed.
     """
-    git = pygit2.Repository(os.fspath(repo_path))
+    handle = pygit2.Repository(os.fspath(repo_path))
     problems = []
-    for name in sorted(git.references):
+    for name in sorted(handle.references):
         if name.startswith("refs/replace/"):
             problems.append(f"{name}: replace refs make git show other objects than were audited")
-    common = vcs._common_dir(git.path)
+    common = git.common_dir(handle.path)
     if os.path.lexists(os.path.join(common, "info", "grafts")):
         problems.append("info/grafts rewrites history for git but not for this audit")
-    main = git.references.get(vcs.MAIN)
+    main = handle.references.get(git.MAIN)
     if main is not None and not isinstance(main.target, pygit2.Oid):
-        problems.append(f"{vcs.MAIN} is a symbolic reference (to {main.target!r})")
+        problems.append(f"{git.MAIN} is a symbolic reference (to {main.target!r})")
     return problems
 
 
@@ -195,7 +201,7 @@ _RAW_HEADER = re.compile(
 )
 
 
-def _raw_message(repo: vcs.Repository, commit: pygit2.Commit) -> str | None:
+def _raw_message(repo: git.Repository, commit: pygit2.Commit) -> str | None:
     """The commit's message from its raw object, if chit could have written it.
 
     That is: the object has only the headers chit writes (tree, one parent,
@@ -247,7 +253,7 @@ class Auditor:
         public_keys: Trusted engine key id to Ed25519 public key.
     """
 
-    def __init__(self, repo: vcs.Repository, public_keys: Mapping[str, Ed25519PublicKey]) -> None:
+    def __init__(self, repo: git.Repository, public_keys: Mapping[str, Ed25519PublicKey]) -> None:
         self.repo = repo
         self.public_keys = public_keys
         self._catalogs: dict[str, tuple[str, str] | list[dict[str, Any]]] = {}
@@ -274,7 +280,7 @@ class Auditor:
         if message is None:
             return fail("record_commit", "the commit object has headers or text chit never "
                         "writes (gpgsig, encoding, mergetag, extra parents, non-UTF-8)")
-        trailers = vcs.commit_trailers(commit)
+        trailers = git.commit_trailers(commit)
         counts = _trailer_counts(message)
         absent = [k for k in REQUIRED_TRAILERS if k not in trailers]
         if absent:
@@ -292,10 +298,10 @@ class Auditor:
         try:
             envelope = self.repo.provenance_record(agent, cid)
         except (ChitError, pygit2.GitError, KeyError, ValueError):
-            return fail("record_missing", f"{vcs.Repository.provenance_ref(agent)} is not a "
+            return fail("record_missing", f"{git.Repository.provenance_ref(agent)} is not a "
                         "direct reference to a commit")
         if envelope is None:
-            return fail("record_missing", f"no record under {vcs.Repository.provenance_ref(agent)}")
+            return fail("record_missing", f"no record under {git.Repository.provenance_ref(agent)}")
         if provenance.envelope_hash(envelope) != record_hash:
             fail("record_hash", "the stored record does not hash to Chit-Provenance")
         try:

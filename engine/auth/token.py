@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine import cbor
-from engine._mac import TAG_BYTES, hmac_sha256, tags_equal
+from engine.auth import cbor
+from engine.auth._mac import TAG_BYTES, hmac_sha256, tags_equal
 from engine.errors import (
     CaveatError,
     MalformedDataError,

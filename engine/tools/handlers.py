@@ -13,34 +13,42 @@ import base64
 import binascii
 import hashlib
 import re
-import threading
 import unicodedata
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from collections.abc import Callable
+from typing import Any
 
 import policy
-from engine import graph, provenance, vcs
-from engine import schemas as s
-from engine import token as tokens
+from engine import git
+from engine.audit import graph, provenance
+from engine.auth import token as tokens
+from engine.catalog import schemas as s
+from engine.catalog.declarations import CATALOG_ENCODING
 from engine.errors import (
     AccessDeniedError,
     ConfigurationError,
     InvalidRequestError,
     RepositoryError,
+    denied,
 )
-from engine.keys import SigningKey
 from engine.paths import MAX_GLOB_CHARS, glob_contained, validate_glob
-from engine.policyfile import denied
-from engine.state import Delegation, Store
-from engine.token import VerifiedToken
+from engine.state.sqlite import Delegation
+from engine.tools.context import CallContext
 
-if TYPE_CHECKING:
-    from engine.catalog import Offer
-
-__all__ = ["CallContext", "Session"]
+__all__ = [
+    "commit",
+    "delete_file",
+    "diff",
+    "effective_scope",
+    "issue_sub_token",
+    "list_conflicts",
+    "log",
+    "move_file",
+    "provenance_graph",
+    "read_file",
+    "resolve_conflict",
+    "status",
+    "write_file",
+]
 
 TRAILER_PREFIX = "Chit-"
 _TRAILER_LINE = re.compile(r"^\s*chit-[A-Za-z0-9-]*\s*:", re.IGNORECASE | re.MULTILINE)
@@ -60,97 +68,9 @@ def _forbidden_in_message(char: str) -> bool:
     return char in _MESSAGE_FORBIDDEN
 
 
-@dataclass
-class Session:
-    """One agent session (one MCP connection): its staged change, bound to a token.
-
-    Attributes:
-        session_id: The edge's id for the connection.
-        token_id: Root block id of the token that opened it.
-        agent: The agent that opened it.
-        staged: The in-memory staged change.
-        seen: Path to SHA-256 (hex) of the content this session last read or
-            wrote there through its view, ``None`` if it saw the path absent.
-            A write to a path whose content changed since is a ``conflict``:
-            no session overwrites a change it never saw.
-        lock: Serialises calls within the session.
-    """
-
-    session_id: str
-    token_id: str
-    agent: str
-    staged: vcs.StagedChange
-    seen: dict[str, str | None] = field(default_factory=dict, repr=False)
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-
-@dataclass
-class CallContext:
-    """Everything a handler may use for one call."""
-
-    token: VerifiedToken
-    session: Session
-    repo: vcs.Repository
-    policy: policy.Policy
-    now: int
-    offer: Offer
-    catalog_store: str
-    token_text: str = field(repr=False)
-    keys: Callable[[str], bytes | None] = field(repr=False)
-    store: Store = field(repr=False)
-    policy_hash: str = ""
-    tool: str = ""  # the tool called: what a listing's paths are evaluated as (a read)
-    signing_key: Callable[[], SigningKey] | None = field(default=None, repr=False)
-    public_keys: Callable[[], Mapping[str, Ed25519PublicKey]] | None = field(
-        default=None, repr=False
-    )
-    _visible: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
-
-    def visible(self, path: str) -> bool:
-        """True iff the caller may see ``path``: in scope, and the policy lets this tool read it.
-
-        Answers are kept for the call (token and policy are fixed for it), so a
-        tool that tests the same paths many times evaluates each once.
-        """
-        known = self._visible.get(path)
-        if known is not None:
-            return known
-        seen = self.token.allows_path(path)
-        if seen:
-            request = policy.Request(
-                agent=self.token.agent, tool=self.tool, operation="read", paths=(path,)
-            )
-            seen = policy.evaluate(self.policy, request).allowed
-        self._visible[path] = seen
-        return seen
-
-    def enforce_sizes(
-        self, tool: str, path: str, content_bytes: int, after: vcs.StagedChange
-    ) -> None:
-        """Apply the policy's size limits to a staging write.
-
-        Raises:
-            AccessDeniedError: ``limit_exceeded`` with the rule that matched.
-        """
-        request = policy.Request(
-            agent=self.token.agent,
-            tool=tool,
-            operation="write",
-            paths=(path,),
-            content_bytes=content_bytes,
-            staged_bytes=after.byte_size(),
-            staged_files=len(after.changes),
-        )
-        decision = policy.evaluate(self.policy, request)
-        if not decision.allowed:
-            raise denied(decision)
-
-
 def effective_scope(ctx: CallContext, _args: s.NoArgs) -> s.EffectiveScope:
     """Describe the token and its offer."""
     t = ctx.token
-    from engine.catalog import CATALOG_ENCODING
-
     return s.EffectiveScope(
         agent=t.agent,
         lane=t.lane,
@@ -239,14 +159,14 @@ def _decode_content(content: str, encoding: str) -> bytes:
         raise InvalidRequestError("invalid_argument", "content is not valid base64") from None
 
 
-def _staged_result(staged: vcs.StagedChange, path: str, change: Any) -> s.Staged:
+def _staged_result(staged: git.StagedChange, path: str, change: Any) -> s.Staged:
     return s.Staged(
         path=path, change=change, staged_files=len(staged.changes), staged_bytes=staged.byte_size()
     )
 
 
-def _trial(staged: vcs.StagedChange) -> vcs.StagedChange:
-    return vcs.StagedChange(
+def _trial(staged: git.StagedChange) -> git.StagedChange:
+    return git.StagedChange(
         base=staged.base,
         changes=dict(staged.changes),
         modes=dict(staged.modes),
@@ -289,7 +209,7 @@ def _check_seen(ctx: CallContext, *paths: str) -> None:
             )
 
 
-def _unstaged_or(staged: vcs.StagedChange, path: str, change: str) -> str:
+def _unstaged_or(staged: git.StagedChange, path: str, change: str) -> str:
     return change if path in staged.changes else "unstaged"
 
 
@@ -334,7 +254,7 @@ def move_file(ctx: CallContext, args: s.MoveFileArgs) -> s.Staged:
     return _staged_result(staged, args.destination, "moved")
 
 
-def _adopt(staged: vcs.StagedChange, trial: vcs.StagedChange) -> None:
+def _adopt(staged: git.StagedChange, trial: git.StagedChange) -> None:
     staged.base = trial.base
     staged.changes = trial.changes
     staged.modes = trial.modes
@@ -344,8 +264,6 @@ def _adopt(staged: vcs.StagedChange, trial: vcs.StagedChange) -> None:
 
 def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     """Land the staged change on the caller's lane with provenance trailers."""
-    from engine.catalog import CATALOG_ENCODING
-
     message = args.message.strip()
     if not message or any(_forbidden_in_message(c) for c in message):
         raise InvalidRequestError(
@@ -430,7 +348,7 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
         files=files,
         catalog_hash=ctx.offer.catalog_hash,
         catalog_encoding=CATALOG_ENCODING,
-        trailers=trailers | {key: vcs.commit_trailers(landed)[key]},
+        trailers=trailers | {key: git.commit_trailers(landed)[key]},
     )
 
 
@@ -445,8 +363,6 @@ def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
     hops = provenance.delegation_chain(ctx.token, raw, issued)
 
     def seal(facts: dict[str, Any]) -> bytes:
-        from engine.catalog import CATALOG_ENCODING
-
         commit = {k: facts[k] for k in ("tree", "parents", "author", "committer")}
         commit["message"] = provenance.message_digest(facts["message"])
         record = {
@@ -468,7 +384,7 @@ def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
     return seal
 
 
-def _unresolved(ctx: CallContext, staged: vcs.StagedChange) -> RepositoryError:
+def _unresolved(ctx: CallContext, staged: git.StagedChange) -> RepositoryError:
     return RepositoryError(
         "conflict",
         "your lane moved and these paths changed on both sides; see list_conflicts, "
@@ -544,7 +460,7 @@ def resolve_conflict(ctx: CallContext, args: s.ResolveConflictArgs) -> s.Resolve
         unstaged = _without(trial, args.path)
         ctx.repo.stage_write(ctx.token.agent, unstaged, args.path, chosen)
         trial.changes, trial.modes = unstaged.changes, unstaged.modes
-        if chosen_mode is not None and chosen_mode != vcs.MODE_FILE:
+        if chosen_mode is not None and chosen_mode != git.MODE_FILE:
             # Keep the chosen side's type (executable, symlink), not a plain file.
             trial.changes[args.path] = chosen
             trial.modes[args.path] = chosen_mode
@@ -555,10 +471,10 @@ def resolve_conflict(ctx: CallContext, args: s.ResolveConflictArgs) -> s.Resolve
     return s.Resolved(path=args.path, resolution=args.resolution, remaining=len(staged.conflicts))
 
 
-def _without(staged: vcs.StagedChange, path: str) -> vcs.StagedChange:
+def _without(staged: git.StagedChange, path: str) -> git.StagedChange:
     changes = {p: d for p, d in staged.changes.items() if p != path}
     modes = {p: m for p, m in staged.modes.items() if p != path}
-    return vcs.StagedChange(
+    return git.StagedChange(
         base=staged.base,
         changes=changes,
         modes=modes,

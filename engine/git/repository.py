@@ -53,8 +53,8 @@ from typing import Any, Final, Literal
 import pygit2
 from pygit2.enums import FileMode, ObjectType, RepositoryOpenFlag, SortMode
 
+from engine.auth.sealing import NO_SEALING, Sealing, is_sealed
 from engine.errors import ConfigurationError, InvalidRequestError, RepositoryError
-from engine.sealing import NO_SEALING, Sealing, is_sealed
 
 __all__ = [
     "LANE_PREFIX",
@@ -68,6 +68,7 @@ __all__ = [
     "Repository",
     "StagedChange",
     "commit_trailers",
+    "common_dir",
     "lane_ref",
     "private_folder",
 ]
@@ -311,7 +312,7 @@ def _same_entry(a: pygit2.Object | None, b: pygit2.Object | None) -> bool:
     return bool(a.id == b.id and a.filemode == b.filemode)
 
 
-def _common_dir(gitdir: str) -> str:
+def common_dir(gitdir: str) -> str:
     """The repository's common git directory (a linked worktree's main ``.git``)."""
     try:
         with open(os.path.join(gitdir, "commondir"), encoding="utf-8") as fh:
@@ -627,7 +628,7 @@ class Repository:
         self._gitdir: str = repo.path
         # Refs, objects and chit's lock files live in the common directory, which
         # a linked worktree's git directory names in its ``commondir`` file.
-        self._commondir: str = _common_dir(repo.path)
+        self._commondir: str = common_dir(repo.path)
         self._local = threading.local()
         self._local.repo = repo
         self._locks: dict[str, threading.Lock] = {}

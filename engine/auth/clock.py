@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from engine.token import DEFAULT_DEPTH_LIMIT, KeyLookup, UnverifiedToken, VerifiedToken
-from engine.token import verify_at_time as _verify_at_time
+from engine.auth.token import DEFAULT_DEPTH_LIMIT, KeyLookup, UnverifiedToken, VerifiedToken
+from engine.auth.token import verify_at_time as _verify_at_time
 
 __all__ = ["now", "verify"]
 

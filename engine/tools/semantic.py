@@ -27,24 +27,21 @@ import os
 import re
 import sqlite3
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 import policy
-from engine import schemas as s
-from engine import vcs
-from engine.errors import AccessDeniedError, RepositoryError
+from engine import git
+from engine.catalog import schemas as s
+from engine.errors import AccessDeniedError, RepositoryError, denied
 from engine.paths import glob_may_match_below, validate_path
-from engine.policyfile import denied
 from engine.semantic.binding import binds_elsewhere, import_points_elsewhere, narrowed
 from engine.semantic.index import TreeIndex, git_blob_id, indexer_for, rank_key
 from engine.semantic.languages import language_for
 from engine.semantic.records import Definition, Role
-from engine.state import MAX_INTENT_PATHS, Intent
-
-if TYPE_CHECKING:
-    from engine.handlers import CallContext, Session
+from engine.state.sqlite import MAX_INTENT_PATHS, Intent
+from engine.tools.context import CallContext, Session
 
 __all__ = [
     "CODE_WINDOW_LINES",
@@ -299,7 +296,7 @@ def _on_main(ctx: CallContext) -> Callable[[Definition], bool]:
     try:
         head = ctx.repo.resolve("main")
         main = indexer_for(ctx.repo).view(
-            ctx.repo, ctx.token.agent, vcs.StagedChange(base=head.id), ctx.token.path_scopes
+            ctx.repo, ctx.token.agent, git.StagedChange(base=head.id), ctx.token.path_scopes
         )
     except RepositoryError:
         return lambda _d: False
@@ -725,7 +722,7 @@ def staged_paths(session: Session) -> tuple[str, ...]:
     return tuple(sorted(session.staged.changes))
 
 
-def _repo_id(repo: vcs.Repository) -> str:
+def _repo_id(repo: git.Repository) -> str:
     """The repository's identity in the state store: the real path of its common git dir."""
     return os.path.realpath(os.path.dirname(repo.chit_dir))
 

@@ -31,10 +31,10 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 import policy
-from engine import cbor
+from engine.auth import cbor
+from engine.auth.keys import SIGNING_ALG, SigningKey
+from engine.auth.token import UnverifiedToken, VerifiedToken, grant_of_blocks
 from engine.errors import ProfileError
-from engine.keys import SIGNING_ALG, SigningKey
-from engine.token import UnverifiedToken, VerifiedToken, grant_of_blocks
 
 __all__ = [
     "PROVENANCE_TRAILER",

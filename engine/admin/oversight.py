@@ -18,10 +18,10 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from engine import calllog, provenance
+from engine.audit import calllog, provenance
 from engine.errors import ConfigurationError
-from engine.service import load_policy
-from engine.state import SQLiteStore, open_store
+from engine.service.policyfile import load_policy
+from engine.state.sqlite import SQLiteStore, open_store
 
 __all__ = [
     "call_log_entries",

@@ -32,7 +32,8 @@ import pygit2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from engine import vcs
+from engine import git
+from engine.audit.verify import Auditor
 from engine.errors import ChitError, InvalidRequestError, RepositoryError
 
 __all__ = ["Entry", "build_graph", "collect", "to_dot", "to_mermaid"]
@@ -57,11 +58,11 @@ _VERDICTS_MAX = 65536
 
 
 def collect(
-    repo: vcs.Repository, public_keys: Mapping[str, Ed25519PublicKey]
+    repo: git.Repository, public_keys: Mapping[str, Ed25519PublicKey]
 ) -> tuple[list[Entry], int, bool]:
     """Every lane commit that passes the audit's commit checks, newest first per lane.
 
-    A commit joins only if :class:`engine.audit.Auditor` finds nothing wrong
+    A commit joins only if :class:`engine.audit.verify.Auditor` finds nothing wrong
     with it: its record exists, hashes to its trailer, verifies under a known
     key, describes exactly this commit (raw object included), agrees with its
     trailers, and its chain narrows. Verdicts are remembered per commit id,
@@ -77,8 +78,6 @@ def collect(
         lane commits were left out because they did not, and whether the walk
         stopped at :data:`MAX_COMMITS` commits.
     """
-    from engine.audit import Auditor  # the audit imports the engine; import late
-
     auditor = Auditor(repo, public_keys)
     keyset = ",".join(sorted(f"{k}:{_raw(v).hex()}" for k, v in public_keys.items()))
     entries: list[Entry] = []
@@ -105,7 +104,7 @@ def _raw(key: Ed25519PublicKey) -> bytes:
 
 
 def _verdict(
-    auditor: Any, repo: vcs.Repository, keyset: str, agent: str, commit: pygit2.Commit
+    auditor: Any, repo: git.Repository, keyset: str, agent: str, commit: pygit2.Commit
 ) -> Mapping[str, Any] | None:
     cid = str(commit.id)
     try:

@@ -51,9 +51,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from engine import cbor, keys
+from engine.auth import cbor, keys
 from engine.errors import ProfileError
-from engine.state import GENESIS, LogAppend, LogRow, Store
+from engine.state.sqlite import GENESIS, LogAppend, LogRow, Store
 
 __all__ = [
     "EXCHANGE_AGENT",

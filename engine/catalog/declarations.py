@@ -1,9 +1,9 @@
 """The tool catalog: every tool declared once, and the ``chit-catalog/1`` encoding.
 
 Each :class:`ToolSpec` holds a tool's name, description, input and output models,
-required operations, annotations and handler. ``tools/list``, dispatch, the docs
-table and the catalog hash all derive from :data:`TOOLS`. A tool whose handler is
-``None`` is declared but withheld from every offer.
+required operations and annotations; it names no handler (``engine.tools.table``
+does), so declarations never import implementations. ``tools/list``, dispatch,
+the docs table and the catalog hash all derive from :data:`TOOLS`.
 
 ``chit-catalog/1`` (docs/catalog-encoding.md): the offered tools, sorted by name,
 each as a map of name, description, input and output JSON Schema, annotations and
@@ -14,35 +14,34 @@ requirements, wrapped in a map that names the encoding; encoded under
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
 
 from pydantic import BaseModel
 
-from engine import cbor, handlers
-from engine import schemas as s
-from engine.semantic import tools as semantic
+from engine.auth import cbor
+from engine.catalog import schemas as s
 
 __all__ = [
     "CATALOG_ENCODING",
+    "CATALOG_STORE_REF",
     "DELEGATION_FLAG",
     "TOOLS",
     "Offer",
     "ToolSpec",
     "encode_catalog",
     "hash_catalog",
-    "markdown_table",
-    "offer_for",
+    "offer_of",
     "tool_by_name",
 ]
 
 CATALOG_ENCODING = "chit-catalog/1"
 DELEGATION_FLAG = "delegable"
 """Pseudo-requirement naming the token's delegation flag in ``requires``."""
-
-Handler = Callable[[Any, Any], BaseModel]
+CATALOG_STORE_REF = "refs/chit/catalogs"
+"""Where each offered catalog's bytes are kept in the repository, by hash (docs/audit.md)."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +57,6 @@ class ToolSpec:
             for the delegation flag). Empty: always offered.
         read_only: MCP ``readOnlyHint``.
         destructive: MCP ``destructiveHint``.
-        handler: ``(CallContext, args) -> output``; ``None`` withholds the tool.
         path_args: Names of arguments that are repository paths the call acts on
             (checked against scope and policy before the handler runs).
     """
@@ -70,7 +68,6 @@ class ToolSpec:
     requires: frozenset[str]
     read_only: bool
     destructive: bool
-    handler: Handler | None
     path_args: tuple[str, ...] = ()
 
     @property
@@ -97,7 +94,6 @@ def _tool(
     input_model: type[BaseModel],
     output_model: type[BaseModel],
     requires: Iterable[str],
-    handler: Handler | None,
     *,
     path_args: tuple[str, ...] = (),
     destructive: bool = False,
@@ -112,7 +108,6 @@ def _tool(
         req,
         read_only,
         destructive,
-        handler,
         path_args,
     )
 
@@ -127,7 +122,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.NoArgs,
         s.EffectiveScope,
         (),
-        handlers.effective_scope,
     ),
     _tool(
         "status",
@@ -136,7 +130,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.NoArgs,
         s.Status,
         R,
-        handlers.status,
     ),
     _tool(
         "read_file",
@@ -145,7 +138,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.ReadFileArgs,
         s.FileContent,
         R,
-        handlers.read_file,
         path_args=("path",),
     ),
     _tool(
@@ -155,7 +147,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.NoArgs,
         s.Conflicts,
         R,
-        handlers.list_conflicts,
     ),
     _tool(
         "log",
@@ -163,7 +154,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.LogArgs,
         s.Log,
         R,
-        handlers.log,
     ),
     _tool(
         "diff",
@@ -172,7 +162,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.DiffArgs,
         s.Diff,
         R,
-        handlers.diff,
     ),
     _tool(
         "symbol_context",
@@ -180,7 +169,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.SymbolContextArgs,
         s.SymbolContext,
         R,
-        semantic.symbol_context,
     ),
     _tool(
         "symbol_relations",
@@ -188,7 +176,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.SymbolRelationsArgs,
         s.Relations,
         R,
-        semantic.symbol_relations,
     ),
     _tool(
         "search_symbols",
@@ -196,7 +183,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.SearchSymbolsArgs,
         s.Symbols,
         R,
-        semantic.search_symbols,
     ),
     _tool(
         "change_impact",
@@ -205,7 +191,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.ChangeImpactArgs,
         s.Impact,
         R,
-        semantic.change_impact,
     ),
     _tool(
         "project_context",
@@ -214,7 +199,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.ProjectContextArgs,
         s.ProjectContext,
         R,
-        semantic.project_context,
     ),
     _tool(
         "provenance_graph",
@@ -223,7 +207,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.ProvenanceGraphArgs,
         s.ProvenanceGraph,
         R,
-        handlers.provenance_graph,
     ),
     _tool(
         "write_file",
@@ -232,7 +215,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.WriteFileArgs,
         s.Staged,
         W,
-        handlers.write_file,
         path_args=("path",),
     ),
     _tool(
@@ -241,7 +223,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.DeleteFileArgs,
         s.Staged,
         W,
-        handlers.delete_file,
         path_args=("path",),
         destructive=True,
     ),
@@ -251,7 +232,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.MoveFileArgs,
         s.Staged,
         W,
-        handlers.move_file,
         path_args=("source", "destination"),
         destructive=True,
     ),
@@ -261,7 +241,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.ResolveConflictArgs,
         s.Resolved,
         W,
-        handlers.resolve_conflict,
         path_args=("path",),
     ),
     _tool(
@@ -271,7 +250,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.CommitArgs,
         s.Committed,
         C,
-        handlers.commit,
     ),
     _tool(
         "issue_sub_token",
@@ -279,7 +257,6 @@ TOOLS: tuple[ToolSpec, ...] = (
         s.IssueSubTokenArgs,
         s.SubToken,
         ("sub-token:issue", DELEGATION_FLAG),
-        handlers.issue_sub_token,
     ),
 )
 
@@ -289,6 +266,30 @@ _BY_NAME = {tool.name: tool for tool in TOOLS}
 def tool_by_name(name: str) -> ToolSpec | None:
     """Return the declared tool named exactly ``name`` (case-sensitive), or ``None``."""
     return _BY_NAME.get(name)
+
+
+def encode_catalog(tools: Iterable[ToolSpec]) -> bytes:
+    """Encode tools under ``chit-catalog/1``.
+
+    Args:
+        tools: The offered tools, in any order (they are sorted by name).
+
+    Returns:
+        ``chit-det/1`` bytes of ``{"encoding": "chit-catalog/1", "tools": [...]}``.
+    """
+    entries = [t.encoded() for t in sorted(tools, key=lambda t: t.name)]
+    return cbor.encode({"encoding": CATALOG_ENCODING, "tools": entries})
+
+
+def hash_catalog(data: bytes) -> str:
+    """Return ``sha256:<hex>`` of catalog bytes."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@cache
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema: dict[str, Any] = model.model_json_schema()
+    return schema
 
 
 @dataclass(frozen=True)
@@ -319,72 +320,13 @@ class Offer:
         return None
 
 
-@lru_cache(maxsize=64)
-def offer_for(operations: frozenset[str], delegable: bool, read_only: bool = False) -> Offer:
-    """Compute the offer for a token's operations and delegation flag.
-
-    A tool is offered iff it has a handler and every requirement is held, and,
-    when the engine is frozen or serves a read-only edge, it is marked read-only.
-    ``effective_scope`` requires nothing and is always offered.
-
-    Args:
-        operations: The verified token's effective operations.
-        delegable: The verified token's delegation flag.
-        read_only: Offer only tools marked read-only (the engine's read-only mode).
-
-    Returns:
-        The :class:`Offer`.
-    """
-    held = set(operations) | ({DELEGATION_FLAG} if delegable else set())
-    names = tuple(
-        sorted(
-            t.name
-            for t in TOOLS
-            if t.handler is not None and t.requires <= held and (t.read_only or not read_only)
-        )
-    )
-    return _offer(names)
-
-
 @lru_cache(maxsize=256)
-def _offer(names: tuple[str, ...]) -> Offer:
+def offer_of(names: tuple[str, ...]) -> Offer:
+    """The :class:`Offer` of the declared tools named in ``names`` (sorted, each declared).
+
+    Raises:
+        KeyError: If a name is not declared (a caller bug).
+    """
     tools = tuple(_BY_NAME[n] for n in names)
     data = encode_catalog(tools)
     return Offer(tools, hash_catalog(data), data, len(TOOLS) - len(tools))
-
-
-def encode_catalog(tools: Iterable[ToolSpec]) -> bytes:
-    """Encode tools under ``chit-catalog/1``.
-
-    Args:
-        tools: The offered tools, in any order (they are sorted by name).
-
-    Returns:
-        ``chit-det/1`` bytes of ``{"encoding": "chit-catalog/1", "tools": [...]}``.
-    """
-    entries = [t.encoded() for t in sorted(tools, key=lambda t: t.name)]
-    return cbor.encode({"encoding": CATALOG_ENCODING, "tools": entries})
-
-
-def hash_catalog(data: bytes) -> str:
-    """Return ``sha256:<hex>`` of catalog bytes."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-@cache
-def _schema(model: type[BaseModel]) -> dict[str, Any]:
-    schema: dict[str, Any] = model.model_json_schema()
-    return schema
-
-
-def markdown_table() -> str:
-    """Render the catalog as the Markdown table kept in ``docs/tools.md``."""
-    rows = ["| tool | needs | read-only | destructive | offered now |", "|---|---|---|---|---|"]
-    for t in TOOLS:
-        needs = ", ".join(sorted(t.requires)) or "nothing (always offered)"
-        rows.append(
-            f"| `{t.name}` | {needs} | {'yes' if t.read_only else 'no'} | "
-            f"{'yes' if t.destructive else 'no'} | "
-            f"{'yes' if t.handler is not None else 'withheld (later work)'} |"
-        )
-    return "\n".join(rows) + "\n"

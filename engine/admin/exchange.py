@@ -55,11 +55,12 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 import policy
-from engine import calllog, operator, provenance
+from engine.admin import operator
+from engine.audit import calllog, provenance
+from engine.auth.token import validate_agent_name
 from engine.errors import ChitError, TokenError
-from engine.service import load_policy
-from engine.state import SQLiteStore, open_store
-from engine.token import validate_agent_name
+from engine.service.policyfile import load_policy
+from engine.state.sqlite import SQLiteStore, open_store
 
 __all__ = [
     "ACCESS_TOKEN_TYPE",

@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import policy
-from engine import token as tokens
-from engine.errors import ChitError, ConfigurationError
-from engine.keys import (
+from engine.auth import token as tokens
+from engine.auth.keys import (
     Keyring,
     create_keyring,
     create_sealing_key,
@@ -24,13 +23,14 @@ from engine.keys import (
     sealing_keys,
     signing_keys,
 )
-from engine.keys import retire_key as _retire_key
-from engine.keys import rotate_key as _rotate_key
-from engine.keys import rotate_sealing_key as rotate_sealing_key_
-from engine.keys import rotate_signing_key as rotate_signing_key_
+from engine.auth.keys import retire_key as _retire_key
+from engine.auth.keys import rotate_key as _rotate_key
+from engine.auth.keys import rotate_sealing_key as rotate_sealing_key_
+from engine.auth.keys import rotate_signing_key as rotate_signing_key_
+from engine.errors import ChitError, ConfigurationError
 from engine.paths import validate_path
-from engine.service import load_policy
-from engine.state import open_store
+from engine.service.policyfile import load_policy
+from engine.state.sqlite import open_store
 
 __all__ = [
     "attenuate_token",

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import policy
-from engine import provenance
+from engine.audit import provenance
 from engine.errors import AccessDeniedError, ConfigurationError
 
 __all__ = [
@@ -29,7 +29,7 @@ __all__ = [
     "PolicyFile",
     "PolicySnapshot",
     "check_file",
-    "denied",
+    "load_policy",
 ]
 
 logger = logging.getLogger("chit.engine")
@@ -168,24 +168,21 @@ def _states_anything(raw: bytes) -> bool:
     )
 
 
-def denied(decision: policy.Decision) -> AccessDeniedError:
-    """The engine error for a refusing policy Decision (code, reasons, ``rule``, ``retry_after``).
+def load_policy(home: str | os.PathLike[str]) -> policy.Policy:
+    """Load ``<home>/policy.toml``.
 
-    Args:
-        decision: A Decision with ``allowed`` False.
-
-    Returns:
-        The error to raise; its hints carry ``rule`` and, for a rate limit,
-        ``retry_after`` (whole seconds).
+    Raises:
+        ConfigurationError: If it is missing or invalid (the engine will not start).
     """
-    hints: dict[str, object] = {"rule": decision.rule}
-    if decision.retry_after is not None:
-        hints["retry_after"] = decision.retry_after
-    return AccessDeniedError(
-        decision.code or "policy_denied",
-        "; ".join(decision.reasons) or "refused by the organisation policy",
-        **hints,
-    )
+    path = Path(home) / "policy.toml"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        raise ConfigurationError(f"no policy at {path}; run `chit init` first") from None
+    try:
+        return policy.load(text)
+    except policy.PolicyError as exc:
+        raise ConfigurationError(f"invalid policy {path}: {exc}") from None
 
 
 def check_file(path: str | os.PathLike[str]) -> dict[str, object]:

@@ -1,0 +1,109 @@
+"""What a tool handler is given: the session it acts in and the call's context.
+
+The service makes one :class:`CallContext` per call after the ordered check
+passed (docs/architecture.md); handlers read everything they may use from it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+import policy
+from engine import git
+from engine.auth.keys import SigningKey
+from engine.auth.token import VerifiedToken
+from engine.catalog.declarations import Offer
+from engine.errors import denied
+from engine.state.sqlite import Store
+
+__all__ = ["CallContext", "Session"]
+
+
+@dataclass
+class Session:
+    """One agent session (one MCP connection): its staged change, bound to a token.
+
+    Attributes:
+        session_id: The edge's id for the connection.
+        token_id: Root block id of the token that opened it.
+        agent: The agent that opened it.
+        staged: The in-memory staged change.
+        seen: Path to SHA-256 (hex) of the content this session last read or
+            wrote there through its view, ``None`` if it saw the path absent.
+            A write to a path whose content changed since is a ``conflict``:
+            no session overwrites a change it never saw.
+        lock: Serialises calls within the session.
+    """
+
+    session_id: str
+    token_id: str
+    agent: str
+    staged: git.StagedChange
+    seen: dict[str, str | None] = field(default_factory=dict, repr=False)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+@dataclass
+class CallContext:
+    """Everything a handler may use for one call."""
+
+    token: VerifiedToken
+    session: Session
+    repo: git.Repository
+    policy: policy.Policy
+    now: int
+    offer: Offer
+    catalog_store: str
+    token_text: str = field(repr=False)
+    keys: Callable[[str], bytes | None] = field(repr=False)
+    store: Store = field(repr=False)
+    policy_hash: str = ""
+    tool: str = ""  # the tool called: what a listing's paths are evaluated as (a read)
+    signing_key: Callable[[], SigningKey] | None = field(default=None, repr=False)
+    public_keys: Callable[[], Mapping[str, Ed25519PublicKey]] | None = field(
+        default=None, repr=False
+    )
+    _visible: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
+
+    def visible(self, path: str) -> bool:
+        """True iff the caller may see ``path``: in scope, and the policy lets this tool read it.
+
+        Answers are kept for the call (token and policy are fixed for it), so a
+        tool that tests the same paths many times evaluates each once.
+        """
+        known = self._visible.get(path)
+        if known is not None:
+            return known
+        seen = self.token.allows_path(path)
+        if seen:
+            request = policy.Request(
+                agent=self.token.agent, tool=self.tool, operation="read", paths=(path,)
+            )
+            seen = policy.evaluate(self.policy, request).allowed
+        self._visible[path] = seen
+        return seen
+
+    def enforce_sizes(
+        self, tool: str, path: str, content_bytes: int, after: git.StagedChange
+    ) -> None:
+        """Apply the policy's size limits to a staging write.
+
+        Raises:
+            AccessDeniedError: ``limit_exceeded`` with the rule that matched.
+        """
+        request = policy.Request(
+            agent=self.token.agent,
+            tool=tool,
+            operation="write",
+            paths=(path,),
+            content_bytes=content_bytes,
+            staged_bytes=after.byte_size(),
+            staged_files=len(after.changes),
+        )
+        decision = policy.evaluate(self.policy, request)
+        if not decision.allowed:
+            raise denied(decision)

@@ -1,0 +1,49 @@
+"""Which function handles each declared tool (docs/tools.md).
+
+The declarations (``engine.catalog.declarations``) name no handler; this table
+does, and it is the only place that ties the two. A declared tool missing here
+is withheld from every offer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from pydantic import BaseModel
+
+from engine.tools import handlers, semantic
+
+__all__ = ["HANDLERS", "Handler", "handler_for"]
+
+Handler = Callable[[Any, Any], BaseModel]
+"""``(CallContext, validated arguments) -> the tool's output model``."""
+
+HANDLERS: Mapping[str, Handler] = MappingProxyType(
+    {
+        "effective_scope": handlers.effective_scope,
+        "status": handlers.status,
+        "read_file": handlers.read_file,
+        "list_conflicts": handlers.list_conflicts,
+        "log": handlers.log,
+        "diff": handlers.diff,
+        "symbol_context": semantic.symbol_context,
+        "symbol_relations": semantic.symbol_relations,
+        "search_symbols": semantic.search_symbols,
+        "change_impact": semantic.change_impact,
+        "project_context": semantic.project_context,
+        "provenance_graph": handlers.provenance_graph,
+        "write_file": handlers.write_file,
+        "delete_file": handlers.delete_file,
+        "move_file": handlers.move_file,
+        "resolve_conflict": handlers.resolve_conflict,
+        "commit": handlers.commit,
+        "issue_sub_token": handlers.issue_sub_token,
+    }
+)
+
+
+def handler_for(name: str) -> Handler | None:
+    """Return the handler of the declared tool named exactly ``name``, or ``None``."""
+    return HANDLERS.get(name)
