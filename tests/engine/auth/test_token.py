@@ -325,7 +325,7 @@ def test_mint_refuses_bad_arguments() -> None:
         mint(expires_at=0)
 
 
-VECTORS = json.loads((Path(__file__).parent.parent / "vectors" / "tokens.json").read_text())
+VECTORS = json.loads((Path(__file__).parents[2] / "vectors" / "tokens.json").read_text())
 
 
 @pytest.mark.parametrize("case", VECTORS["cases"], ids=lambda c: c["name"])

@@ -26,7 +26,7 @@ from engine.git.repository import MAIN, Repository, StagedChange, lane_ref
 from engine.service import Engine
 from tests.conftest import World
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 GIT = shutil.which("git")
 T0 = 1_700_000_000
 _T = TypeVar("_T")

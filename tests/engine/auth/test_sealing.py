@@ -25,7 +25,7 @@ from engine.errors import RepositoryError
 from engine.service import Engine
 from tests.conftest import World
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 VECTORS = json.loads((ROOT / "tests" / "vectors" / "sealing.json").read_text("utf-8"))
 
 

@@ -31,7 +31,7 @@ from engine.auth import cbor
 from engine.auth.cbor import MAX_DEPTH_DEFAULT, MAX_SIZE_DEFAULT, PROFILE, decode, encode
 from engine.errors import ProfileError
 
-VECTORS = Path(__file__).resolve().parent.parent / "vectors" / "cbor_det1.json"
+VECTORS = Path(__file__).resolve().parents[2] / "vectors" / "cbor_det1.json"
 DEEP = 256  # max_depth for property tests, whose values may nest beyond the default
 
 

@@ -756,7 +756,7 @@ def test_catalog_change_between_listing_and_commit_lands_nothing(
 ) -> None:
     """Threat: a commit recorded under a catalog the agent was never shown.
 
-    (tests/engine/test_service.py::test_catalog_changed_blocks_writes_not_reads covers a
+    (tests/engine/service/test_interface.py::test_catalog_changed_blocks_writes_not_reads covers a
     stale hash presented by the edge; here the definitions themselves change.)
     """
     alice = world.mint(agent="alice")

@@ -97,7 +97,7 @@ def test_a_deny_rule_refuses_with_its_rule_and_reason(world: World) -> None:
 
 def test_default_deny_lets_a_docs_agent_touch_only_docs(world: World) -> None:
     """docs/examples/docs-only.toml, on a real engine."""
-    example = Path(__file__).resolve().parents[2] / "docs" / "examples" / "docs-only.toml"
+    example = Path(__file__).resolve().parents[3] / "docs" / "examples" / "docs-only.toml"
     write_policy(world, example.read_text(encoding="utf-8"))
     engine = Engine(world.home, world.repo)
     docs = Agent(engine, world.mint(agent="docs-bot", paths="**"))

@@ -41,7 +41,7 @@ from engine.semantic.index import Indexer, TreeIndex
 from engine.semantic.languages import language_for
 from engine.semantic.persist import DB_NAME, PersistedIndex
 from engine.semantic.records import FileIndex
-from tests.engine.test_semantic_index import _tables
+from tests.engine.semantic.test_index import _tables
 
 KEY = b"lazy-records-test-key-material!!"
 CODE = {
@@ -308,7 +308,7 @@ def test_parts_made_by_many_threads_at_once_agree(tmp_path: Path) -> None:
 
 
 def test_outline_round_trip_for_every_language() -> None:
-    from tests.engine.test_semantic_languages import FIXTURES
+    from tests.engine.semantic.test_languages import FIXTURES
 
     for path, data in FIXTURES.items():
         language = language_for(path)

@@ -43,7 +43,7 @@ DESIGN_TOOLS = {
 # gaining a handler must be removed from here, and none may silently lose one.
 WITHHELD: set[str] = set()
 ALL_OPS = frozenset({"read", "write", "commit", "sub-token:issue"})
-VECTORS = Path(__file__).parent.parent / "vectors" / "catalog_chit_catalog1.json"
+VECTORS = Path(__file__).parents[2] / "vectors" / "catalog_chit_catalog1.json"
 
 
 def test_all_design_tools_declared_once_with_their_requirements() -> None:

@@ -30,7 +30,7 @@ from engine.auth import keys as keymod
 from engine.service import Engine
 from tests.conftest import World
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def cli(world: World, *args: str) -> subprocess.CompletedProcess[str]:

@@ -43,7 +43,7 @@ from engine.semantic.pool import MIN_POOL_FILES, ParsePool, parse_batch
 from engine.service import Engine
 from tests.conftest import World
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STARLETTE = Path(starlette.__file__).parent
 CODE = {
     "src/app.py": b'def main():\n    """Run the app."""\n    return helper()\n',
@@ -337,7 +337,7 @@ _ENCODED = encode(_SAMPLE)
 
 
 def test_codec_round_trip_for_every_language() -> None:
-    from tests.engine.test_semantic_languages import FIXTURES
+    from tests.engine.semantic.test_languages import FIXTURES
 
     for path, data in FIXTURES.items():
         language = language_for(path)

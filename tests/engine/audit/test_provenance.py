@@ -27,7 +27,7 @@ from engine.audit.provenance import ProvenanceError
 from engine.auth import cbor, keys
 from tests.conftest import World
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 VECTORS = json.loads((ROOT / "tests" / "vectors" / "provenance.json").read_text("utf-8"))
 DOC = (ROOT / "docs" / "provenance-format.md").read_text("utf-8")
 AUDIT_DOC = (ROOT / "docs" / "audit.md").read_text("utf-8")
