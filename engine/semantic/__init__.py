@@ -3,8 +3,9 @@
 See docs/semantic.md. ``engine.semantic.tools`` holds the tool handlers.
 """
 
+from engine.semantic.fileindex import FileIndex
 from engine.semantic.index import Indexer, TreeIndex, indexer_for
-from engine.semantic.records import Definition, FileIndex, Import, Occurrence, Range, Role
+from engine.semantic.records import Definition, Import, Occurrence, Range, Role
 
 __all__ = [
     "Definition",

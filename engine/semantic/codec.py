@@ -71,15 +71,14 @@ from engine.semantic.extract import (
     MAX_SIGNATURE_CHARS,
     Extracted,
 )
+from engine.semantic.fileindex import FileIndex, Repair
 from engine.semantic.languages import LANGUAGES
 from engine.semantic.records import (
     Definition,
-    FileIndex,
     Import,
     Occurrence,
     Outline,
     Range,
-    Repair,
     Role,
     scip_symbol,
 )

@@ -38,10 +38,10 @@ from typing import NamedTuple
 
 from tree_sitter import Node, Query, QueryCursor
 
+from engine.semantic.fileindex import FileIndex
 from engine.semantic.languages import grammar_for, parser_for
 from engine.semantic.records import (
     Definition,
-    FileIndex,
     Import,
     Occurrence,
     Range,

@@ -46,10 +46,11 @@ from engine.semantic.codec import (
     encode_outline,
 )
 from engine.semantic.extract import extract
+from engine.semantic.fileindex import FileIndex, Repair
 from engine.semantic.languages import language_for
 from engine.semantic.persist import PersistedIndex
 from engine.semantic.pool import MIN_POOL_FILES, Item, ParsePool
-from engine.semantic.records import Definition, FileIndex, Import, Occurrence, Repair, Role
+from engine.semantic.records import Definition, Import, Occurrence, Role
 
 __all__ = [
     "BLOB_CACHE_ENTRIES",

@@ -106,7 +106,7 @@ _SCHEMA = (
 def _record_version() -> str:
     here = Path(__file__).parent
     digest = hashlib.sha256(FORMAT.encode())
-    for name in ("extract.py", "codec.py", "records.py", "languages.py"):
+    for name in ("extract.py", "codec.py", "records.py", "fileindex.py", "languages.py"):
         digest.update(name.encode() + b"\0" + (here / name).read_bytes())
     for dist in (
         "tree-sitter",

@@ -16,7 +16,8 @@ from engine.semantic.extract import (
     extract,
     extract_packed,
 )
-from engine.semantic.records import FileIndex, Role
+from engine.semantic.fileindex import FileIndex
+from engine.semantic.records import Role
 
 BLOB = "0" * 40
 

@@ -37,10 +37,10 @@ from engine.semantic.codec import (
     encode_outline,
 )
 from engine.semantic.extract import extract
+from engine.semantic.fileindex import FileIndex
 from engine.semantic.index import Indexer, TreeIndex
 from engine.semantic.languages import language_for
 from engine.semantic.persist import DB_NAME, PersistedIndex
-from engine.semantic.records import FileIndex
 from tests.engine.semantic.test_index import _tables
 
 KEY = b"lazy-records-test-key-material!!"
