@@ -62,18 +62,16 @@ from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from typing import Any, NamedTuple
 
-from engine.semantic.extract import (
+from engine.semantic.fileindex import FileIndex, Repair
+from engine.semantic.languages import LANGUAGES
+from engine.semantic.packed import Extracted
+from engine.semantic.records import (
     MAX_DEFINITIONS,
     MAX_DOC_CHARS,
     MAX_IMPORTS,
     MAX_NAME_CHARS,
     MAX_OCCURRENCES,
     MAX_SIGNATURE_CHARS,
-    Extracted,
-)
-from engine.semantic.fileindex import FileIndex, Repair
-from engine.semantic.languages import LANGUAGES
-from engine.semantic.records import (
     Definition,
     Import,
     Occurrence,

@@ -103,10 +103,28 @@ _SCHEMA = (
 # separate index): reading outlines never reads a payload's pages.
 
 
+_SOURCES = (
+    "extract.py",
+    "walk.py",
+    "packed.py",
+    "rules/base.py",
+    "rules/python.py",
+    "rules/ecmascript.py",
+    "rules/go.py",
+    "rules/rust.py",
+    "rules/java.py",
+    "codec.py",
+    "records.py",
+    "fileindex.py",
+    "languages.py",
+)
+"""The modules (under engine/semantic/) whose code decides a row's bytes."""
+
+
 def _record_version() -> str:
     here = Path(__file__).parent
     digest = hashlib.sha256(FORMAT.encode())
-    for name in ("extract.py", "codec.py", "records.py", "fileindex.py", "languages.py"):
+    for name in _SOURCES:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes())
     for dist in (
         "tree-sitter",
