@@ -17,7 +17,7 @@ __all__ = ["FileIndex", "Parts", "Repair"]
 
 
 class Parts(Protocol):
-    """The parts of a file's records still encoded (``engine/semantic/codec.py``).
+    """The parts of a file's records still encoded (``engine/semantic/codec/``).
 
     Each method checks its part and makes its records on the call; it raises
     :class:`ValueError` (the codec's ``CodecError``) if the part is malformed.

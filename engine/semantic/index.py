@@ -254,7 +254,7 @@ class TreeIndex:
     bases of its definitions) and the names its occurrences spell, so building
     a view makes no definition: the definitions a lookup returns are made from
     their files' records on first use (a file read from the persisted index is
-    then checked; see :class:`~engine.semantic.records.FileIndex`).
+    then checked; see :class:`~engine.semantic.fileindex.FileIndex`).
 
     Attributes:
         files: Every regular file of the view (path to blob id), indexed or not.

@@ -1,7 +1,7 @@
 """The packed form of one file's records, and packing a walk's identifiers into it.
 
 :class:`Extracted` lays the occurrences out as the codec's byte form does, so
-index workers encode it as is (engine/semantic/codec.py). :func:`pack` turns the
+index workers encode it as is (engine/semantic/codec/). :func:`pack` turns the
 identifiers the extractor's query captured into those integers, column by
 column (docs/semantic.md, "Building and reuse").
 """

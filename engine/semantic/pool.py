@@ -9,7 +9,7 @@ engine reads and opens every file itself (sealed blobs open only in the engine)
 and sends workers ``(path, blob id, bytes, language)`` in batches, largest
 files first and each batch smaller than the one before (so the workers finish
 together); a worker answers with each file's records in the byte form of
-``engine/semantic/codec.py``, written straight from the extractor's packed form
+``engine/semantic/codec/``, written straight from the extractor's packed form
 (:func:`~engine.semantic.codec.encode_extracted`: no record objects made for
 the occurrences), which the engine decodes with the same checks as a persisted
 row. The encoded bytes are what the persisted index stores, so nothing is

@@ -3,7 +3,7 @@
 engine/semantic/persist.py keeps, per file, an outline (what a view's tables
 need) beside the records; a new indexer builds its view from outlines and reads,
 verifies and checks a file's records part by part when a query first needs them
-(engine/semantic/codec.py ``decode_stored``, records.py ``FileIndex``).
+(engine/semantic/codec/outline.py ``decode_stored``, fileindex.py ``FileIndex``).
 
 Real git repositories, real tree-sitter, real SQLite. Threats covered: a records
 row altered in the git directory (without the key, or with it but malformed) is
