@@ -4,8 +4,9 @@ See docs/semantic.md. ``engine.semantic.tools`` holds the tool handlers.
 """
 
 from engine.semantic.fileindex import FileIndex
-from engine.semantic.index import Indexer, TreeIndex, indexer_for
+from engine.semantic.indexer import Indexer, indexer_for
 from engine.semantic.records import Definition, Import, Occurrence, Range, Role
+from engine.semantic.tree import TreeIndex
 
 __all__ = [
     "Definition",

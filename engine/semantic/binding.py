@@ -49,8 +49,8 @@ from typing import TYPE_CHECKING
 from engine.semantic.languages import language_for
 
 if TYPE_CHECKING:
-    from engine.semantic.index import TreeIndex
     from engine.semantic.records import Definition, Import
+    from engine.semantic.tree import TreeIndex
 
 __all__ = [
     "MAX_HOPS",

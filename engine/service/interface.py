@@ -52,7 +52,7 @@ from engine.errors import (
     denied,
 )
 from engine.paths import glob_may_match_below, validate_path
-from engine.semantic.index import indexer_for
+from engine.semantic.indexer import indexer_for
 from engine.semantic.persist import PersistedIndex, derive_key
 from engine.service.policyfile import PolicyFile, PolicySnapshot
 from engine.service.ratelimit import RateLimiter

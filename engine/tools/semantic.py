@@ -37,9 +37,11 @@ from engine.catalog import schemas as s
 from engine.errors import AccessDeniedError, RepositoryError, denied
 from engine.paths import glob_may_match_below, validate_path
 from engine.semantic.binding import binds_elsewhere, import_points_elsewhere, narrowed
-from engine.semantic.index import TreeIndex, git_blob_id, indexer_for, rank_key
+from engine.semantic.indexer import git_blob_id, indexer_for
 from engine.semantic.languages import language_for
+from engine.semantic.names import rank_key
 from engine.semantic.records import Definition, Role
+from engine.semantic.tree import TreeIndex
 from engine.state.sqlite import MAX_INTENT_PATHS, Intent
 from engine.tools.context import CallContext, Session
 

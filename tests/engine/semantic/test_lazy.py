@@ -38,10 +38,11 @@ from engine.semantic.codec import (
 )
 from engine.semantic.extract import extract
 from engine.semantic.fileindex import FileIndex
-from engine.semantic.index import Indexer, TreeIndex
+from engine.semantic.indexer import Indexer
 from engine.semantic.languages import language_for
 from engine.semantic.persist import DB_NAME, PersistedIndex
-from tests.engine.semantic.test_index import _tables
+from engine.semantic.tree import TreeIndex
+from tests.engine.semantic.test_tree import _tables
 
 KEY = b"lazy-records-test-key-material!!"
 CODE = {

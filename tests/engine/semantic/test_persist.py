@@ -32,7 +32,7 @@ from engine.semantic import indexer_for
 from engine.semantic.codec import MAX_PAYLOAD_BYTES, CodecError, decode, encode
 from engine.semantic.database import EXPECTED_SCHEMA
 from engine.semantic.extract import extract
-from engine.semantic.index import Indexer
+from engine.semantic.indexer import Indexer
 from engine.semantic.languages import language_for
 from engine.semantic.persist import (
     DB_NAME,
