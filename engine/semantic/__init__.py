@@ -1,6 +1,10 @@
 """The semantic index: tree-sitter records shaped like SCIP, per blob, per view.
 
-See docs/semantic.md. ``engine.semantic.tools`` holds the tool handlers.
+Extraction (``extract``, with ``rules/``, ``walk`` and ``packed``), the records
+(``records``, ``fileindex``) and their byte form (``codec/``), persistence
+(``persist``, ``database``), the parse pool (``pool``), a view's index
+(``tree``, ``tables``, ``names``, ``binding``) and its caches (``indexer``).
+The tool handlers are in engine/tools/semantic/. See docs/semantic.md.
 """
 
 from engine.semantic.fileindex import FileIndex

@@ -59,7 +59,7 @@ from engine.service.ratelimit import RateLimiter
 from engine.state.sqlite import open_store
 from engine.tools.context import CallContext, Session
 from engine.tools.offer import Offer, offer_for
-from engine.tools.semantic import share_staged_paths, staged_paths
+from engine.tools.semantic.intents import share_staged_paths, staged_paths
 from engine.tools.table import handler_for
 from policy.paths import deny_matches
 

@@ -22,7 +22,7 @@ from engine.admin import operator
 from engine.admin.seed import create_repository
 from engine.service import Engine
 from engine.state.sqlite import SQLiteStore
-from engine.tools.semantic import INTENT_MAX_BYTES
+from engine.tools.semantic.intents import INTENT_MAX_BYTES
 from tests.engine.engine_calls import EngineCalls
 
 POLICY = """version = 1
