@@ -59,8 +59,8 @@ import starlette
 from engine.admin import operator
 from engine.admin.seed import create_repository, files_from_directory
 from engine.git import repository as vcs
-from engine.semantic import index as index_module
-from engine.semantic.index import Indexer
+from engine.semantic import indexer as index_module
+from engine.semantic.indexer import Indexer
 from engine.semantic.persist import PersistedIndex
 from engine.service import Engine
 

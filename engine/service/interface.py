@@ -52,14 +52,14 @@ from engine.errors import (
     denied,
 )
 from engine.paths import glob_may_match_below, validate_path
-from engine.semantic.index import indexer_for
+from engine.semantic.indexer import indexer_for
 from engine.semantic.persist import PersistedIndex, derive_key
 from engine.service.policyfile import PolicyFile, PolicySnapshot
 from engine.service.ratelimit import RateLimiter
 from engine.state.sqlite import open_store
 from engine.tools.context import CallContext, Session
 from engine.tools.offer import Offer, offer_for
-from engine.tools.semantic import share_staged_paths, staged_paths
+from engine.tools.semantic.intents import share_staged_paths, staged_paths
 from engine.tools.table import handler_for
 from policy.paths import deny_matches
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.tools import handlers, semantic
+from engine.tools import handlers
+from engine.tools.semantic import impact, project, relations, symbols
 
 __all__ = ["HANDLERS", "Handler", "handler_for"]
 
@@ -28,11 +29,11 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "list_conflicts": handlers.list_conflicts,
         "log": handlers.log,
         "diff": handlers.diff,
-        "symbol_context": semantic.symbol_context,
-        "symbol_relations": semantic.symbol_relations,
-        "search_symbols": semantic.search_symbols,
-        "change_impact": semantic.change_impact,
-        "project_context": semantic.project_context,
+        "symbol_context": symbols.symbol_context,
+        "symbol_relations": relations.symbol_relations,
+        "search_symbols": symbols.search_symbols,
+        "change_impact": impact.change_impact,
+        "project_context": project.project_context,
         "provenance_graph": handlers.provenance_graph,
         "write_file": handlers.write_file,
         "delete_file": handlers.delete_file,
