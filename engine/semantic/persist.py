@@ -64,7 +64,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from engine.git.repository import private_folder
+from engine.git import private_folder
 from engine.semantic.codec import FORMAT, MAX_PAYLOAD_BYTES
 
 __all__ = [

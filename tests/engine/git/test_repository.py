@@ -18,17 +18,17 @@ from hypothesis import strategies as st
 from pygit2.enums import FileMode
 
 from engine.errors import ChitError, ConfigurationError, InvalidRequestError, RepositoryError
-from engine.git.repository import (
+from engine.git import (
     MAIN,
     MODE_EXECUTABLE,
     MODE_FILE,
     MODE_SYMLINK,
     Repository,
     StagedChange,
-    _tree_entry,
     commit_trailers,
     lane_ref,
 )
+from engine.git.handle import tree_entry
 
 T0 = 1_700_000_000
 EVERYTHING = lambda path: True  # noqa: E731
@@ -220,9 +220,9 @@ def test_a_huge_folder_is_loaded_and_mapped_once_for_its_files(tmp_path: Path) -
     the last huge folder's map is kept alone, so neither is rebuilt per file.
     """
     from engine.admin.seed import create_repository
-    from engine.git import repository as engine_vcs
+    from engine.git import handle
 
-    count = engine_vcs._TREE_INDEX_ENTRIES // 4 + 1
+    count = handle._TREE_INDEX_ENTRIES // 4 + 1
     create_repository(
         tmp_path / "r", {**{f"big/f{i}.txt": b"%d" % i for i in range(count)}, "top.txt": b"t"}
     )
@@ -233,7 +233,7 @@ def test_a_huge_folder_is_loaded_and_mapped_once_for_its_files(tmp_path: Path) -
     kept = view._folder
     assert kept is not None and kept[0] == "big"
     assert read("big/f8.txt") == b"8" and view._folder is kept
-    assert engine_vcs._tree_names(kept[1]) is engine_vcs._tree_names(kept[1])
+    assert handle.tree_names(kept[1]) is handle.tree_names(kept[1])
     # The same answers as a lookup from the root.
     assert read("top.txt") == b"t" and read("big") is None and read("big/nope") is None
     assert read("top.txt/x") is None and read("nope/x") is None
@@ -1054,7 +1054,7 @@ def test_tree_lookups_agree_with_git(vcs: Repository, git_repo: pygit2.Repositor
             expected: pygit2.Object | None = tree[path]
         except KeyError:
             expected = None
-        found = _tree_entry(tree, path)
+        found = tree_entry(tree, path)
         if expected is None:
             assert found is None, path
         else:

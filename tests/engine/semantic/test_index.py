@@ -14,8 +14,8 @@ import starlette
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine import git as vcs
 from engine.admin.seed import create_repository, files_from_directory
-from engine.git import repository as vcs
 from engine.semantic.extract import extract
 from engine.semantic.index import Indexer, NameIndex, TreeIndex, git_blob_id
 from engine.semantic.languages import language_for

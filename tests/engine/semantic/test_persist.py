@@ -25,9 +25,9 @@ import starlette
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine import git as vcs
 from engine.admin import operator
 from engine.admin.seed import create_repository, files_from_directory
-from engine.git import repository as vcs
 from engine.semantic import indexer_for
 from engine.semantic.codec import MAX_PAYLOAD_BYTES, CodecError, decode, encode
 from engine.semantic.extract import extract
