@@ -57,6 +57,51 @@ def _build_tree(
     return index.write_tree(repo)
 
 
+def _merged(handle: Handle, agent: str, staged: StagedChange) -> StagedChange:
+    """A copy of ``staged`` merged onto the lane head (the lane lock held).
+
+    Raises:
+        RepositoryError: ``conflict`` if staged paths changed on the lane too;
+            ``staged`` then takes the merge's base, changes and conflicts.
+        InvalidRequestError: ``invalid_argument`` if nothing is left to commit.
+    """
+    work = StagedChange(
+        base=staged.base,
+        changes=dict(staged.changes),
+        modes=dict(staged.modes),
+        conflicts=dict(staged.conflicts),
+        conflict_modes=dict(staged.conflict_modes),
+    )
+    merge_onto_lane(handle, agent, work)
+    if work.conflicts:
+        staged.base, staged.changes = work.base, work.changes
+        staged.modes, staged.conflicts = work.modes, work.conflicts
+        staged.conflict_modes = work.conflict_modes
+        raise RepositoryError("conflict", "staged paths changed on the lane too")
+    if work.is_empty():
+        raise InvalidRequestError("invalid_argument", "nothing is left to commit after merging")
+    return work
+
+
+def _facts(
+    repo: pygit2.Repository,
+    base: pygit2.Commit,
+    tree: pygit2.Oid,
+    work: StagedChange,
+    message: str,
+    who: dict[str, Any],
+) -> dict[str, Any]:
+    """The commit's facts handed to ``seal`` (see :func:`commit`)."""
+    return {
+        "tree": str(tree),
+        "parents": [str(base.id)],
+        "author": who,
+        "committer": dict(who),
+        "message": message,
+        "change": _change_list(repo, base.tree, tree, work),
+    }
+
+
 def _change_list(
     repo: pygit2.Repository, old: pygit2.Tree, new_id: pygit2.Oid, work: StagedChange
 ) -> list[dict[str, Any]]:
@@ -151,23 +196,7 @@ def commit(
         if merge:
             # Merge under the lane lock, so no session of this process can move
             # the lane between the merge and the ref update (no wasted work).
-            work = StagedChange(
-                base=staged.base,
-                changes=dict(staged.changes),
-                modes=dict(staged.modes),
-                conflicts=dict(staged.conflicts),
-                conflict_modes=dict(staged.conflict_modes),
-            )
-            merge_onto_lane(handle, agent, work)
-            if work.conflicts:
-                staged.base, staged.changes = work.base, work.changes
-                staged.modes, staged.conflicts = work.modes, work.conflicts
-                staged.conflict_modes = work.conflict_modes
-                raise RepositoryError("conflict", "staged paths changed on the lane too")
-            if work.is_empty():
-                raise InvalidRequestError(
-                    "invalid_argument", "nothing is left to commit after merging"
-                )
+            work = _merged(handle, agent, staged)
         if work.base is None:
             raise InvalidRequestError("invalid_argument", "nothing staged")
         base = handle.commit(work.base)
@@ -178,16 +207,7 @@ def commit(
         envelope = None
         if seal is not None:
             who = {"name": author_name, "email": author_email, "time": int(time), "offset": 0}
-            envelope = seal(
-                {
-                    "tree": str(tree),
-                    "parents": [str(base.id)],
-                    "author": who,
-                    "committer": dict(who),
-                    "message": message,
-                    "change": _change_list(repo, base.tree, tree, work),
-                }
-            )
+            envelope = seal(_facts(repo, base, tree, work, message, who))
             digest = hashlib.sha256(envelope).hexdigest()
             message = f"{message}Chit-Provenance: sha256:{digest}\n"
         new = repo.create_commit(None, signature, signature, message, tree, [base.id])
