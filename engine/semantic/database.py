@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from engine.git.repository import private_folder
+from engine.git import private_folder
 
 __all__ = [
     "EXPECTED_SCHEMA",

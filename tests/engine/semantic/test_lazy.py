@@ -26,8 +26,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine import git as vcs
 from engine.admin.seed import create_repository
-from engine.git import repository as vcs
 from engine.semantic.codec import (
     CodecError,
     decode,

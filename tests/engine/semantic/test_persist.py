@@ -22,9 +22,9 @@ import pydantic
 import pytest
 import starlette
 
+from engine import git as vcs
 from engine.admin import operator
 from engine.admin.seed import create_repository, files_from_directory
-from engine.git import repository as vcs
 from engine.semantic import indexer_for
 from engine.semantic.database import EXPECTED_SCHEMA
 from engine.semantic.indexer import Indexer

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import starlette
 
+from engine import git as vcs
 from engine.admin.seed import create_repository, files_from_directory
-from engine.git import repository as vcs
 from engine.semantic.extract import extract
 from engine.semantic.indexer import Indexer
 from engine.semantic.languages import language_for

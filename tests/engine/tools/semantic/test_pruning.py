@@ -345,7 +345,7 @@ def test_files_a_caller_cannot_see_do_not_decide_which_of_its_files_are_indexed(
 def test_views_differ_by_scope_only_over_the_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.git import repository as vcs
+    from engine import git as vcs
     from engine.semantic import indexer as index
 
     monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
@@ -375,7 +375,7 @@ def test_views_differ_by_scope_only_over_the_bound(
 def test_a_staged_view_within_the_bound_is_never_derived_from_a_cut_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.git import repository as vcs
+    from engine import git as vcs
     from engine.semantic import indexer as index
 
     monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
