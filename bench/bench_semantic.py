@@ -56,7 +56,7 @@ import hypothesis
 import pydantic
 import starlette
 
-from engine.admin import operator
+from engine import admin
 from engine.admin.seed import create_repository, files_from_directory
 from engine.git import repository as vcs
 from engine.semantic import index as index_module
@@ -159,7 +159,7 @@ def main() -> int:
             (plain / path).parent.mkdir(parents=True, exist_ok=True)
             (plain / path).write_bytes(data)
         create_repository(tmp / "repo", files)
-        operator.init_home(tmp / "home")
+        admin.init_home(tmp / "home")
         repo = vcs.Repository(tmp / "repo")
         routing = Path(starlette.__file__).parent / "routing.py"
         tree = ast.parse(routing.read_text(encoding="utf-8"))
@@ -237,8 +237,8 @@ def main() -> int:
             [_timed(one_edit)[0] for _ in range(21)])
 
         engine = Engine(tmp / "home", tmp / "repo")
-        token = str(operator.mint_token(tmp / "home", agent="bench", operations=["read"],
-                                        paths=["src/**"], ttl_seconds=3600)["token"])
+        token = str(admin.mint_token(tmp / "home", agent="bench", operations=["read"],
+                                     paths=["src/**"], ttl_seconds=3600)["token"])
         listed = engine.offer(token)["catalog_hash"]
 
         def invoke(tool: str, args: dict[str, object]) -> None:

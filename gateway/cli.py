@@ -41,10 +41,10 @@ def _split(values: Sequence[str]) -> list[str]:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
-    from engine.admin import operator
+    from engine import admin
 
-    home = operator.resolve_home(args.home)
-    info = operator.init_home(home)
+    home = admin.resolve_home(args.home)
+    info = admin.init_home(home)
     if args.repo:
         from engine import git
 
@@ -63,12 +63,12 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_mint(args: argparse.Namespace) -> int:
-    from engine.admin import operator
+    from engine import admin
 
-    home = operator.resolve_home(args.home)
-    operator.ensure_home(home)
-    ttl = operator.parse_duration(args.ttl)
-    info = operator.mint_token(
+    home = admin.resolve_home(args.home)
+    admin.ensure_home(home)
+    ttl = admin.parse_duration(args.ttl)
+    info = admin.mint_token(
         home,
         agent=args.agent,
         operations=_split(args.ops),
@@ -90,10 +90,11 @@ def cmd_mint(args: argparse.Namespace) -> int:
 
 def cmd_exchange(args: argparse.Namespace) -> int:
     """``chit exchange --jwt FILE``: an identity provider's JWT for a root token (operator-side)."""
-    from engine.admin import exchange, operator
+    from engine import admin
+    from engine.admin import exchange
 
-    home = operator.resolve_home(args.home)
-    operator.ensure_home(home)
+    home = admin.resolve_home(args.home)
+    admin.ensure_home(home)
     if args.jwt == "-":
         text = sys.stdin.read(exchange.MAX_JWT_CHARS + 2)
     else:
@@ -108,12 +109,12 @@ def cmd_exchange(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from engine.admin import operator
+    from engine import admin
 
     text = args.token
     if text == "-":
         text = sys.stdin.read()
-    info = operator.inspect_token(text.strip())
+    info = admin.inspect_token(text.strip())
     if args.json:
         _print_json(info)
         return EXIT_OK
@@ -142,12 +143,12 @@ def _write_new_file(path: str, text: str, mode: int) -> None:
 
 
 def cmd_attenuate(args: argparse.Namespace) -> int:
-    from engine.admin import operator
+    from engine import admin
 
     from_stdin = args.token == "-"  # noqa: S105 - the stdin marker, not a secret
     text = sys.stdin.read(MAX_TOKEN_FILE_BYTES) if from_stdin else args.token
-    ttl = operator.parse_duration(args.ttl) if args.ttl else None
-    info = operator.attenuate_token(
+    ttl = admin.parse_duration(args.ttl) if args.ttl else None
+    info = admin.attenuate_token(
         text.strip(),
         operations=_split(args.ops) if args.ops is not None else None,
         paths=_split(args.paths) if args.paths is not None else None,
@@ -162,11 +163,11 @@ def cmd_attenuate(args: argparse.Namespace) -> int:
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
-    from engine.admin import operator
+    from engine import admin
 
-    home = operator.resolve_home(args.home)
-    operator.ensure_home(home)
-    info = operator.revoke(home, args.id, reason=args.reason)
+    home = admin.resolve_home(args.home)
+    admin.ensure_home(home)
+    info = admin.revoke(home, args.id, reason=args.reason)
     if args.json:
         _print_json(info)
     else:
@@ -176,12 +177,12 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from engine.admin import operator
+    from engine import admin
 
-    home = operator.resolve_home(args.home)
-    operator.ensure_home(home)
+    home = admin.resolve_home(args.home)
+    admin.ensure_home(home)
     if args.keys_command == "export-public":
-        doc = operator.export_public(home)
+        doc = admin.export_public(home)
         text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
         if args.out:
             _write_new_file(args.out, text, 0o644)
@@ -193,17 +194,17 @@ def cmd_keys(args: argparse.Namespace) -> int:
         if args.signing and args.sealing:
             raise ValueError("rotate one kind at a time: --signing or --sealing")
         rotate = (
-            operator.rotate_signing_key
+            admin.rotate_signing_key
             if args.signing
-            else operator.rotate_sealing_key
+            else admin.rotate_sealing_key
             if args.sealing
-            else operator.rotate_key
+            else admin.rotate_key
         )
         keys = [rotate(home)]
     elif args.keys_command == "retire":
-        keys = [operator.retire_key(home, args.kid)]
+        keys = [admin.retire_key(home, args.kid)]
     else:
-        keys = operator.list_keys(home)
+        keys = admin.list_keys(home)
     if args.json:
         _print_json(keys if args.keys_command == "list" else keys[0])
         return EXIT_OK
@@ -219,10 +220,10 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_policy_check(args: argparse.Namespace) -> int:
-    from engine.admin import operator
+    from engine import admin
     from engine.service.policyfile import check_file
 
-    path = args.file or str(operator.resolve_home(args.home) / "policy.toml")
+    path = args.file or str(admin.resolve_home(args.home) / "policy.toml")
     report = check_file(path)
     if args.json:
         _print_json(report)
@@ -268,12 +269,12 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         raise ValueError("--authorization-server applies to --http (the RFC 9728 metadata)")
     if args.engine:
         return _mcp_remote(args)
-    from engine.admin import operator
+    from engine import admin
     from engine.service import Engine
     from gateway.mcp_server import serve_stdio
 
-    home = operator.resolve_home(args.home)
-    operator.ensure_home(home)
+    home = admin.resolve_home(args.home)
+    admin.ensure_home(home)
     token = _read_token(args)
     engine = Engine(home, args.repo, read_only=args.read_only)
     serve_stdio(engine, token)
@@ -306,11 +307,11 @@ def _mcp_http(args: argparse.Namespace) -> int:
         with RemoteEngine(args.engine) as remote:
             serve_http(remote, settings)
         return EXIT_OK
-    from engine.admin import operator
+    from engine import admin
     from engine.service import Engine
 
-    home = operator.resolve_home(args.home)
-    operator.ensure_home(home)
+    home = admin.resolve_home(args.home)
+    admin.ensure_home(home)
     serve_http(Engine(home, args.repo, read_only=args.read_only), settings)
     return EXIT_OK
 
@@ -335,12 +336,13 @@ def _mcp_remote(args: argparse.Namespace) -> int:
 
 
 def cmd_engine_serve(args: argparse.Namespace) -> int:
-    from engine.admin import exchange, operator
+    from engine import admin
+    from engine.admin import exchange
     from engine.service import Engine
     from gateway import _oauth, engine_server
 
-    home = operator.resolve_home(args.home)
-    operator.ensure_home(home)
+    home = admin.resolve_home(args.home)
+    admin.ensure_home(home)
     if args.socket_group and args.listen:
         raise ValueError("--socket-group applies to --socket, not --listen")
     if args.max_request_bytes < 1024:
@@ -378,14 +380,14 @@ def _term(value: object) -> str:
 
 
 def cmd_freeze(args: argparse.Namespace) -> int:
-    from engine.admin import oversight
+    from engine import admin
 
     home = operator_home(args)
     if args.freeze_command == "status":
-        info = oversight.freeze_status(home)
+        info = admin.freeze_status(home)
     else:
         on = args.freeze_command == "on"
-        info = oversight.set_freeze(home, on, reason=args.reason if on else "")
+        info = admin.set_freeze(home, on, reason=args.reason if on else "")
     if args.json:
         _print_json(info)
         return EXIT_OK
@@ -403,20 +405,20 @@ def cmd_freeze(args: argparse.Namespace) -> int:
 
 
 def operator_home(args: argparse.Namespace) -> Path:
-    from engine.admin import operator
+    from engine import admin
 
-    home = operator.resolve_home(args.home)
-    operator.ensure_home(home)
+    home = admin.resolve_home(args.home)
+    admin.ensure_home(home)
     return home
 
 
 def cmd_audit_log(args: argparse.Namespace) -> int:
-    from engine.admin import operator, oversight
+    from engine import admin
 
-    home = operator.resolve_home(args.home)
+    home = admin.resolve_home(args.home)
     if args.log_command == "show":
-        since = oversight.parse_since(args.since) if args.since else None
-        entries = oversight.call_log_entries(home, agent=args.agent, since=since)
+        since = admin.parse_since(args.since) if args.since else None
+        entries = admin.call_log_entries(home, agent=args.agent, since=since)
         if args.json:
             _print_json(list(entries))
             return EXIT_OK
@@ -430,8 +432,8 @@ def cmd_audit_log(args: argparse.Namespace) -> int:
                   f"{_term(outcome)} session={_term(e['session'])} "
                   + arguments.replace("\x7f", "\\u007f"))
         return EXIT_OK
-    anchors = dict(oversight.parse_anchor(a) for a in args.anchor or ())
-    report = oversight.verify_call_log(home, _public_keys(args), anchors=anchors)
+    anchors = dict(admin.parse_anchor(a) for a in args.anchor or ())
+    report = admin.verify_call_log(home, _public_keys(args), anchors=anchors)
     if args.json:
         _print_json(report)
     else:
@@ -449,7 +451,7 @@ def cmd_audit_log(args: argparse.Namespace) -> int:
 
 def _public_keys(args: argparse.Namespace) -> dict[str, Any]:
     """Trusted engine public keys: ``--keys FILE``, else the home's signing keys."""
-    from engine.admin import operator
+    from engine import admin
     from engine.auth import keys
 
     if args.keys:
@@ -462,8 +464,8 @@ def _public_keys(args: argparse.Namespace) -> dict[str, Any]:
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             raise ValueError("the keys file is not JSON chit can read") from None
     else:
-        home = operator.resolve_home(args.home)
-        doc = operator.export_public(home)
+        home = admin.resolve_home(args.home)
+        doc = admin.export_public(home)
     return keys.load_public_keys(doc)
 
 
