@@ -46,9 +46,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     home = admin.resolve_home(args.home)
     info = admin.init_home(home)
     if args.repo:
-        from engine import git
-
-        git.Repository(args.repo)  # refuses a path that is not a repository with main
+        admin.open_repository(args.repo)  # refuses a path that is not a repository with main
         info["repo"] = str(Path(args.repo).resolve())
     if args.json:
         _print_json(info)
@@ -91,16 +89,15 @@ def cmd_mint(args: argparse.Namespace) -> int:
 def cmd_exchange(args: argparse.Namespace) -> int:
     """``chit exchange --jwt FILE``: an identity provider's JWT for a root token (operator-side)."""
     from engine import admin
-    from engine.admin import exchange
 
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
     if args.jwt == "-":
-        text = sys.stdin.read(exchange.MAX_JWT_CHARS + 2)
+        text = sys.stdin.read(admin.MAX_JWT_CHARS + 2)
     else:
         with open(args.jwt, encoding="ascii") as fh:
-            text = fh.read(exchange.MAX_JWT_CHARS + 2)
-    info = exchange.exchange(home, text)
+            text = fh.read(admin.MAX_JWT_CHARS + 2)
+    info = admin.TokenExchange(home, channel="cli").exchange(text)
     if args.json:
         _print_json(info)
     else:
@@ -221,10 +218,9 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 def cmd_policy_check(args: argparse.Namespace) -> int:
     from engine import admin
-    from engine.service.policyfile import check_file
 
     path = args.file or str(admin.resolve_home(args.home) / "policy.toml")
-    report = check_file(path)
+    report = admin.check_policy(path)
     if args.json:
         _print_json(report)
     else:
@@ -337,7 +333,6 @@ def _mcp_remote(args: argparse.Namespace) -> int:
 
 def cmd_engine_serve(args: argparse.Namespace) -> int:
     from engine import admin
-    from engine.admin import exchange
     from engine.service import Engine
     from gateway import _oauth, engine_server
 
@@ -354,7 +349,7 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
             args.public_url, option="--public-url", origin_only=True
         )
     engine = Engine(home, args.repo)  # refuses an unusable keyring, policy or repository
-    exchanger = exchange.TokenExchange(home, channel="token_endpoint")
+    exchanger = admin.TokenExchange(home, channel="token_endpoint")
     if address is not None:
         listener = engine_server.bind_tcp(*address)
     else:
@@ -452,7 +447,6 @@ def cmd_audit_log(args: argparse.Namespace) -> int:
 def _public_keys(args: argparse.Namespace) -> dict[str, Any]:
     """Trusted engine public keys: ``--keys FILE``, else the home's signing keys."""
     from engine import admin
-    from engine.auth import keys
 
     if args.keys:
         with open(args.keys, "rb") as fh:
@@ -466,13 +460,13 @@ def _public_keys(args: argparse.Namespace) -> dict[str, Any]:
     else:
         home = admin.resolve_home(args.home)
         doc = admin.export_public(home)
-    return keys.load_public_keys(doc)
+    return admin.load_trusted_keys(doc)
 
 
 def cmd_audit_verify(args: argparse.Namespace) -> int:
-    from engine.audit.verify import verify_repository
+    from engine import admin
 
-    report = verify_repository(args.repo, args.lanes or None, public_keys=_public_keys(args))
+    report = admin.verify_lanes(args.repo, args.lanes or None, public_keys=_public_keys(args))
     if args.json:
         _print_json(report)
     else:
@@ -491,21 +485,19 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_audit_graph(args: argparse.Namespace) -> int:
-    from engine import git
-    from engine.audit import graph
+    from engine import admin
 
-    repo = git.Repository(args.repo)
-    entries, unverified, truncated = graph.collect(repo, _public_keys(args))
-    found = graph.build_graph(entries, args.handle.strip())
+    repo = admin.open_repository(args.repo)
+    found, unverified, truncated = admin.provenance_graph(
+        repo, args.handle.strip(), _public_keys(args)
+    )
     if truncated:
-        print(f"note: only the first {graph.MAX_COMMITS} lane commits were read",
+        print(f"note: only the first {admin.GRAPH_MAX_COMMITS} lane commits were read",
               file=sys.stderr)
     if args.format == "json":
         _print_json(found | {"unverified": unverified, "truncated": truncated})
-    elif args.format == "mermaid":
-        sys.stdout.write(graph.to_mermaid(found))
     else:
-        sys.stdout.write(graph.to_dot(found))
+        sys.stdout.write(admin.render_graph(found, args.format))
     if unverified:
         print(f"note: {unverified} lane commit(s) without verified provenance were left out; "
               "run `chit audit verify`", file=sys.stderr)
