@@ -1,7 +1,7 @@
 """Auditing a lane of 2,000 commits: ``verify_repository`` against ``git log``, in the same run.
 
 Set-up (untimed): a fresh temporary repository seeded with a few files on
-``main``, a chit home (``operator.init_home``) and one ``Engine``; one agent token,
+``main``, a chit home (``admin.init_home``) and one ``Engine``; one agent token,
 then ``LANE_COMMITS`` commits on the agent's lane through ``Engine.invoke``, each
 ``write_file`` of 1 to 3 files (from a pool of ``POOL_FILES`` paths, so the
 changes vary in size and place) and ``commit``. Every commit carries a signed
@@ -68,7 +68,7 @@ import pygit2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pygit2.enums import FileMode
 
-from engine.admin import operator
+from engine import admin
 from engine.admin.seed import create_repository
 from engine.audit.verify import verify_repository
 from engine.auth import keys
@@ -123,10 +123,10 @@ def audit_world() -> Iterator[World]:
         tmp = Path(tmp_name)
         repo, home = tmp / "repo", tmp / "home"
         create_repository(repo, seed_files())
-        operator.init_home(home)
+        admin.init_home(home)
         engine = Engine(home, repo)
-        token = str(operator.mint_token(home, agent=AGENT, operations=OPERATIONS, paths=SCOPE,
-                                        ttl_seconds=TOKEN_TTL)["token"])
+        token = str(admin.mint_token(home, agent=AGENT, operations=OPERATIONS, paths=SCOPE,
+                                     ttl_seconds=TOKEN_TTL)["token"])
         listed = engine.offer(token)
         if not listed["ok"]:
             raise SystemExit(f"offer refused: {listed['error']}")

@@ -1,7 +1,7 @@
 """The call log's cost: an append on every call, against a bare SQLite insert, in the same run.
 
 Set-up (untimed): a fresh temporary repository seeded with a few files on
-``main``, a chit home (``operator.init_home``), one ``Engine`` and one agent token.
+``main``, a chit home (``admin.init_home``), one ``Engine`` and one agent token.
 
 Measured:
 
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.admin import operator
+from engine import admin
 from engine.admin.seed import create_repository
 from engine.audit import calllog
 from engine.auth import keys
@@ -98,9 +98,9 @@ def main() -> int:
 def _run(tmp: Path) -> int:
     repo, home = tmp / "repo", tmp / "home"
     create_repository(repo, {f"src/f{i}.py": f"X = {i}\n".encode() for i in range(50)})
-    operator.init_home(home)
-    token = operator.mint_token(home, agent="bench", operations=["read", "write"],
-                                paths=["src/**"], ttl_seconds=3600)["token"]
+    admin.init_home(home)
+    token = admin.mint_token(home, agent="bench", operations=["read", "write"],
+                             paths=["src/**"], ttl_seconds=3600)["token"]
     engine = Engine(home, repo)
     listed = engine.offer(token)["catalog_hash"]
     calls = {"status": {}, "write_file": {"path": "src/w.py", "content": "x" * 1024}}

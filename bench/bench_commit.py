@@ -93,7 +93,7 @@ from typing import Any
 import pygit2
 from pygit2.enums import FileMode
 
-from engine.admin import operator
+from engine import admin
 from engine.admin.seed import create_repository
 from engine.service import Engine
 
@@ -166,13 +166,13 @@ class ChitWorld:
 def chit_world(agents: int) -> Iterator[ChitWorld]:
     with fresh_repo() as tmp:
         home = tmp / "home"
-        operator.init_home(home)
+        admin.init_home(home)
         engine = Engine(home, tmp / "repo")
         made = []
         for a in range(agents):
             name = f"bench{a}"
-            token = str(operator.mint_token(home, agent=name, operations=OPERATIONS,
-                                            paths=SCOPE, ttl_seconds=TOKEN_TTL)["token"])
+            token = str(admin.mint_token(home, agent=name, operations=OPERATIONS,
+                                         paths=SCOPE, ttl_seconds=TOKEN_TTL)["token"])
             listed = engine.offer(token)
             if not listed["ok"]:
                 raise SystemExit(f"offer refused: {listed['error']}")
@@ -635,9 +635,9 @@ def chit_process_throughput(sessions: int, agents: int) -> tuple[float, ProcessR
     agents = min(sessions, agents)
     with fresh_repo() as tmp:
         home = tmp / "home"
-        operator.init_home(home)
-        tokens = [str(operator.mint_token(home, agent=f"bench{a}", operations=OPERATIONS,
-                                          paths=SCOPE, ttl_seconds=TOKEN_TTL)["token"])
+        admin.init_home(home)
+        tokens = [str(admin.mint_token(home, agent=f"bench{a}", operations=OPERATIONS,
+                                       paths=SCOPE, ttl_seconds=TOKEN_TTL)["token"])
                   for a in range(agents)]
         jobs = [ChitJob(str(home), str(tmp / "repo"), f"bench{k % agents}", tokens[k % agents],
                         f"p{k}") for k in range(sessions)]

@@ -224,14 +224,14 @@ def child_env() -> dict[str, str]:
 
 
 def make_world(base: Path, agents: int) -> tuple[Path, Path, list[str]]:
-    from engine.admin import operator
+    from engine import admin
     from engine.admin.seed import create_repository
 
     home, repo = base / "home", base / "repo"
     create_repository(repo, SEED_FILES)
-    operator.init_home(home)
-    tokens = [str(operator.mint_token(home, agent=f"bench{a}", operations=OPERATIONS,
-                                      paths=["src/**"], ttl_seconds=3600)["token"])
+    admin.init_home(home)
+    tokens = [str(admin.mint_token(home, agent=f"bench{a}", operations=OPERATIONS,
+                                   paths=["src/**"], ttl_seconds=3600)["token"])
               for a in range(agents)]
     return home, repo, tokens
 

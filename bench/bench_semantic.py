@@ -56,8 +56,8 @@ import hypothesis
 import pydantic
 import starlette
 
+from engine import admin
 from engine import git as vcs
-from engine.admin import operator
 from engine.admin.seed import create_repository, files_from_directory
 from engine.semantic import indexer as index_module
 from engine.semantic.indexer import Indexer
@@ -159,7 +159,7 @@ def main() -> int:
             (plain / path).parent.mkdir(parents=True, exist_ok=True)
             (plain / path).write_bytes(data)
         create_repository(tmp / "repo", files)
-        operator.init_home(tmp / "home")
+        admin.init_home(tmp / "home")
         repo = vcs.Repository(tmp / "repo")
         routing = Path(starlette.__file__).parent / "routing.py"
         tree = ast.parse(routing.read_text(encoding="utf-8"))
@@ -237,8 +237,8 @@ def main() -> int:
             [_timed(one_edit)[0] for _ in range(21)])
 
         engine = Engine(tmp / "home", tmp / "repo")
-        token = str(operator.mint_token(tmp / "home", agent="bench", operations=["read"],
-                                        paths=["src/**"], ttl_seconds=3600)["token"])
+        token = str(admin.mint_token(tmp / "home", agent="bench", operations=["read"],
+                                     paths=["src/**"], ttl_seconds=3600)["token"])
         listed = engine.offer(token)["catalog_hash"]
 
         def invoke(tool: str, args: dict[str, object]) -> None:

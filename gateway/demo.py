@@ -32,7 +32,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from engine.admin.seed import create_repository, files_from_directory
+from engine.admin import create_repository, files_from_directory
 
 __all__ = ["run_demo", "stdio_server_params"]
 

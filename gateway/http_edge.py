@@ -231,9 +231,9 @@ def _offer_state(answer: dict[str, Any]) -> OfferState | None:
 
 def _principal(token: str) -> Principal:
     """The token's unverified identity; raises ChitError if it does not parse."""
-    from engine.admin import operator
+    from engine.admin import inspect_token
 
-    info = operator.inspect_token(token)
+    info = inspect_token(token)
     return Principal(str(info["id"]), str(info.get("agent") or ""))
 
 

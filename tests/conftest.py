@@ -12,7 +12,7 @@ import pygit2
 import pytest
 from hypothesis import settings
 
-from engine.admin import operator
+from engine import admin
 from engine.admin.seed import create_repository
 
 # Tests assert behaviour, never timing: no per-example deadline (a loaded CI
@@ -48,7 +48,7 @@ class World:
         ttl: int = 900,
         **kw: Any,
     ) -> str:
-        info = operator.mint_token(
+        info = admin.mint_token(
             self.home,
             agent=agent,
             operations=ops.split(","),
@@ -71,5 +71,5 @@ def world(tmp_path: Path) -> Iterator[World]:
     home = tmp_path / "home"
     repo = tmp_path / "repo"
     main_id = create_repository(repo, FILES)
-    operator.init_home(home)
+    admin.init_home(home)
     yield World(home=home, repo=repo, main_id=main_id)

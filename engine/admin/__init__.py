@@ -1,7 +1,67 @@
 """What the operator's and auditor's commands call: init, mint, keys, freeze, audit.
 
 The CLI reaches the engine only through this package, :mod:`engine.service`
-and :mod:`engine.errors` (docs/architecture.md).
+and :mod:`engine.errors` (docs/architecture.md), and never handles keys itself:
+it calls these. In the embedded deployment they share the CLI's process;
+docs/threat-model.md says what that means. The token exchange is exported as
+:class:`TokenExchange`, not as its one-shot ``exchange()``, whose name would
+hide the :mod:`engine.admin.exchange` module.
 """
 
-__all__: list[str] = []
+from engine.admin.audit import GRAPH_MAX_COMMITS, provenance_graph, render_graph, verify_lanes
+from engine.admin.calllog import call_log_entries, parse_anchor, parse_since, verify_call_log
+from engine.admin.exchange import MAX_JWT_CHARS, TokenExchange
+from engine.admin.freeze import MAX_REASON_CHARS, freeze_status, set_freeze
+from engine.admin.home import check_policy, ensure_home, init_home, open_repository, resolve_home
+from engine.admin.keys import (
+    export_public,
+    list_keys,
+    load_trusted_keys,
+    retire_key,
+    rotate_key,
+    rotate_sealing_key,
+    rotate_signing_key,
+)
+from engine.admin.seed import create_repository, files_from_directory
+from engine.admin.tokens import (
+    attenuate_token,
+    inspect_token,
+    mint_token,
+    parse_duration,
+    revoke,
+)
+
+__all__ = [
+    "GRAPH_MAX_COMMITS",
+    "MAX_JWT_CHARS",
+    "MAX_REASON_CHARS",
+    "TokenExchange",
+    "attenuate_token",
+    "call_log_entries",
+    "check_policy",
+    "create_repository",
+    "ensure_home",
+    "export_public",
+    "files_from_directory",
+    "freeze_status",
+    "init_home",
+    "inspect_token",
+    "list_keys",
+    "load_trusted_keys",
+    "mint_token",
+    "open_repository",
+    "parse_anchor",
+    "parse_duration",
+    "parse_since",
+    "provenance_graph",
+    "render_graph",
+    "resolve_home",
+    "retire_key",
+    "revoke",
+    "rotate_key",
+    "rotate_sealing_key",
+    "rotate_signing_key",
+    "set_freeze",
+    "verify_call_log",
+    "verify_lanes",
+]

@@ -55,7 +55,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 import policy
-from engine.admin import operator
+from engine.admin.tokens import mint_token
 from engine.audit import calllog, provenance
 from engine.auth.token import validate_agent_name
 from engine.errors import ChitError, TokenError
@@ -247,7 +247,7 @@ class TokenExchange:
             facts.claimed = (issuer.issuer, jti)
         ops = list(mapping.ops)
         try:
-            minted = operator.mint_token(
+            minted = mint_token(
                 self._home,
                 agent=agent,
                 operations=ops,

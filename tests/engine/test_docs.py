@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from engine.tools.offer import markdown_table
 from engine.errors import CODES
+from engine.tools.offer import markdown_table
 
 DOCS = Path(__file__).resolve().parent.parent.parent / "docs"
 

@@ -29,7 +29,7 @@ import uvicorn
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from engine.admin import operator, oversight
+from engine import admin
 from engine.admin.seed import create_repository
 from engine.service import Engine
 from gateway import cli, engine_server
@@ -64,7 +64,7 @@ def _client(url: str) -> httpx2.Client:
 
 
 def _call_log_size(world: World) -> int:
-    return sum(1 for _entry in oversight.call_log_entries(world.home))
+    return sum(1 for _entry in admin.call_log_entries(world.home))
 
 
 # --- the socket -------------------------------------------------------------------
@@ -88,7 +88,7 @@ def test_default_socket_is_engine_sock_in_the_home(tmp_path: Path) -> None:
     try:
         repo = tmp_path / "repo"
         create_repository(repo, FILES)
-        operator.init_home(home)
+        admin.init_home(home)
         process = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "--home", str(home), "engine", "serve",
              "--repo", str(repo)],
@@ -250,7 +250,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, st
     base = tmp_path_factory.mktemp("served")
     world = World(home=base / "home", repo=base / "repo",
                   main_id=create_repository(base / "repo", FILES))
-    operator.init_home(world.home)
+    admin.init_home(world.home)
     with running_engine(world.home, world.repo, "--max-request-bytes", "65536",
                         verbose=True) as server:
         yield world, server.url

@@ -25,7 +25,7 @@ import httpx2
 import pytest
 from mcp.shared.auth import ProtectedResourceMetadata
 
-from engine.admin import operator, oversight
+from engine import admin
 from engine.auth import keys
 from gateway import _oauth
 from tests import jwt_issuer as idp
@@ -74,11 +74,11 @@ def tcp_engine(world: World, *extra: str) -> Iterator[tuple[str, Path]]:
 
 
 def _exchange_entries(home: Path) -> list[dict[str, Any]]:
-    return [e for e in oversight.call_log_entries(home) if e["tool"] == "token_exchange"]
+    return [e for e in admin.call_log_entries(home) if e["tool"] == "token_exchange"]
 
 
 def _log_verifies(home: Path) -> None:
-    report = oversight.verify_call_log(home, keys.load_public_keys(operator.export_public(home)))
+    report = admin.verify_call_log(home, keys.load_public_keys(admin.export_public(home)))
     assert report["ok"], report["findings"]
 
 
@@ -295,7 +295,7 @@ def test_an_agent_follows_the_metadata_from_the_edge_to_a_token(
     assert "issue_sub_token" not in done["names"]
     assert done["committed"]["lane"] == "agent/ci-acme"
     assert trusted.refs()["refs/heads/agent/ci-acme"] == done["committed"]["commit"]
-    entries = list(oversight.call_log_entries(trusted.home))
+    entries = list(admin.call_log_entries(trusted.home))
     exchange = next(e for e in entries if e["tool"] == "token_exchange")
     after = [e for e in entries if e["seq"] > exchange["seq"]]
     assert exchange["arguments"]["minted"]["agent"] == "ci-acme"

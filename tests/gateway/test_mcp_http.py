@@ -23,7 +23,7 @@ from mcp import Client
 from mcp.client.subscriptions import ToolsListChanged
 from mcp.shared.exceptions import MCPError
 
-from engine.admin import operator, oversight
+from engine import admin
 from engine.auth import cbor
 from engine.auth import token as tokens
 from tests.conftest import World
@@ -46,7 +46,7 @@ def _run(body: Any) -> Any:
 
 
 def _token_id(token: str) -> str:
-    return str(operator.inspect_token(token)["id"])
+    return str(admin.inspect_token(token)["id"])
 
 
 def _mcp_error(exc: BaseException) -> MCPError:
@@ -147,7 +147,7 @@ def test_no_token_is_401_with_rfc9728_metadata(world: World) -> None:
 
 def test_a_token_the_engine_refuses_opens_no_session(world: World) -> None:
     token = world.mint()
-    operator.revoke(world.home, _token_id(token))
+    admin.revoke(world.home, _token_id(token))
 
     async def body(edge: Edge) -> Any:
         with pytest.raises(BaseException) as legacy:
@@ -271,7 +271,7 @@ def test_one_token_cannot_use_up_every_session(world: World) -> None:
 def test_a_session_id_alone_grants_nothing(world: World) -> None:
     """Threat: session hijack with a stolen Mcp-Session-Id."""
     alice = world.mint(agent="alice")
-    narrower = operator.attenuate_token(alice, operations=["read"])["token"]
+    narrower = admin.attenuate_token(alice, operations=["read"])["token"]
     bob = world.mint(agent="bob")
     listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
     with running_edge(world) as edge, httpx2.Client(timeout=30) as http:
@@ -358,7 +358,7 @@ def test_list_changed_on_revocation_reaches_only_that_session(world: World) -> N
             await b.list_tools()
             await anyio.sleep(1.0)  # a few checks pass: nothing changed, nothing is sent
             quiet = (heard_a.count, heard_b.count)
-            operator.revoke(world.home, _token_id(alice))
+            admin.revoke(world.home, _token_id(alice))
             with anyio.fail_after(15):
                 await heard_a.event.wait()
             await anyio.sleep(1.5)
@@ -413,7 +413,7 @@ def test_list_changed_on_revocation_reaches_only_that_listen_stream(world: World
                         await event.wait()
                 await anyio.sleep(1.0)
                 quiet = (len(events["alice"]), len(events["bob"]))
-                operator.revoke(world.home, _token_id(parent))
+                admin.revoke(world.home, _token_id(parent))
                 with anyio.fail_after(15):
                     await done.wait()
                 await anyio.sleep(1.5)
@@ -441,12 +441,12 @@ def test_freeze_notifies_every_connection(world: World, mode: str) -> None:
             before = {t.name for t in tools}
             read_only = {t.name for t in tools if t.annotations and t.annotations.read_only_hint}
             if mode == "legacy":
-                oversight.set_freeze(world.home, True, reason="test")
+                admin.set_freeze(world.home, True, reason="test")
                 with anyio.fail_after(15):
                     await heard.event.wait()
             else:
                 async with client.listen(tools_list_changed=True) as sub:
-                    oversight.set_freeze(world.home, True, reason="test")
+                    admin.set_freeze(world.home, True, reason="test")
                     with anyio.fail_after(15):
                         async for event in sub:
                             assert isinstance(event, ToolsListChanged)
@@ -508,7 +508,7 @@ def test_http_edge_in_front_of_a_separate_engine(world: World, tmp_path: Path) -
             await b.list_tools()
             await a.call_tool("write_file", {"path": "src/remote.py", "content": "R = 1\n"})
             committed = payload(await a.call_tool("commit", {"message": "via the engine"}))
-            operator.revoke(world.home, _token_id(alice))
+            admin.revoke(world.home, _token_id(alice))
             with anyio.fail_after(15):
                 await heard_a.event.wait()
             await anyio.sleep(1.0)

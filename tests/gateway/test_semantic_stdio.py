@@ -17,7 +17,7 @@ import anyio
 import starlette
 from mcp import Client
 
-from engine.admin import operator
+from engine import admin
 from engine.admin.seed import create_repository, files_from_directory
 from engine.git.repository import Repository
 from engine.semantic.persist import DB_NAME
@@ -137,9 +137,9 @@ def test_a_tree_large_enough_for_the_worker_pool_over_stdio(tmp_path: Path) -> N
     assert len(files) >= MIN_POOL_FILES
     home, repo = tmp_path / "home", tmp_path / "repo"
     create_repository(repo, files)
-    operator.init_home(home)
-    token = str(operator.mint_token(home, agent="a", operations=["read"], paths=["src/**"],
-                                    ttl_seconds=900)["token"])
+    admin.init_home(home)
+    token = str(admin.mint_token(home, agent="a", operations=["read"], paths=["src/**"],
+                                 ttl_seconds=900)["token"])
 
     async def run() -> list[Any]:
         found = []

@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ed25519, rsa
 from starlette.testclient import TestClient
 
 import policy
+from engine import admin
 from engine.admin import exchange as ex
-from engine.admin import operator, oversight
 from engine.audit import provenance
 from engine.auth import keys
 from engine.auth import token as tokens
@@ -46,7 +46,7 @@ def ed_key() -> ed25519.Ed25519PrivateKey:
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     home = tmp_path / "home"
-    operator.init_home(home)
+    admin.init_home(home)
     idp.trust(home)
     return home
 
@@ -339,12 +339,12 @@ def test_cli_exchange(home: Path, rsa_key: rsa.RSAPrivateKey, tmp_path: Path) ->
 
 
 def _exchange_entries(home: Path) -> list[dict[str, Any]]:
-    return [e for e in oversight.call_log_entries(home) if e["tool"] == "token_exchange"]
+    return [e for e in admin.call_log_entries(home) if e["tool"] == "token_exchange"]
 
 
 def _log_verifies(home: Path) -> None:
-    public = keys.load_public_keys(operator.export_public(home))
-    report = oversight.verify_call_log(home, public)
+    public = keys.load_public_keys(admin.export_public(home))
+    report = admin.verify_call_log(home, public)
     assert report["ok"], report["findings"]
 
 

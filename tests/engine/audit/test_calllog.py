@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from engine.admin import oversight
+from engine import admin
 from engine.audit import calllog
 from engine.auth import cbor
 from engine.auth import keys as keymod
@@ -47,7 +47,7 @@ def verify_json(world: World, *extra: str) -> tuple[int, dict[str, Any]]:
 
 
 def entries(world: World, **kw: Any) -> list[dict[str, Any]]:
-    return list(oversight.call_log_entries(world.home, **kw))
+    return list(admin.call_log_entries(world.home, **kw))
 
 
 def call(engine: Engine, token: str, tool: str, args: Any, session: str = "s") -> dict[str, Any]:
@@ -378,11 +378,11 @@ def test_verify_with_exported_keys_and_with_the_wrong_keys(world: World, tmp_pat
     assert code == 0 and report["entries"] == 8
     # Another engine's keys: nothing verifies.
     other = tmp_path / "other"
-    from engine.admin import operator
+    from engine import admin
 
-    operator.init_home(other)
+    admin.init_home(other)
     wrong = tmp_path / "wrong.json"
-    wrong.write_text(json.dumps(operator.export_public(other)))
+    wrong.write_text(json.dumps(admin.export_public(other)))
     code, report = verify_json(world, "--keys", str(wrong))
     assert code == 1
     assert {f["check"] for f in report["findings"]} == {"signature", "head"}

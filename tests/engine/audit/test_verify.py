@@ -35,8 +35,8 @@ from engine.audit import provenance
 from engine.audit.verify import verify_repository
 from engine.auth import cbor, keys
 from engine.catalog import declarations as catalog
-from engine.tools import offer as offers
 from engine.service import Engine
+from engine.tools import offer as offers
 from tests.conftest import World
 
 PROVENANCE_PREFIX = "refs/chit/provenance/"

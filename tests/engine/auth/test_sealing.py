@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from engine.admin import operator
+from engine import admin
 from engine.auth import keys, sealing
 from engine.auth.sealing import MAGIC, is_sealed, open_sealed, sealed_key_id
 from engine.errors import RepositoryError
@@ -99,12 +99,12 @@ def test_init_creates_one_sealing_key_and_is_idempotent(world: World) -> None:
     assert doc["alg"] == "aes-256-gcm" and doc["status"] == "active"
     assert doc["kid"] == files[0].stem and doc["kid"].startswith("s")
     assert len(keys._unb64(doc["secret"])) == 32
-    again = operator.init_home(world.home)
+    again = admin.init_home(world.home)
     assert again["sealing_key_id"] == doc["kid"] and list(folder.glob("*.json")) == files
     # An older home (no sealing folder yet) gets its key from init, keeping the rest.
     shutil.rmtree(folder)
     root_before = sorted(p.name for p in (world.home / "keys" / "root").glob("*.json"))
-    added = operator.init_home(world.home)
+    added = admin.init_home(world.home)
     assert len(list(folder.glob("*.json"))) == 1 and added["sealing_key_id"] != doc["kid"]
     assert sorted(p.name for p in (world.home / "keys" / "root").glob("*.json")) == root_before
 
@@ -114,9 +114,9 @@ def test_sealing_keys_never_leave_the_keyring(world: World) -> None:
     ring = keys.SealingKeyring(world.home)
     active = ring.active()
     assert active.secret.hex() not in repr(active) and "secret" not in repr(ring)
-    exported = json.dumps(operator.export_public(world.home))
+    exported = json.dumps(admin.export_public(world.home))
     assert active.key_id not in exported
-    listed = operator.list_keys(world.home)
+    listed = admin.list_keys(world.home)
     sealing_rows = [k for k in listed if k["kind"] == "sealing"]
     assert [k["kid"] for k in sealing_rows] == [active.key_id] and sealing_rows[0]["signing"]
     assert keys._b64(active.secret) not in json.dumps(listed)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine.admin import operator
+from engine import admin
 from engine.admin.seed import create_repository
 from engine.service import Engine
 
@@ -52,11 +52,11 @@ FILES = {
 class World:
     def __init__(self, tmp: Path) -> None:
         home, repo = tmp / "home", tmp / "repo"
-        operator.init_home(home)
+        admin.init_home(home)
         create_repository(repo, FILES)
         self.engine = Engine(home, repo)
-        self.token = str(operator.mint_token(home, agent="a", operations=["read"],
-                                             paths=["**"], ttl_seconds=600)["token"])
+        self.token = str(admin.mint_token(home, agent="a", operations=["read"],
+                                          paths=["**"], ttl_seconds=600)["token"])
 
     def relations(self, symbol: str, path: str, kind: str) -> set[tuple[str, str]]:
         listed = self.engine.offer(self.token)["catalog_hash"]
@@ -93,12 +93,12 @@ def test_a_name_with_no_binding_stays_matched_by_name(tmp_path: Path) -> None:
     files = {"p/a.py": b"def emit():\n    pass\n", "p/b.py": b"def emit():\n    pass\n",
              "p/c.py": b"def go():\n    emit()\n"}
     home, repo = tmp_path / "home", tmp_path / "repo"
-    operator.init_home(home)
+    admin.init_home(home)
     create_repository(repo, files)
     w = World.__new__(World)
     w.engine = Engine(home, repo)
-    w.token = str(operator.mint_token(home, agent="a", operations=["read"], paths=["**"],
-                                      ttl_seconds=600)["token"])
+    w.token = str(admin.mint_token(home, agent="a", operations=["read"], paths=["**"],
+                                   ttl_seconds=600)["token"])
     for path in ("p/a.py", "p/b.py"):
         assert w.relations("emit", path, "callers") == {("go", "p/c.py")}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.admin import operator
+from engine import admin
 from engine.admin.seed import create_repository
 from engine.semantic.extract import extract
 from engine.semantic.fileindex import FileIndex
@@ -148,10 +148,10 @@ def test_oversized_and_unknown_files_are_not_indexed() -> None:
 def test_every_language_through_the_engine(tmp_path: Path) -> None:
     home, repo = tmp_path / "home", tmp_path / "repo"
     create_repository(repo, FIXTURES)
-    operator.init_home(home)
+    admin.init_home(home)
     engine = Engine(home, repo)
-    token = str(operator.mint_token(home, agent="a", operations=["read"], paths=["**"],
-                                    ttl_seconds=600)["token"])
+    token = str(admin.mint_token(home, agent="a", operations=["read"], paths=["**"],
+                                 ttl_seconds=600)["token"])
     listed = engine.offer(token)["catalog_hash"]
     answer = engine.invoke(token, "search_symbols", {"query": "Circle", "limit": 50},
                            session="s", offered_catalog_hash=listed)

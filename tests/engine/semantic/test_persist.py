@@ -22,8 +22,8 @@ import pydantic
 import pytest
 import starlette
 
+from engine import admin
 from engine import git as vcs
-from engine.admin import operator
 from engine.admin.seed import create_repository, files_from_directory
 from engine.semantic import indexer_for
 from engine.semantic.database import EXPECTED_SCHEMA
@@ -97,7 +97,7 @@ def probe(home: Path, repo: Path, token: str, query: str) -> dict[str, Any]:
 def code_world(tmp_path: Path) -> World:
     home, repo = tmp_path / "home", tmp_path / "repo"
     main_id = create_repository(repo, CODE)
-    operator.init_home(home)
+    admin.init_home(home)
     return World(home=home, repo=repo, main_id=main_id)
 
 
@@ -148,9 +148,9 @@ def test_rows_of_another_home_or_version_are_not_trusted(code_world: World, tmp_
     token = code_world.mint(ops="read")
     probe(code_world.home, code_world.repo, token, "main")
     other_home = tmp_path / "other-home"
-    operator.init_home(other_home)
-    other_token = str(operator.mint_token(other_home, agent="eve", operations=["read"],
-                                          paths=["src/**"], ttl_seconds=900)["token"])
+    admin.init_home(other_home)
+    other_token = str(admin.mint_token(other_home, agent="eve", operations=["read"],
+                                       paths=["src/**"], ttl_seconds=900)["token"])
     foreign = probe(other_home, code_world.repo, other_token, "main")
     assert foreign["loaded"] == 0 and foreign["parsed"] == 3 and foreign["rejected"] == 3
     # Rows of an older extractor are ignored, whoever wrote them.
@@ -172,15 +172,15 @@ def test_protected_files_are_never_persisted(tmp_path: Path) -> None:
     # src/old/legacy.py was committed before its path was protected: git holds it
     # in the clear, but its records are not persisted either.
     create_repository(repo, {**CODE, "src/old/legacy.py": b"def legacy_marker_fn():\n    pass\n"})
-    operator.init_home(home)
+    admin.init_home(home)
     (home / "policy.toml").write_text(PROTECTED_POLICY)
     engine = Engine(home, repo)
-    alice = str(operator.mint_token(home, agent="alice", operations=["read", "write", "commit"],
-                                    paths=["src/**"], ttl_seconds=900)["token"])
+    alice = str(admin.mint_token(home, agent="alice", operations=["read", "write", "commit"],
+                                 paths=["src/**"], ttl_seconds=900)["token"])
     call(engine, alice, "write_file", {"path": "src/secret/vault.py", "content": SECRET_CODE})
     call(engine, alice, "commit", {"message": "vault"})
-    reader = str(operator.mint_token(home, agent="alice", operations=["read"],
-                                     paths=["src/**"], ttl_seconds=900)["token"])
+    reader = str(admin.mint_token(home, agent="alice", operations=["read"],
+                                  paths=["src/**"], ttl_seconds=900)["token"])
     found = call(engine, reader, "search_symbols", {"query": "rotate_vault_key"}, session="r")
     assert [s["path"] for s in found["symbols"]] == ["src/secret/vault.py"]
     assert call(engine, reader, "search_symbols", {"query": "legacy_marker_fn"},
@@ -202,11 +202,11 @@ def test_protected_files_are_never_persisted(tmp_path: Path) -> None:
 def test_a_sealed_blob_is_not_persisted_even_once_its_path_is_unprotected(tmp_path: Path) -> None:
     home, repo = tmp_path / "home", tmp_path / "repo"
     create_repository(repo, CODE)
-    operator.init_home(home)
+    admin.init_home(home)
     (home / "policy.toml").write_text(PROTECTED_POLICY)
     engine = Engine(home, repo)
-    alice = str(operator.mint_token(home, agent="alice", operations=["read", "write", "commit"],
-                                    paths=["src/**"], ttl_seconds=900)["token"])
+    alice = str(admin.mint_token(home, agent="alice", operations=["read", "write", "commit"],
+                                 paths=["src/**"], ttl_seconds=900)["token"])
     call(engine, alice, "write_file", {"path": "src/secret/vault.py", "content": SECRET_CODE})
     call(engine, alice, "commit", {"message": "vault"})
     (home / "policy.toml").write_text("version = 1\n")
@@ -276,9 +276,9 @@ def test_concurrent_engines_share_one_database(tmp_path: Path) -> None:
     files |= files_from_directory(Path(pydantic.__file__).parent / "v1", "src/v1")
     home, repo = tmp_path / "home", tmp_path / "repo"
     create_repository(repo, files)
-    operator.init_home(home)
-    token = str(operator.mint_token(home, agent="a", operations=["read"], paths=["src/**"],
-                                    ttl_seconds=900)["token"])
+    admin.init_home(home)
+    token = str(admin.mint_token(home, agent="a", operations=["read"], paths=["src/**"],
+                                 ttl_seconds=900)["token"])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     argv = [sys.executable, "-c", _PROBE, str(home), str(repo), token, "Router"]
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, cwd=ROOT)

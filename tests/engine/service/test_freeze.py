@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from engine.catalog.declarations import TOOLS
-from engine.tools.table import handler_for
 from engine.service import Engine
+from engine.tools.table import handler_for
 from tests.conftest import World
 
 READ_ONLY = {t.name for t in TOOLS if t.read_only and handler_for(t.name) is not None}

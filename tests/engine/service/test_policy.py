@@ -260,13 +260,13 @@ def test_rate_limit_counts_survive_a_reload_that_keeps_the_entry(world: World) -
 
 
 def test_token_lifetime_limit_at_its_boundary(world: World) -> None:
-    from engine.admin import operator
+    from engine import admin
 
     write_policy(world, "[limits]\ntoken_lifetime_seconds = 600\n")
     assert world.mint(ttl=600)
     with pytest.raises(ValueError, match="token_lifetime_seconds"):
-        operator.mint_token(world.home, agent="alice", operations=["read"], paths=["**"],
-                            ttl_seconds=601)
+        admin.mint_token(world.home, agent="alice", operations=["read"], paths=["**"],
+                         ttl_seconds=601)
     engine = Engine(world.home, world.repo)
     lead = Agent(engine, world.mint(agent="lead", ops="read,sub-token:issue", ttl=600,
                                     delegable=True))

@@ -15,7 +15,7 @@ import pydantic
 import pytest
 import starlette
 
-from engine.admin import operator
+from engine import admin
 from engine.admin.seed import create_repository, files_from_directory
 from engine.semantic import indexer_for
 from engine.service import Engine
@@ -42,13 +42,13 @@ class Repo(EngineCalls):
         self.home = tmp / "home"
         self.repo = tmp / "repo"
         create_repository(self.repo, files)
-        operator.init_home(self.home)
+        admin.init_home(self.home)
         self.engine = Engine(self.home, self.repo)
 
     def mint(self, agent: str = "alice", paths: str = "src/**,AGENTS.md,.editorconfig",
              ops: str = "read,write") -> str:
-        info = operator.mint_token(self.home, agent=agent, operations=ops.split(","),
-                                   paths=paths.split(","), ttl_seconds=900)
+        info = admin.mint_token(self.home, agent=agent, operations=ops.split(","),
+                                paths=paths.split(","), ttl_seconds=900)
         return str(info["token"])
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from engine.admin import operator
+from engine import admin
 from engine.admin.seed import create_repository
 from engine.service import Engine
 from engine.state.sqlite import SQLiteStore
@@ -65,7 +65,7 @@ class World(EngineCalls):
     ) -> None:
         self.home, self.repo = tmp / "home", tmp / "repo"
         tmp.mkdir(parents=True, exist_ok=True)
-        operator.init_home(self.home)
+        admin.init_home(self.home)
         if policy is not None:
             (self.home / "policy.toml").write_text(policy)
         create_repository(self.repo, files)
@@ -73,8 +73,8 @@ class World(EngineCalls):
         self.narrow = self.mint("narrow-1", "src/open/**")
 
     def mint(self, agent: str, paths: str, ops: str = "read,write") -> str:
-        info = operator.mint_token(self.home, agent=agent, operations=ops.split(","),
-                                   paths=paths.split(","), ttl_seconds=900)
+        info = admin.mint_token(self.home, agent=agent, operations=ops.split(","),
+                                paths=paths.split(","), ttl_seconds=900)
         return str(info["token"])
 
 

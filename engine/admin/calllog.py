@@ -1,16 +1,13 @@
-"""Operator oversight behind the CLI: freeze the engines, read and verify the call log.
+"""The auditor's view of the call log: show its entries, verify its signed chain.
 
-``chit freeze on|off|status`` and ``chit audit log verify|show`` call these. The
-freeze lives in the home's state store, so every engine on that home (each
-``chit mcp`` process) sees it on its next call; each change is also recorded in
-the call log as an operator entry (agent ``(operator)``).
+``chit audit log show|verify`` call these, with the ``--since`` and ``--anchor``
+parsers. The log's format and checks are in docs/audit.md.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,21 +15,12 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from engine.audit import calllog, provenance
+from engine.audit import calllog
 from engine.errors import ConfigurationError
-from engine.service.policyfile import load_policy
 from engine.state.sqlite import SQLiteStore, open_store
 
-__all__ = [
-    "call_log_entries",
-    "freeze_status",
-    "parse_anchor",
-    "parse_since",
-    "set_freeze",
-    "verify_call_log",
-]
+__all__ = ["call_log_entries", "parse_anchor", "parse_since", "verify_call_log"]
 
-MAX_REASON_CHARS = 500
 _ANCHOR = re.compile(r"^([0-9]{1,18}):(sha256:[0-9a-f]{64})$")
 
 
@@ -40,64 +28,6 @@ def _state(home: str | os.PathLike[str]) -> SQLiteStore:
     if not (Path(home) / "state.db").is_file():
         raise ConfigurationError(f"no state store at {Path(home) / 'state.db'}")
     return open_store(home)
-
-
-def set_freeze(home: str | os.PathLike[str], frozen: bool, *, reason: str = "") -> dict[str, Any]:
-    """Freeze (read-only mode) or unfreeze every engine that uses this home.
-
-    The mode takes effect on each engine's next call. The change is then
-    recorded in the call log; if that fails (no signing key) the mode still
-    stands and ``logged`` is false, since freezing is an emergency action.
-
-    Args:
-        home: The chit home.
-        frozen: The new mode.
-        reason: A note for other operators, at most 500 characters.
-
-    Returns:
-        ``{"frozen", "reason", "changed_at", "logged"}``.
-
-    Raises:
-        ValueError: If the reason is too long or holds control characters.
-    """
-    if len(reason) > MAX_REASON_CHARS or any(ord(c) < 0x20 or ord(c) == 0x7F for c in reason):
-        raise ValueError(f"--reason is one line of at most {MAX_REASON_CHARS} characters")
-    now = int(time.time())
-    store = open_store(home)
-    state = store.set_freeze(frozen, now=now, reason=reason)
-    try:
-        policy_hash = provenance.policy_hash(load_policy(home))
-    except ConfigurationError:
-        policy_hash = "-"
-    record = calllog.CallRecord(
-        time=now,
-        agent=calllog.OPERATOR,
-        chain=(),
-        session="-",
-        tool="chit freeze " + ("on" if frozen else "off"),
-        arguments=calllog.redact_arguments({"reason": reason} if frozen else {}),
-        decision="allowed",
-        code=None,
-        policy_hash=policy_hash,
-        catalog_hash=None,
-    )
-    try:
-        calllog.append(store, calllog.LogSigner(home), record)
-        logged = True
-    except (ConfigurationError, OSError):
-        logged = False
-    return {
-        "frozen": state.frozen,
-        "reason": state.reason,
-        "changed_at": state.changed_at,
-        "logged": logged,
-    }
-
-
-def freeze_status(home: str | os.PathLike[str]) -> dict[str, Any]:
-    """The operator's mode: ``{"frozen", "reason", "changed_at"}`` (never set: not frozen)."""
-    state = open_store(home).freeze_state()
-    return {"frozen": state.frozen, "reason": state.reason, "changed_at": state.changed_at}
 
 
 def parse_since(text: str) -> int:

@@ -1,7 +1,8 @@
-"""Operator functions behind the CLI: set up a home, mint and inspect tokens.
+"""The operator's token commands: mint, inspect, attenuate and revoke tokens.
 
-The CLI never handles keys itself; it calls these. In the embedded deployment
-they share the CLI's process; ``docs/threat-model.md`` says what that means.
+Minting uses the home's newest root key and the policy's lifetime cap;
+inspecting and attenuating need no key and no engine. The token format is in
+docs/token-format.md.
 """
 
 from __future__ import annotations
@@ -9,92 +10,19 @@ from __future__ import annotations
 import os
 import re
 import time
-from pathlib import Path
 from typing import Any
 
-import policy
 from engine.auth import token as tokens
-from engine.auth.keys import (
-    Keyring,
-    create_keyring,
-    create_sealing_key,
-    create_signing_key,
-    export_public_keys,
-    sealing_keys,
-    signing_keys,
-)
-from engine.auth.keys import retire_key as _retire_key
-from engine.auth.keys import rotate_key as _rotate_key
-from engine.auth.keys import rotate_sealing_key as rotate_sealing_key_
-from engine.auth.keys import rotate_signing_key as rotate_signing_key_
-from engine.errors import ChitError, ConfigurationError
+from engine.auth.keys import Keyring
+from engine.errors import ChitError
 from engine.paths import validate_path
 from engine.service.policyfile import load_policy
 from engine.state.sqlite import open_store
 
-__all__ = [
-    "attenuate_token",
-    "export_public",
-    "init_home",
-    "inspect_token",
-    "list_keys",
-    "mint_token",
-    "parse_duration",
-    "resolve_home",
-    "retire_key",
-    "revoke",
-    "rotate_key",
-    "rotate_sealing_key",
-    "rotate_signing_key",
-]
+__all__ = ["attenuate_token", "inspect_token", "mint_token", "parse_duration", "revoke"]
 
 _DURATION = re.compile(r"^([0-9]{1,9})([smhd]?)$", re.ASCII)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def resolve_home(home: str | os.PathLike[str] | None) -> Path:
-    """Return ``home``, else ``$CHIT_HOME``, else ``~/.chit`` (docs/architecture.md)."""
-    if home:
-        return Path(home)
-    env = os.environ.get("CHIT_HOME")
-    return Path(env) if env else Path.home() / ".chit"
-
-
-def init_home(home: str | os.PathLike[str]) -> dict[str, Any]:
-    """Create the keyring (root, signing and sealing keys, 0700/0600) and the default policy.
-
-    Keeps whatever exists, and adds only what is missing (an older home gets
-    its Ed25519 signing key and its sealing key this way).
-
-    Args:
-        home: The chit home directory.
-
-    Returns:
-        ``{"home", "key_id", "signing_key_id", "sealing_key_id", "policy",
-        "created_policy"}``.
-
-    Raises:
-        ConfigurationError: If an existing keyring or policy is unusable.
-    """
-    key = create_keyring(home)
-    signing = create_signing_key(home)
-    sealing = create_sealing_key(home)
-    policy_path = Path(home) / "policy.toml"
-    created = False
-    if not policy_path.exists():
-        fd = os.open(policy_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(policy.DEFAULT_POLICY_TOML)
-        created = True
-    load_policy(home)
-    return {
-        "home": str(home),
-        "key_id": key.key_id,
-        "signing_key_id": signing.key_id,
-        "sealing_key_id": sealing.key_id,
-        "policy": str(policy_path),
-        "created_policy": created,
-    }
 
 
 def parse_duration(text: str) -> int:
@@ -212,12 +140,6 @@ def inspect_token(text: str) -> dict[str, Any]:
     }
 
 
-def ensure_home(home: Path) -> None:
-    """Raise :class:`ConfigurationError` unless ``home`` holds a keyring."""
-    if not (home / "keys" / "root").is_dir():
-        raise ConfigurationError(f"no chit home at {home}; run `chit init --home {home}`")
-
-
 def attenuate_token(
     text: str,
     *,
@@ -227,7 +149,7 @@ def attenuate_token(
     drop_delegation: bool = False,
     now: int | None = None,
 ) -> dict[str, Any]:
-    """Narrow a token offline (no key, no engine): see :func:`engine.token.attenuate`.
+    """Narrow a token offline (no key, no engine): see :func:`engine.auth.token.attenuate`.
 
     Args:
         text: The token to narrow.
@@ -265,69 +187,3 @@ def revoke(home: str | os.PathLike[str], block_id: str, *, reason: str = "") -> 
     now = int(time.time())
     added = open_store(home).revoke(block_id.strip().lower(), now=now, reason=reason)
     return {"id": block_id.strip().lower(), "revoked_at": now, "new": added}
-
-
-def list_keys(home: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The keyring's keys, newest first: root, then provenance signing, then sealing keys.
-
-    Returns:
-        ``[{"kid", "kind": "root"|"signing"|"sealing", "created", "status",
-        "signing"}]`` where ``signing`` marks the root key that mints, the
-        Ed25519 key that signs provenance and the sealing key that seals new
-        protected content; never a secret.
-    """
-    ring = Keyring(home)
-    signer = ring.signing_key().key_id
-    rows = [
-        {"kid": k.key_id, "kind": "root", "created": k.created, "status": k.status,
-         "signing": k.key_id == signer}
-        for k in ring.keys()
-    ]
-    found = signing_keys(home) if (Path(home) / "keys" / "signing").is_dir() else []
-    active = [k.key_id for k in found if k.status == "active"][:1]
-    rows += [
-        {"kid": k.key_id, "kind": "signing", "created": k.created, "status": k.status,
-         "signing": k.key_id in active}
-        for k in found
-    ]
-    sealed = sealing_keys(home) if (Path(home) / "keys" / "sealing").is_dir() else []
-    sealer = [k.key_id for k in sealed if k.status == "active"][:1]
-    rows += [
-        {"kid": k.key_id, "kind": "sealing", "created": k.created, "status": k.status,
-         "signing": k.key_id in sealer}
-        for k in sealed
-    ]
-    return rows
-
-
-def rotate_signing_key(home: str | os.PathLike[str]) -> dict[str, Any]:
-    """Add a new provenance signing key; older ones retire but stay exported."""
-    key = rotate_signing_key_(home)
-    return {"kid": key.key_id, "kind": "signing", "created": key.created,
-            "status": key.status, "signing": True}
-
-
-def rotate_sealing_key(home: str | os.PathLike[str]) -> dict[str, Any]:
-    """Add a new sealing key: it seals from now on; older keys keep opening (never exported)."""
-    key = rotate_sealing_key_(home)
-    return {"kid": key.key_id, "kind": "sealing", "created": key.created,
-            "status": key.status, "signing": True}
-
-
-def export_public(home: str | os.PathLike[str]) -> dict[str, Any]:
-    """The ``chit-engine-keys/1`` document an auditor verifies provenance with."""
-    return dict(export_public_keys(home))
-
-
-def rotate_key(home: str | os.PathLike[str]) -> dict[str, Any]:
-    """Add a new signing key (older keys keep verifying)."""
-    key = _rotate_key(home)
-    return {"kid": key.key_id, "kind": "root", "created": key.created, "status": key.status,
-            "signing": True}
-
-
-def retire_key(home: str | os.PathLike[str], key_id: str) -> dict[str, Any]:
-    """Retire a key; its tokens fail with ``token_unknown_key`` from their next call."""
-    key = _retire_key(home, key_id)
-    return {"kid": key.key_id, "kind": "root", "created": key.created, "status": key.status,
-            "signing": False}

@@ -1,0 +1,85 @@
+"""The auditor's repository commands: verify provenance on lanes, draw the provenance graph.
+
+``chit audit verify`` and ``chit audit graph`` call these with the keys the
+auditor trusts (:func:`engine.admin.load_trusted_keys`). What is checked is in
+docs/audit.md; the graph's nodes and edges in docs/provenance-format.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from engine import git
+from engine.audit import graph
+from engine.audit.verify import verify_repository
+
+__all__ = ["GRAPH_MAX_COMMITS", "provenance_graph", "render_graph", "verify_lanes"]
+
+GRAPH_MAX_COMMITS = graph.MAX_COMMITS
+"""The lane commits :func:`provenance_graph` reads at most."""
+
+
+def verify_lanes(
+    repo_path: str | os.PathLike[str],
+    lanes: list[str] | None,
+    *,
+    public_keys: Mapping[str, Ed25519PublicKey],
+) -> dict[str, Any]:
+    """Verify the commits on the given lanes or ranges (default: every lane).
+
+    Args:
+        repo_path: Path of the git repository.
+        lanes: Each a lane (``agent/NAME``) or a range ``REV..LANE``; ``None``
+            for every lane (:func:`engine.audit.verify.verify_repository`).
+        public_keys: Trusted engine key id to Ed25519 public key.
+
+    Returns:
+        ``{"ok": bool, "lanes": [...], "commits": [{"commit", "lane",
+        "catalog_hash", "ok", "findings": [...]}], "findings": [{"commit",
+        "check", "reason"}]}``.
+
+    Raises:
+        ConfigurationError: If ``repo_path`` is not a repository with ``main``.
+    """
+    return verify_repository(repo_path, lanes, public_keys=public_keys)
+
+
+def provenance_graph(
+    repo: git.Repository, handle: str, public_keys: Mapping[str, Ed25519PublicKey]
+) -> tuple[dict[str, Any], int, bool]:
+    """The whole provenance graph around ``handle``, from verified lane commits only.
+
+    Args:
+        repo: The repository (:func:`engine.admin.open_repository`).
+        handle: A commit id (7 to 40 hex), a session id, or a token id (32 hex).
+        public_keys: Trusted engine key id to Ed25519 public key.
+
+    Returns:
+        ``(graph, unverified, truncated)``: the graph (``{"nodes", "edges",
+        "pruned"}``, :func:`engine.audit.graph.build_graph`), how many lane
+        commits were left out for lack of verified provenance, and whether the
+        walk stopped at :data:`GRAPH_MAX_COMMITS` commits.
+
+    Raises:
+        RepositoryError: ``not_found`` if nothing matches the handle.
+        InvalidRequestError: ``invalid_argument`` for an ambiguous commit prefix.
+    """
+    entries, unverified, truncated = graph.collect(repo, public_keys)
+    return graph.build_graph(entries, handle), unverified, truncated
+
+
+def render_graph(found: Mapping[str, Any], form: Literal["mermaid", "dot"]) -> str:
+    """Render a graph from :func:`provenance_graph` as Mermaid or Graphviz DOT text.
+
+    Args:
+        found: The graph.
+        form: ``"mermaid"`` (a flowchart) or ``"dot"``.
+
+    Returns:
+        The text, ending in a newline; untrusted labels are escaped.
+    """
+    return graph.to_mermaid(found) if form == "mermaid" else graph.to_dot(found)

@@ -1,0 +1,80 @@
+"""The operator's freeze: read-only mode for every engine on a home.
+
+``chit freeze on|off|status`` call these. The freeze lives in the home's state
+store, so every engine on that home (each ``chit mcp`` process) sees it on its
+next call; each change is also recorded in the call log as an operator entry
+(agent ``(operator)``). docs/architecture.md says what a frozen engine offers.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from engine.audit import calllog, provenance
+from engine.errors import ConfigurationError
+from engine.service.policyfile import load_policy
+from engine.state.sqlite import open_store
+
+__all__ = ["MAX_REASON_CHARS", "freeze_status", "set_freeze"]
+
+MAX_REASON_CHARS = 500
+
+
+def set_freeze(home: str | os.PathLike[str], frozen: bool, *, reason: str = "") -> dict[str, Any]:
+    """Freeze (read-only mode) or unfreeze every engine that uses this home.
+
+    The mode takes effect on each engine's next call. The change is then
+    recorded in the call log; if that fails (no signing key) the mode still
+    stands and ``logged`` is false, since freezing is an emergency action.
+
+    Args:
+        home: The chit home.
+        frozen: The new mode.
+        reason: A note for other operators, at most 500 characters.
+
+    Returns:
+        ``{"frozen", "reason", "changed_at", "logged"}``.
+
+    Raises:
+        ValueError: If the reason is too long or holds control characters.
+    """
+    if len(reason) > MAX_REASON_CHARS or any(ord(c) < 0x20 or ord(c) == 0x7F for c in reason):
+        raise ValueError(f"--reason is one line of at most {MAX_REASON_CHARS} characters")
+    now = int(time.time())
+    store = open_store(home)
+    state = store.set_freeze(frozen, now=now, reason=reason)
+    try:
+        policy_hash = provenance.policy_hash(load_policy(home))
+    except ConfigurationError:
+        policy_hash = "-"
+    record = calllog.CallRecord(
+        time=now,
+        agent=calllog.OPERATOR,
+        chain=(),
+        session="-",
+        tool="chit freeze " + ("on" if frozen else "off"),
+        arguments=calllog.redact_arguments({"reason": reason} if frozen else {}),
+        decision="allowed",
+        code=None,
+        policy_hash=policy_hash,
+        catalog_hash=None,
+    )
+    try:
+        calllog.append(store, calllog.LogSigner(home), record)
+        logged = True
+    except (ConfigurationError, OSError):
+        logged = False
+    return {
+        "frozen": state.frozen,
+        "reason": state.reason,
+        "changed_at": state.changed_at,
+        "logged": logged,
+    }
+
+
+def freeze_status(home: str | os.PathLike[str]) -> dict[str, Any]:
+    """The operator's mode: ``{"frozen", "reason", "changed_at"}`` (never set: not frozen)."""
+    state = open_store(home).freeze_state()
+    return {"frozen": state.frozen, "reason": state.reason, "changed_at": state.changed_at}

@@ -1,0 +1,117 @@
+"""The operator's key commands: list, rotate and retire keys, export the public ones.
+
+Each command answers with ids, kinds and states, never a secret. The key
+files and their formats are in keys/README.md and docs/provenance-format.md.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from engine.auth.keys import (
+    Keyring,
+    export_public_keys,
+    load_public_keys,
+    sealing_keys,
+    signing_keys,
+)
+from engine.auth.keys import retire_key as _retire_key
+from engine.auth.keys import rotate_key as _rotate_key
+from engine.auth.keys import rotate_sealing_key as rotate_sealing_key_
+from engine.auth.keys import rotate_signing_key as rotate_signing_key_
+
+__all__ = [
+    "export_public",
+    "list_keys",
+    "load_trusted_keys",
+    "retire_key",
+    "rotate_key",
+    "rotate_sealing_key",
+    "rotate_signing_key",
+]
+
+
+def list_keys(home: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The keyring's keys, newest first: root, then provenance signing, then sealing keys.
+
+    Returns:
+        ``[{"kid", "kind": "root"|"signing"|"sealing", "created", "status",
+        "signing"}]`` where ``signing`` marks the root key that mints, the
+        Ed25519 key that signs provenance and the sealing key that seals new
+        protected content; never a secret.
+    """
+    ring = Keyring(home)
+    signer = ring.signing_key().key_id
+    rows = [
+        {"kid": k.key_id, "kind": "root", "created": k.created, "status": k.status,
+         "signing": k.key_id == signer}
+        for k in ring.keys()
+    ]
+    found = signing_keys(home) if (Path(home) / "keys" / "signing").is_dir() else []
+    active = [k.key_id for k in found if k.status == "active"][:1]
+    rows += [
+        {"kid": k.key_id, "kind": "signing", "created": k.created, "status": k.status,
+         "signing": k.key_id in active}
+        for k in found
+    ]
+    sealed = sealing_keys(home) if (Path(home) / "keys" / "sealing").is_dir() else []
+    sealer = [k.key_id for k in sealed if k.status == "active"][:1]
+    rows += [
+        {"kid": k.key_id, "kind": "sealing", "created": k.created, "status": k.status,
+         "signing": k.key_id in sealer}
+        for k in sealed
+    ]
+    return rows
+
+
+def rotate_signing_key(home: str | os.PathLike[str]) -> dict[str, Any]:
+    """Add a new provenance signing key; older ones retire but stay exported."""
+    key = rotate_signing_key_(home)
+    return {"kid": key.key_id, "kind": "signing", "created": key.created,
+            "status": key.status, "signing": True}
+
+
+def rotate_sealing_key(home: str | os.PathLike[str]) -> dict[str, Any]:
+    """Add a new sealing key: it seals from now on; older keys keep opening (never exported)."""
+    key = rotate_sealing_key_(home)
+    return {"kid": key.key_id, "kind": "sealing", "created": key.created,
+            "status": key.status, "signing": True}
+
+
+def export_public(home: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``chit-engine-keys/1`` document an auditor verifies provenance with."""
+    return dict(export_public_keys(home))
+
+
+def rotate_key(home: str | os.PathLike[str]) -> dict[str, Any]:
+    """Add a new signing key (older keys keep verifying)."""
+    key = _rotate_key(home)
+    return {"kid": key.key_id, "kind": "root", "created": key.created, "status": key.status,
+            "signing": True}
+
+
+def retire_key(home: str | os.PathLike[str], key_id: str) -> dict[str, Any]:
+    """Retire a key; its tokens fail with ``token_unknown_key`` from their next call."""
+    key = _retire_key(home, key_id)
+    return {"kid": key.key_id, "kind": "root", "created": key.created, "status": key.status,
+            "signing": False}
+
+
+def load_trusted_keys(doc: object) -> dict[str, Ed25519PublicKey]:
+    """The verifying keys an auditor trusts, from a ``chit-engine-keys/1`` document.
+
+    Args:
+        doc: The decoded JSON document (untrusted): a ``--keys`` file, or
+            :func:`export_public` of the home.
+
+    Returns:
+        Key id to Ed25519 public key.
+
+    Raises:
+        ValueError: If the document is not a well-formed ``chit-engine-keys/1``.
+    """
+    return load_public_keys(doc)

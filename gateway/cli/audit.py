@@ -1,0 +1,164 @@
+"""``chit audit verify|graph`` and ``chit audit log verify|show``: the auditor's commands.
+
+The verifying commands trust the keys of ``--keys FILE`` (``chit keys
+export-public``), else the home's own, and exit 1 when a check fails. What is
+checked is in docs/audit.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from gateway.cli._output import EXIT_FAILED, EXIT_OK, print_json, term, when
+
+if TYPE_CHECKING:
+    from argparse import _SubParsersAction
+
+__all__ = ["add_audit"]
+
+MAX_KEYS_FILE_BYTES = 1 << 20
+
+
+def add_audit(
+    sub: _SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add ``chit audit`` and its subcommands to ``sub``."""
+    audit = sub.add_parser("audit", help="verify provenance").add_subparsers(
+        dest="audit_command", required=True
+    )
+    p = audit.add_parser(
+        "verify", parents=[common], help="verify signed provenance on agent lanes"
+    )
+    p.add_argument("--repo", required=True)
+    p.add_argument("lanes", nargs="*", metavar="LANE|RANGE",
+                   help="lanes (agent/NAME) or ranges REV..agent/NAME; default: every lane")
+    p.add_argument("--keys", help="trusted public keys (chit keys export-public); "
+                   "default: the home's signing keys")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit_verify)
+    p = audit.add_parser(
+        "graph", parents=[common],
+        help="the provenance graph around a commit, session or token id",
+    )
+    p.add_argument("handle", help="commit id (7-40 hex), session id, or token id (32 hex)")
+    p.add_argument("--repo", required=True)
+    p.add_argument("--keys", help="trusted public keys (chit keys export-public); "
+                   "default: the home's signing keys")
+    p.add_argument("--format", choices=("json", "mermaid", "dot"), default="json")
+    p.set_defaults(func=cmd_audit_graph)
+    log = audit.add_parser(
+        "log", help="the engine's call log: verify its signed chain, show entries"
+    ).add_subparsers(dest="log_command", required=True)
+    p = log.add_parser("verify", parents=[common],
+                       help="detect edited, deleted, inserted or reordered entries (exit 1)")
+    p.add_argument("--keys", help="trusted public keys (chit keys export-public); "
+                   "default: the home's signing keys")
+    p.add_argument("--anchor", action="append", metavar="SEQ:HASH",
+                   help="an entry and hash recorded from an earlier verify; repeatable")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit_log)
+    p = log.add_parser("show", parents=[common], help="print entries, oldest first (unverified)")
+    p.add_argument("--agent", help="only this agent ('-': tokens that did not verify)")
+    p.add_argument("--since", help="unix seconds or ISO-8601 (no zone: UTC)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit_log)
+
+
+def cmd_audit_verify(args: argparse.Namespace) -> int:
+    from engine import admin
+
+    report = admin.verify_lanes(args.repo, args.lanes or None, public_keys=_public_keys(args))
+    if args.json:
+        print_json(report)
+    else:
+        for item in report["commits"]:
+            mark = "ok  " if item["ok"] else "FAIL"
+            print(f"{mark} {item['commit'][:12]} {item['lane']} catalog {item['catalog_hash']}")
+        for finding in report["findings"]:
+            print(f"  {finding['commit'][:12]} {finding['check']}: {finding['reason']}")
+        total = len(report["commits"])
+        good = sum(1 for c in report["commits"] if c["ok"])
+        lanes = ", ".join(report["lanes"]) or "no lanes"
+        verdict = "verified" if report["ok"] else "FAILED"
+        findings = len(report["findings"])
+        print(f"{verdict}: {good}/{total} commits on {lanes}; {findings} findings")
+    return EXIT_OK if report["ok"] else EXIT_FAILED
+
+
+def cmd_audit_graph(args: argparse.Namespace) -> int:
+    from engine import admin
+
+    repo = admin.open_repository(args.repo)
+    found, unverified, truncated = admin.provenance_graph(
+        repo, args.handle.strip(), _public_keys(args)
+    )
+    if truncated:
+        print(f"note: only the first {admin.GRAPH_MAX_COMMITS} lane commits were read",
+              file=sys.stderr)
+    if args.format == "json":
+        print_json(found | {"unverified": unverified, "truncated": truncated})
+    else:
+        sys.stdout.write(admin.render_graph(found, args.format))
+    if unverified:
+        print(f"note: {unverified} lane commit(s) without verified provenance were left out; "
+              "run `chit audit verify`", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_audit_log(args: argparse.Namespace) -> int:
+    from engine import admin
+
+    home = admin.resolve_home(args.home)
+    if args.log_command == "show":
+        since = admin.parse_since(args.since) if args.since else None
+        entries = admin.call_log_entries(home, agent=args.agent, since=since)
+        if args.json:
+            print_json(list(entries))
+            return EXIT_OK
+        for e in entries:
+            if "undecodable" in e:
+                print(f"{e['seq']:>7} (undecodable: {e['undecodable']})")
+                continue
+            outcome = e["decision"] + (f":{e['code']}" if e["code"] else "")
+            arguments = json.dumps(e["arguments"], sort_keys=True, separators=(",", ":"))
+            print(f"{e['seq']:>7} {when(e['time'])} {term(e['agent'])} {term(e['tool'])} "
+                  f"{term(outcome)} session={term(e['session'])} "
+                  + arguments.replace("\x7f", "\\u007f"))
+        return EXIT_OK
+    anchors = dict(admin.parse_anchor(a) for a in args.anchor or ())
+    report = admin.verify_call_log(home, _public_keys(args), anchors=anchors)
+    if args.json:
+        print_json(report)
+    else:
+        for f in report["findings"]:
+            where = f"entry {f['seq']}" if f["seq"] is not None else "log"
+            print(f"{where} {f['check']}: {f['reason']}")
+        head = report["head"]
+        at = f"; head {head['seq']}:{head['hash']}" if head else ""
+        if report["ok"]:
+            print(f"verified: {report['entries']} entries{at}")
+        else:
+            print(f"FAILED: {report['entries']} entries; {len(report['findings'])} findings")
+    return EXIT_OK if report["ok"] else EXIT_FAILED
+
+
+def _public_keys(args: argparse.Namespace) -> dict[str, Any]:
+    """Trusted engine public keys: ``--keys FILE``, else the home's signing keys."""
+    from engine import admin
+
+    if args.keys:
+        with open(args.keys, "rb") as fh:
+            raw = fh.read(MAX_KEYS_FILE_BYTES + 1)
+        if len(raw) > MAX_KEYS_FILE_BYTES:
+            raise ValueError("the keys file is too large")
+        try:
+            doc = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            raise ValueError("the keys file is not JSON chit can read") from None
+    else:
+        home = admin.resolve_home(args.home)
+        doc = admin.export_public(home)
+    return admin.load_trusted_keys(doc)

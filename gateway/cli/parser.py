@@ -1,0 +1,38 @@
+"""The ``chit`` argument parser: the global options, then each command from its module.
+
+Commands are added in the order ``chit --help`` lists them.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from gateway.cli import audit, freeze, keys, serve, setup, tokens
+
+__all__ = ["build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every ``chit`` command; each sets ``func``, its handler."""
+    parser = argparse.ArgumentParser(
+        prog="chit", description="Capability gateway for coding agents."
+    )
+    parser.add_argument("--home", help="chit home (default: $CHIT_HOME, else ~/.chit)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--home", default=argparse.SUPPRESS, help="chit home")
+    sub = parser.add_subparsers(dest="command", required=True)
+    setup.add_init(sub, common)
+    tokens.add_mint(sub, common)
+    tokens.add_exchange(sub, common)
+    tokens.add_inspect(sub, common)
+    tokens.add_attenuate(sub, common)
+    tokens.add_revoke(sub, common)
+    keys.add_keys(sub, common)
+    setup.add_policy(sub, common)
+    serve.add_mcp(sub, common)
+    serve.add_engine(sub, common)
+    freeze.add_freeze(sub, common)
+    audit.add_audit(sub, common)
+    setup.add_demo(sub, common)
+    return parser

@@ -1,0 +1,202 @@
+"""``chit mcp`` and ``chit engine serve``: run an edge or the engine.
+
+``chit mcp`` serves one token over stdio or every bearer token over HTTP, with
+the engine in this process (``--repo``) or a separate one (``--engine``);
+``chit engine serve`` runs that separate engine. docs/http.md and
+docs/engine-api.md say more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from typing import TYPE_CHECKING
+
+from engine.errors import ConfigurationError
+from gateway.cli._output import EXIT_OK
+from gateway.cli.tokens import MAX_TOKEN_FILE_BYTES
+
+if TYPE_CHECKING:
+    from argparse import _SubParsersAction
+
+__all__ = ["add_engine", "add_mcp"]
+
+
+def add_mcp(
+    sub: _SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add ``chit mcp`` to ``sub``."""
+    p = sub.add_parser("mcp", parents=[common], help="serve MCP: over stdio for one token, "
+                       "or streamable HTTP (--http) with a bearer token on every request")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--repo", help="the git repository (the engine runs in this process)")
+    where.add_argument("--engine", metavar="unix:PATH|http://HOST:PORT",
+                       help="a separate engine (chit engine serve); this edge holds no keys")
+    p.add_argument("--token-file", help="file holding the token (else $CHIT_TOKEN)")
+    p.add_argument("--read-only", action="store_true",
+                   help="offer only read-only tools; every other call fails with engine_frozen")
+    p.add_argument("--http", metavar="HOST:PORT",
+                   help="serve streamable HTTP at http://HOST:PORT/mcp (loopback; port 0 picks "
+                   "one) instead of stdio (docs/http.md)")
+    p.add_argument("--unsafe-non-loopback", action="store_true",
+                   help="with --http, allow a non-loopback HOST (put TLS in front)")
+    p.add_argument("--allowed-host", action="append", metavar="NAME:PORT",
+                   help="with --http, another accepted Host header (repeatable)")
+    p.add_argument("--public-url", metavar="URL",
+                   help="with --http, the origin agents use when a proxy is in front")
+    p.add_argument("--watch-interval", type=float, default=2.0, metavar="SECONDS",
+                   help="with --http, how often connected tokens' offers are re-checked "
+                   "for tools/list_changed (default 2)")
+    p.add_argument("--authorization-server", metavar="URL",
+                   help="with --http, the authorization server that issues chit tokens (the "
+                   "chit engine serve URL with POST /token), listed in the RFC 9728 metadata; "
+                   "https, or http on loopback")
+    p.set_defaults(func=cmd_mcp)
+
+
+def _read_token(args: argparse.Namespace) -> str:
+    if args.token_file:
+        with open(args.token_file, "rb") as fh:
+            raw = fh.read(MAX_TOKEN_FILE_BYTES + 1)
+        if len(raw) > MAX_TOKEN_FILE_BYTES:
+            raise ConfigurationError("the token file is too large to hold a token")
+        try:
+            text = raw.decode("ascii").strip()
+        except UnicodeDecodeError:
+            raise ConfigurationError("the token file does not hold a chit token") from None
+    else:
+        text = os.environ.get("CHIT_TOKEN", "").strip()
+    if not text:
+        raise ConfigurationError("no token: set CHIT_TOKEN or pass --token-file")
+    return text
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    if args.http:
+        return _mcp_http(args)
+    if args.authorization_server:
+        raise ValueError("--authorization-server applies to --http (the RFC 9728 metadata)")
+    if args.engine:
+        return _mcp_remote(args)
+    from engine import admin
+    from engine.service import Engine
+    from gateway.mcp_server import serve_stdio
+
+    home = admin.resolve_home(args.home)
+    admin.ensure_home(home)
+    token = _read_token(args)
+    engine = Engine(home, args.repo, read_only=args.read_only)
+    serve_stdio(engine, token)
+    return EXIT_OK
+
+
+def _mcp_http(args: argparse.Namespace) -> int:
+    """``chit mcp --http HOST:PORT``: streamable HTTP, a bearer token on every request."""
+    from gateway.http_edge import HttpSettings, parse_listen_address, serve_http
+
+    if args.token_file:
+        raise ValueError("--token-file is for stdio; over HTTP every request carries its own "
+                         "bearer token")
+    host, port = parse_listen_address(args.http)
+    settings = HttpSettings(
+        host=host,
+        port=port,
+        allow_non_loopback=args.unsafe_non_loopback,
+        allowed_hosts=tuple(args.allowed_host or ()),
+        public_url=args.public_url,
+        watch_interval=args.watch_interval,
+        authorization_server=args.authorization_server,
+    )
+    if getattr(args, "engine", None):
+        from gateway.remote_engine import RemoteEngine
+
+        if args.read_only:
+            raise ValueError("--read-only applies to an embedded engine; with --engine, the "
+                             "engine decides (chit freeze on)")
+        with RemoteEngine(args.engine) as remote:
+            serve_http(remote, settings)
+        return EXIT_OK
+    from engine import admin
+    from engine.service import Engine
+
+    home = admin.resolve_home(args.home)
+    admin.ensure_home(home)
+    serve_http(Engine(home, args.repo, read_only=args.read_only), settings)
+    return EXIT_OK
+
+
+def _mcp_remote(args: argparse.Namespace) -> int:
+    """``chit mcp --engine URL``: an edge with no keys, no repository and no home."""
+    from gateway.mcp_server import serve_stdio
+    from gateway.remote_engine import RemoteEngine
+
+    if getattr(args, "read_only", False):
+        raise ValueError("--read-only applies to an embedded engine; with --engine, the "
+                         "engine decides (chit freeze on)")
+    token = _read_token(args)
+    with RemoteEngine(args.engine) as engine:
+        health = engine.health()
+        if not health.get("ok"):
+            logging.getLogger("chit.gateway").warning(
+                "the engine at %s does not answer yet; calls fail until it does", args.engine
+            )
+        serve_stdio(engine, token)
+    return EXIT_OK
+
+
+def add_engine(
+    sub: _SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add ``chit engine serve`` to ``sub``."""
+    eng = sub.add_parser(
+        "engine", help="run the engine as a separate process (docs/engine-api.md)"
+    ).add_subparsers(dest="engine_command", required=True)
+    p = eng.add_parser("serve", parents=[common],
+                       help="serve chit-engine/1 on a unix socket (0600) or loopback TCP")
+    p.add_argument("--repo", required=True, help="the git repository")
+    listen = p.add_mutually_exclusive_group()
+    listen.add_argument("--socket", help="unix socket path (default: <home>/engine.sock)")
+    listen.add_argument("--listen", metavar="HOST:PORT",
+                        help="loopback TCP instead (127.0.0.1:PORT, [::1]:PORT); any local "
+                        "user can connect")
+    p.add_argument("--socket-group", metavar="GROUP",
+                   help="let this group connect too (socket mode 0660)")
+    p.add_argument("--max-request-bytes", type=int, default=16 * 1024 * 1024,
+                   help="largest request body (default 16 MiB)")
+    p.add_argument("--public-url", metavar="URL",
+                   help="the origin clients reach this engine at (https, or http on loopback): "
+                   "the issuer of its OAuth metadata (RFC 8414) and, with --listen, an "
+                   "accepted Host; default: the --listen URL, none for a socket")
+    p.set_defaults(func=cmd_engine_serve)
+
+
+def cmd_engine_serve(args: argparse.Namespace) -> int:
+    from engine import admin
+    from engine.service import Engine
+    from gateway import _oauth, engine_server
+
+    home = admin.resolve_home(args.home)
+    admin.ensure_home(home)
+    if args.socket_group and args.listen:
+        raise ValueError("--socket-group applies to --socket, not --listen")
+    if args.max_request_bytes < 1024:
+        raise ValueError("--max-request-bytes must be at least 1024")
+    address = engine_server.parse_listen(args.listen) if args.listen else None
+    public_url = None
+    if args.public_url is not None:
+        public_url = _oauth.check_issuer_url(
+            args.public_url, option="--public-url", origin_only=True
+        )
+    engine = Engine(home, args.repo)  # refuses an unusable keyring, policy or repository
+    exchanger = admin.TokenExchange(home, channel="token_endpoint")
+    if address is not None:
+        listener = engine_server.bind_tcp(*address)
+    else:
+        path = args.socket or home / engine_server.DEFAULT_SOCKET_NAME
+        listener = engine_server.bind_unix(path, group=args.socket_group)
+    engine_server.serve(
+        engine, listener, max_request_bytes=args.max_request_bytes,
+        exchange=exchanger, public_url=public_url,
+    )
+    return EXIT_OK
