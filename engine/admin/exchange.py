@@ -57,7 +57,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 import policy
 from engine.admin import operator
 from engine.audit import calllog, provenance
-from engine.auth.token import validate_agent_name
+from engine.auth.agents import validate_agent_name
 from engine.errors import ChitError, TokenError
 from engine.service.policyfile import load_policy
 from engine.state.sqlite import SQLiteStore, open_store

@@ -40,7 +40,7 @@ import policy
 from engine import git
 from engine.audit import calllog
 from engine.auth import keys, sealing
-from engine.auth import token as tokens
+from engine.auth import verify as tokens
 from engine.auth.keys import Keyring
 from engine.catalog.declarations import CATALOG_ENCODING, CATALOG_STORE_REF, ToolSpec, tool_by_name
 from engine.errors import (

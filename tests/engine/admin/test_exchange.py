@@ -23,7 +23,7 @@ from engine.admin import exchange as ex
 from engine.admin import operator, oversight
 from engine.audit import provenance
 from engine.auth import keys
-from engine.auth import token as tokens
+from engine.auth import verify as tokens
 from engine.auth.keys import Keyring
 from engine.errors import ChitError, ConfigurationError
 from engine.service.policyfile import load_policy

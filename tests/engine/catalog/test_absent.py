@@ -28,7 +28,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from engine.auth import keys
-from engine.auth import token as tokens
+from engine.auth import verify as tokens
 from engine.catalog.declarations import TOOLS
 from engine.service import Engine
 from gateway.demo import stdio_server_params
