@@ -38,7 +38,7 @@ from typing import Any
 from engine.admin import operator
 from engine.admin.seed import create_repository
 from engine.audit import calllog
-from engine.auth import keys
+from engine.auth import signkeys
 from engine.service import Engine
 from engine.service import interface as service_module
 from engine.state.sqlite import open_store
@@ -155,7 +155,7 @@ def _run(tmp: Path) -> int:
     if any(p.exitcode for p in procs):
         raise SystemExit("an appender failed")
 
-    public = keys.load_public_keys(keys.export_public_keys(home))
+    public = signkeys.load_public_keys(signkeys.export_public_keys(home))
     start = time.perf_counter()
     report = calllog.verify(store.log_rows(), store.log_head(), public)
     verify_s = time.perf_counter() - start

@@ -450,7 +450,7 @@ def cmd_audit_log(args: argparse.Namespace) -> int:
 def _public_keys(args: argparse.Namespace) -> dict[str, Any]:
     """Trusted engine public keys: ``--keys FILE``, else the home's signing keys."""
     from engine.admin import operator
-    from engine.auth import keys
+    from engine.auth import signkeys
 
     if args.keys:
         with open(args.keys, "rb") as fh:
@@ -464,7 +464,7 @@ def _public_keys(args: argparse.Namespace) -> dict[str, Any]:
     else:
         home = operator.resolve_home(args.home)
         doc = operator.export_public(home)
-    return keys.load_public_keys(doc)
+    return signkeys.load_public_keys(doc)
 
 
 def cmd_audit_verify(args: argparse.Namespace) -> int:

@@ -14,19 +14,13 @@ from typing import Any
 
 import policy
 from engine.auth import token as tokens
-from engine.auth.keys import (
-    Keyring,
-    create_keyring,
-    create_sealing_key,
-    create_signing_key,
-    export_public_keys,
-    sealing_keys,
-    signing_keys,
-)
-from engine.auth.keys import retire_key as _retire_key
-from engine.auth.keys import rotate_key as _rotate_key
-from engine.auth.keys import rotate_sealing_key as rotate_sealing_key_
-from engine.auth.keys import rotate_signing_key as rotate_signing_key_
+from engine.auth.rootkeys import Keyring, create_keyring
+from engine.auth.rootkeys import retire_key as _retire_key
+from engine.auth.rootkeys import rotate_key as _rotate_key
+from engine.auth.sealkeys import create_sealing_key, sealing_keys
+from engine.auth.sealkeys import rotate_sealing_key as rotate_sealing_key_
+from engine.auth.signkeys import create_signing_key, export_public_keys, signing_keys
+from engine.auth.signkeys import rotate_signing_key as rotate_signing_key_
 from engine.errors import ChitError, ConfigurationError
 from engine.paths import validate_path
 from engine.service.policyfile import load_policy

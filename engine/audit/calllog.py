@@ -51,7 +51,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PublicKey,
 )
 
-from engine.auth import cbor, keys
+from engine.auth import cbor, signkeys
 from engine.errors import ProfileError
 from engine.state.sqlite import GENESIS, LogAppend, LogRow, Store
 
@@ -343,7 +343,7 @@ class LogSigner:
         now = time.monotonic()
         with self._lock:
             if self._key is None or stamp != self._stamp or now - self._loaded >= 1.0:
-                key = keys.active_signing_key(self._home)
+                key = signkeys.active_signing_key(self._home)
                 if self._key is None or self._key[0] != key.key_id:
                     self._key = (key.key_id, Ed25519PrivateKey.from_private_bytes(key.seed))
                 self._stamp, self._loaded = stamp, now

@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 import policy
 from engine.auth import cbor
-from engine.auth.keys import SIGNING_ALG, SigningKey
+from engine.auth.signkeys import SIGNING_ALG, SigningKey
 from engine.auth.token import UnverifiedToken
 from engine.auth.verify import VerifiedToken, grant_of_blocks
 from engine.errors import ProfileError

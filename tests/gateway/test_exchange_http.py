@@ -26,7 +26,7 @@ import pytest
 from mcp.shared.auth import ProtectedResourceMetadata
 
 from engine.admin import operator, oversight
-from engine.auth import keys
+from engine.auth import signkeys
 from gateway import _oauth
 from tests import jwt_issuer as idp
 from tests.conftest import World
@@ -78,7 +78,9 @@ def _exchange_entries(home: Path) -> list[dict[str, Any]]:
 
 
 def _log_verifies(home: Path) -> None:
-    report = oversight.verify_call_log(home, keys.load_public_keys(operator.export_public(home)))
+    report = oversight.verify_call_log(
+        home, signkeys.load_public_keys(operator.export_public(home))
+    )
     assert report["ok"], report["findings"]
 
 

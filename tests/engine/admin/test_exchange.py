@@ -22,9 +22,9 @@ import policy
 from engine.admin import exchange as ex
 from engine.admin import operator, oversight
 from engine.audit import provenance
-from engine.auth import keys
+from engine.auth import signkeys
 from engine.auth import verify as tokens
-from engine.auth.keys import Keyring
+from engine.auth.rootkeys import Keyring
 from engine.errors import ChitError, ConfigurationError
 from engine.service.policyfile import load_policy
 from engine.state.sqlite import MAX_JTI_KEEP_UNTIL, open_store
@@ -343,7 +343,7 @@ def _exchange_entries(home: Path) -> list[dict[str, Any]]:
 
 
 def _log_verifies(home: Path) -> None:
-    public = keys.load_public_keys(operator.export_public(home))
+    public = signkeys.load_public_keys(operator.export_public(home))
     report = oversight.verify_call_log(home, public)
     assert report["ok"], report["findings"]
 

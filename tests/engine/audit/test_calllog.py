@@ -25,8 +25,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 from engine.admin import oversight
 from engine.audit import calllog
-from engine.auth import cbor
-from engine.auth import keys as keymod
+from engine.auth import cbor, signkeys
 from engine.service import Engine
 from tests.conftest import World
 
@@ -133,7 +132,7 @@ def test_no_token_key_or_file_content_reaches_the_log(world: World) -> None:
     call(engine, lead, "write_file", {"path": "src/c.py", "content": lead,
                                       "note": {"deep": [lead]}}, session="t")
     call(engine, lead, lead, {"message": "Bearer " + made["child"]}, session="t")
-    seeds = [k.seed for k in keymod.signing_keys(world.home)]
+    seeds = [k.seed for k in signkeys.signing_keys(world.home)]
     raw = b"".join(
         p.read_bytes() for p in world.home.glob("state.db*") if p.is_file()
     )
@@ -306,7 +305,7 @@ def test_each_entry_is_signed_as_the_head_at_that_entry(world: World) -> None:
     db = _db(world)
     rows = db.execute("SELECT seq, entry, sig FROM call_log ORDER BY seq").fetchall()
     public = {k.key_id: Ed25519PublicKey.from_public_bytes(k.public)
-              for k in keymod.signing_keys(world.home)}
+              for k in signkeys.signing_keys(world.home)}
     for seq, data, sig in rows:
         entry = cbor.decode(data)
         assert isinstance(entry, dict)

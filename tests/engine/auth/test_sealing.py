@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from engine.admin import operator
-from engine.auth import keys, sealing
+from engine.auth import _keyfiles, sealing, sealkeys
 from engine.auth.sealing import MAGIC, is_sealed, open_sealed, sealed_key_id
-from engine.errors import RepositoryError
+from engine.errors import ConfigurationError, RepositoryError
 from engine.service import Engine
 from tests.conftest import World
 
@@ -98,7 +98,7 @@ def test_init_creates_one_sealing_key_and_is_idempotent(world: World) -> None:
     doc = json.loads(files[0].read_text())
     assert doc["alg"] == "aes-256-gcm" and doc["status"] == "active"
     assert doc["kid"] == files[0].stem and doc["kid"].startswith("s")
-    assert len(keys._unb64(doc["secret"])) == 32
+    assert len(_keyfiles.unb64(doc["secret"])) == 32
     again = operator.init_home(world.home)
     assert again["sealing_key_id"] == doc["kid"] and list(folder.glob("*.json")) == files
     # An older home (no sealing folder yet) gets its key from init, keeping the rest.
@@ -111,7 +111,7 @@ def test_init_creates_one_sealing_key_and_is_idempotent(world: World) -> None:
 
 def test_sealing_keys_never_leave_the_keyring(world: World) -> None:
     """Threat: a sealing key exported, listed or printed with its secret."""
-    ring = keys.SealingKeyring(world.home)
+    ring = sealkeys.SealingKeyring(world.home)
     active = ring.active()
     assert active.secret.hex() not in repr(active) and "secret" not in repr(ring)
     exported = json.dumps(operator.export_public(world.home))
@@ -119,21 +119,21 @@ def test_sealing_keys_never_leave_the_keyring(world: World) -> None:
     listed = operator.list_keys(world.home)
     sealing_rows = [k for k in listed if k["kind"] == "sealing"]
     assert [k["kid"] for k in sealing_rows] == [active.key_id] and sealing_rows[0]["signing"]
-    assert keys._b64(active.secret) not in json.dumps(listed)
+    assert _keyfiles.b64(active.secret) not in json.dumps(listed)
 
 
 def test_a_group_readable_sealing_key_is_refused(world: World) -> None:
     path = next((world.home / "keys" / "sealing").glob("*.json"))
     os.chmod(path, 0o640)
-    with pytest.raises(keys.ConfigurationError, match="chmod 600"):
-        keys.SealingKeyring(world.home)
-    with pytest.raises(keys.ConfigurationError):
+    with pytest.raises(ConfigurationError, match="chmod 600"):
+        sealkeys.SealingKeyring(world.home)
+    with pytest.raises(ConfigurationError):
         Engine(world.home, world.repo)
 
 
 def test_engine_refuses_to_start_without_a_sealing_key(world: World) -> None:
     shutil.rmtree(world.home / "keys" / "sealing")
-    with pytest.raises(keys.ConfigurationError, match="chit init"):
+    with pytest.raises(ConfigurationError, match="chit init"):
         Engine(world.home, world.repo)
 
 
