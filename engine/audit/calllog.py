@@ -53,7 +53,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 from engine.auth import cbor, signkeys
 from engine.errors import ProfileError
-from engine.state.sqlite import GENESIS, LogAppend, LogRow, Store
+from engine.state import GENESIS, LogAppend, LogRow, Store
 
 __all__ = [
     "EXCHANGE_AGENT",

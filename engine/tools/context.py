@@ -18,7 +18,7 @@ from engine.auth.signkeys import SigningKey
 from engine.auth.verify import VerifiedToken
 from engine.catalog.declarations import Offer
 from engine.errors import denied
-from engine.state.sqlite import Store
+from engine.state import Store
 
 __all__ = ["CallContext", "Session"]
 

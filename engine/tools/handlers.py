@@ -32,7 +32,7 @@ from engine.errors import (
     denied,
 )
 from engine.paths import MAX_GLOB_CHARS, glob_contained, validate_glob
-from engine.state.sqlite import Delegation
+from engine.state import Delegation
 from engine.tools.context import CallContext
 
 __all__ = [

@@ -27,7 +27,8 @@ from engine.auth import verify as tokens
 from engine.auth.rootkeys import Keyring
 from engine.errors import ChitError, ConfigurationError
 from engine.service.policyfile import load_policy
-from engine.state.sqlite import MAX_JTI_KEEP_UNTIL, open_store
+from engine.state import MAX_JTI_KEEP_UNTIL
+from engine.state.sqlite import open_store
 from gateway import engine_server
 from tests import jwt_issuer as idp
 from tests.jwt_issuer import ISS_ED, ISS_LAX, ISS_RSA
