@@ -56,7 +56,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
 import policy
 from engine.admin import operator
-from engine.audit import calllog, provenance
+from engine.audit import calllog, provenance, redact
 from engine.auth.agents import validate_agent_name
 from engine.errors import ChitError, TokenError
 from engine.service.policyfile import load_policy
@@ -317,7 +317,7 @@ class TokenExchange:
             chain=(),
             session="-",
             tool=calllog.EXCHANGE_TOOL,
-            arguments=calllog.redact_arguments(arguments),
+            arguments=redact.redact_arguments(arguments),
             decision=decision,
             code=code,
             policy_hash=facts.policy_hash,
@@ -362,7 +362,7 @@ def exchange(
 def _unverified(header: dict[str, Any], claims: dict[str, Any]) -> dict[str, str]:
     """The attacker-chosen fields worth logging, each bounded like a tool name."""
     found = {"alg": header.get("alg"), **{k: claims.get(k) for k in ("iss", "sub", "jti")}}
-    return {k: calllog.redact_label(v) for k, v in found.items() if v is not None}
+    return {k: redact.redact_label(v) for k, v in found.items() if v is not None}
 
 
 def _jti(issuer: policy.Issuer, claims: dict[str, Any]) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from engine.audit import calllog, provenance
+from engine.audit import calllog, logverify, provenance, redact
 from engine.errors import ConfigurationError
 from engine.service.policyfile import load_policy
 from engine.state.sqlite import SQLiteStore, open_store
@@ -75,7 +75,7 @@ def set_freeze(home: str | os.PathLike[str], frozen: bool, *, reason: str = "") 
         chain=(),
         session="-",
         tool="chit freeze " + ("on" if frozen else "off"),
-        arguments=calllog.redact_arguments({"reason": reason} if frozen else {}),
+        arguments=redact.redact_arguments({"reason": reason} if frozen else {}),
         decision="allowed",
         code=None,
         policy_hash=policy_hash,
@@ -136,13 +136,13 @@ def verify_call_log(
     *,
     anchors: Mapping[int, str] | None = None,
 ) -> dict[str, Any]:
-    """Verify the home's call log (:func:`engine.calllog.verify`).
+    """Verify the home's call log (:func:`engine.audit.logverify.verify`).
 
     Raises:
         ConfigurationError: If the home has no state store.
     """
     store = _state(home)
-    return calllog.verify(store.log_rows(), store.log_head(), public_keys, anchors=anchors)
+    return logverify.verify(store.log_rows(), store.log_head(), public_keys, anchors=anchors)
 
 
 def _plain(value: Any) -> Any:

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ValidationError
 
 import policy
 from engine import git
-from engine.audit import calllog
+from engine.audit import calllog, redact
 from engine.auth import sealing, signkeys
 from engine.auth import verify as tokens
 from engine.auth.rootkeys import Keyring
@@ -273,9 +273,9 @@ class Engine:
             time=self._now(),
             agent=checked.token.agent if checked else calllog.UNKNOWN_AGENT,
             chain=tuple(block for block, _agent in checked.token.chain) if checked else (),
-            session=calllog.redact_label(session),
-            tool=calllog.redact_label(tool),
-            arguments=calllog.redact_arguments(arguments, self._protects),
+            session=redact.redact_label(session),
+            tool=redact.redact_label(tool),
+            arguments=redact.redact_arguments(arguments, self._protects),
             decision="allowed" if code is None else (
                 "failed" if code == "internal_error" else "refused"
             ),
