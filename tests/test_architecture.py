@@ -25,6 +25,7 @@ PURE = [
     "engine/auth/_mac.py",
     "engine/paths.py",
     "engine/auth/sealing.py",
+    "engine/audit/recordshape.py",
     "policy/__init__.py",
     "policy/model.py",
     "policy/evaluate.py",
