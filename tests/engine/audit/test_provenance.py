@@ -1,7 +1,7 @@
 """Provenance records (docs/provenance-format.md): vectors, pure helpers, docs in step.
 
 The vectors (tests/vectors/provenance.json) are built from the written format by
-tests/vectors/make_provenance_vectors.py, not by engine.provenance; here the
+tests/vectors/make_provenance_vectors.py, not by engine.audit.provenance; here the
 engine must reproduce them byte for byte and refuse every negative one with the
 documented check.
 """
