@@ -11,7 +11,7 @@ Measured, over the range ``main..agent/<name>``:
 
 - chit in-process: wall time of ``engine.audit.verify_repository(repo,
   ["agent/<name>"], public_keys=...)`` with the keys an auditor has
-  (``keys.export_public_keys`` loaded by ``keys.load_public_keys``): for every
+  (``signkeys.export_public_keys`` loaded by ``signkeys.load_public_keys``): for every
   commit the trailers, the record's presence and hash, the record's encoding,
   the Ed25519 signature, the record against the commit (tree, parents, author,
   committer, message digest), the trailers against the record, the lane, the
@@ -71,7 +71,7 @@ from pygit2.enums import FileMode
 from engine import admin
 from engine.admin.seed import create_repository
 from engine.audit.verify import verify_repository
-from engine.auth import keys
+from engine.auth import signkeys
 from engine.git.repository import Repository
 from engine.service import Engine
 
@@ -146,7 +146,7 @@ def audit_world() -> Iterator[World]:
                 call("write_file", {"path": path, "content": content})
             made.append(str(call("commit", {"message": f"bench: change {len(files)} files"})
                             ["commit"]))
-        doc = keys.export_public_keys(home)
+        doc = signkeys.export_public_keys(home)
         keys_file = tmp / "engine-keys.json"
         keys_file.write_text(json.dumps(doc), encoding="utf-8")
         git = pygit2.Repository(str(repo))
@@ -155,7 +155,7 @@ def audit_world() -> Iterator[World]:
         commits = [str(c.id) for c in walker]
         if sorted(commits) != sorted(made):
             raise SystemExit("set-up: the lane does not hold exactly the commits made")
-        yield World(tmp, repo, home, keys_file, keys.load_public_keys(doc), commits)
+        yield World(tmp, repo, home, keys_file, signkeys.load_public_keys(doc), commits)
 
 
 # --- the two sides ---------------------------------------------------------------

@@ -48,6 +48,7 @@ from pymacaroons import Macaroon, Verifier
 from pymacaroons.exceptions import MacaroonException
 
 import policy
+from engine.auth import caveats, verify
 from engine.auth import token as t
 from engine.tools import offer as catalog
 from policy import paths as ppaths
@@ -68,7 +69,7 @@ TARGET_VS_BISCUIT = 0.1
 
 
 COLD_CACHES = [
-    t._parse, t._analyse, t._block, t._block_caveats, t._effective_of,
+    t._parse, verify._analyse, verify._block, verify._block_caveats, caveats.intersect,
     ppaths._is_valid_path, ppaths._is_valid_glob, ppaths._match, ppaths.fold_path,
     ppaths._fold_glob, ppaths._deny_matches_cached,
 ]
@@ -89,7 +90,7 @@ def chit_authorizer(text: str, key: bytes) -> Callable[[str, str], bool]:
     pol = policy.load(policy.DEFAULT_POLICY_TOML)
 
     def authorize(tool: str, operation: str) -> bool:
-        v = t.verify_at_time(text, lookup, NOW)
+        v = verify.verify_at_time(text, lookup, NOW)
         if catalog.offer_for(v.operations, v.delegable).get(tool) is None:
             return False
         if not v.allows_path(PATH):

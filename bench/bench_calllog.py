@@ -9,7 +9,7 @@ Measured:
   (1 KiB of content) with the call log, and the same calls on the same engine with
   the append replaced by a no-op; the difference is what the log adds to a call.
   Rounds alternate which goes first; medians.
-- one append: ``engine.calllog.append`` (redacted arguments already made: encode
+- one append: ``engine.audit.calllog.append`` (redacted arguments already made: encode
   the entry, sign entry and head with Ed25519, one ``BEGIN IMMEDIATE``
   transaction reading the head, inserting the row and replacing the head), against
   the peer: the same entry bytes inserted into a plain WAL table with one
@@ -17,7 +17,7 @@ Measured:
 - concurrency: ``PROCS`` processes appending ``PER_PROC`` entries each to one
   ``state.db`` as fast as they can; total appends per second, and the chain
   verified afterwards (no fork, no gap).
-- verification: ``engine.calllog.verify`` over the whole log, entries per second.
+- verification: ``engine.audit.logverify.verify`` over the whole log, entries per second.
 
 Run: ``PYTHONPATH=. .venv/bin/python bench/bench_calllog.py``.
 """
@@ -37,8 +37,8 @@ from typing import Any
 
 from engine import admin
 from engine.admin.seed import create_repository
-from engine.audit import calllog
-from engine.auth import keys
+from engine.audit import calllog, logverify, redact
+from engine.auth import signkeys
 from engine.service import Engine
 from engine.service import interface as service_module
 from engine.state.sqlite import open_store
@@ -64,7 +64,7 @@ def _per_call_ms(engine: Engine, token: str, tool: str, args: dict[str, Any],
 def _record(i: int) -> calllog.CallRecord:
     return calllog.CallRecord(
         time=int(time.time()), agent="bench", chain=("0" * 32,), session="bench",
-        tool="read_file", arguments=calllog.redact_arguments({"path": f"src/f{i % 50}.py"}),
+        tool="read_file", arguments=redact.redact_arguments({"path": f"src/f{i % 50}.py"}),
         decision="allowed", code=None, policy_hash="sha256:" + "1" * 64,
         catalog_hash="sha256:" + "2" * 64,
     )
@@ -155,9 +155,9 @@ def _run(tmp: Path) -> int:
     if any(p.exitcode for p in procs):
         raise SystemExit("an appender failed")
 
-    public = keys.load_public_keys(keys.export_public_keys(home))
+    public = signkeys.load_public_keys(signkeys.export_public_keys(home))
     start = time.perf_counter()
-    report = calllog.verify(store.log_rows(), store.log_head(), public)
+    report = logverify.verify(store.log_rows(), store.log_head(), public)
     verify_s = time.perf_counter() - start
     if not report["ok"] or report["entries"] != before + PROCS * PER_PROC:
         raise SystemExit(f"the log does not verify after concurrent appends: {report}")

@@ -41,6 +41,7 @@ import timeit
 from collections.abc import Callable
 
 import policy
+from engine.auth import caveats, verify
 from engine.auth import token as t
 from policy import _agents
 from policy import paths as ppaths
@@ -102,7 +103,7 @@ def policy_text() -> str:
 
 POLICY_CACHES = [ppaths._is_valid_path, ppaths._is_valid_glob, ppaths._match, ppaths.fold_path,
                  ppaths._fold_glob, ppaths._deny_matches_cached, _agents.agent_matches]
-TOKEN_CACHES = [t._parse, t._analyse, t._block, t._block_caveats, t._effective_of]
+TOKEN_CACHES = [t._parse, verify._analyse, verify._block, verify._block_caveats, caveats.intersect]
 
 
 def chit_token() -> tuple[str, bytes]:
@@ -174,12 +175,12 @@ def main() -> None:
         return policy.evaluate(pol, write(PATH))
 
     def run_token() -> object:
-        return t.verify_at_time(text, lookup, NOW)
+        return verify.verify_at_time(text, lookup, NOW)
 
     def run_token_cold() -> object:
         for cached in TOKEN_CACHES:
             cached.cache_clear()
-        return t.verify_at_time(text, lookup, NOW)
+        return verify.verify_at_time(text, lookup, NOW)
 
     allowed = run_evaluate()
     denied = run_refused()

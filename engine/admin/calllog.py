@@ -15,7 +15,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from engine.audit import calllog
+from engine.audit import calllog, logverify
 from engine.errors import ConfigurationError
 from engine.state.sqlite import SQLiteStore, open_store
 
@@ -66,13 +66,13 @@ def verify_call_log(
     *,
     anchors: Mapping[int, str] | None = None,
 ) -> dict[str, Any]:
-    """Verify the home's call log (:func:`engine.calllog.verify`).
+    """Verify the home's call log (:func:`engine.audit.logverify.verify`).
 
     Raises:
         ConfigurationError: If the home has no state store.
     """
     store = _state(home)
-    return calllog.verify(store.log_rows(), store.log_head(), public_keys, anchors=anchors)
+    return logverify.verify(store.log_rows(), store.log_head(), public_keys, anchors=anchors)
 
 
 def _plain(value: Any) -> Any:

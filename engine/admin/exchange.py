@@ -1,63 +1,36 @@
 """Token exchange: a JWT from the organisation's identity provider for a root chit token.
 
-The shape is RFC 8693's (``docs/exchange.md``). The policy's ``[[issuers]]``
-entries (:class:`policy.Issuer`) name the identity providers whose JWTs are
-accepted, their audience, their fixed algorithms and their key file (a JWKS or a
-PEM public key, relative to the chit home, read here: the policy package stays
-pure). Verification is pyjwt's, with ``iss``, ``aud``, ``exp`` and ``iat``
-required and the issuer's bounded leeway; the algorithms come from the
-configuration, never from the token's header. The unverified ``iss`` only picks
-which configuration to verify against. The first mapping whose claims all hold
-decides the agent name, operations, paths and lifetime cap; the engine's newest
-root key mints the token.
+The shape is RFC 8693's (``docs/exchange.md``). This module runs an exchange:
+engine/auth/issuers.py verifies the JWT against its ``[[issuers]]`` entry and
+picks the mapping; then the JWT's ``(issuer, jti)`` is claimed in the state
+store's replay cache (:meth:`engine.state.Store.claim_jti`, kept until the JWT's
+``exp`` plus :data:`policy.MAX_LEEWAY_SECONDS`, released if no token comes of
+it), the engine's newest root key mints the token, and the attempt, minted or
+refused, is appended to the signed call log (engine/audit/calllog.py) before the
+answer is given. Neither the JWT nor the minted token is ever written; if the
+entry cannot be written, the exchange fails with ``internal_error`` and returns
+no token.
 
 Every refusal is a :class:`~engine.errors.ChitError`: ``token_invalid_signature``,
 ``token_expired``, ``token_not_yet_valid``, or ``exchange_refused`` with a
 ``reason`` hint (``malformed``, ``unknown_issuer``, ``algorithm``, ``audience``,
 ``issuer``, ``claim_missing``, ``unknown_key``, ``issuer_key_unavailable``,
 ``no_mapping``, ``agent_invalid``, ``claim_invalid``, ``replayed``, ``invalid``).
-
-Replay protection (RFC 7519 section 4.1.7): a JWT's ``(issuer, jti)`` is
-exchanged once. The engine's state store records it
-(:meth:`engine.state.SQLiteStore.claim_jti`, one ``BEGIN IMMEDIATE``
-transaction) only after the signature and every claim verified and a mapping
-matched, and before the token is minted; so two concurrent exchanges of one JWT,
-in any processes of one home, cannot both succeed, and the record survives
-restarts. It is kept until the JWT's ``exp`` plus :data:`policy.MAX_LEEWAY_SECONDS`
-(the largest leeway an issuer may be given, so raising a leeway later cannot
-revive a JWT) and pruned after. A JWT without ``jti`` is refused
-(``claim_missing``) unless its issuer's ``require_jti`` is false.
-
-Every exchange that reaches :meth:`TokenExchange.exchange`, minted or refused,
-is appended to the signed call log (engine/calllog.py) before the answer is
-given: agent ``(exchange)``, tool ``token_exchange``, and as arguments the
-channel, the verified issuer, ``sub`` and ``jti`` (or, for a JWT that did not
-verify, its ``iss``, ``sub``, ``jti`` and ``alg`` bounded and marked under
-``unverified``), the mapping and the minted token's agent, id, expiry and scope.
-Neither the JWT nor the minted token is ever written. If the entry cannot be
-written, the exchange fails with ``internal_error`` and returns no token.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import jwt
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-from cryptography.hazmat.primitives.serialization import load_pem_public_key
-
 import policy
 from engine.admin.tokens import mint_token
-from engine.audit import calllog, provenance
-from engine.auth.token import validate_agent_name
+from engine.audit import calllog, provenance, redact
+from engine.auth import issuers
 from engine.errors import ChitError, TokenError
 from engine.service.policyfile import load_policy
 from engine.state.sqlite import SQLiteStore, open_store
@@ -67,7 +40,6 @@ __all__ = [
     "CHANNELS",
     "GRANT_TYPE",
     "JWT_TOKEN_TYPE",
-    "MAX_JTI_CHARS",
     "MAX_JWT_CHARS",
     "TokenExchange",
     "exchange",
@@ -81,20 +53,8 @@ ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"  # noqa: S10
 MAX_JWT_CHARS = 16_384
 """Longest subject token accepted."""
 
-MAX_JTI_CHARS = 256
-"""Longest ``jti`` accepted (a UUID has 36 characters); a longer one is ``claim_invalid``."""
 CHANNELS: Final = frozenset({"cli", "token_endpoint"})
 """How an exchange arrived, as the call log records it (``via``)."""
-
-MAX_KEY_FILE_BYTES = 1 << 20
-_REQUIRED = ["iss", "aud", "exp", "iat"]
-_TEMPLATE_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_CLAIM_VALUE = re.compile(r"[A-Za-z0-9_-]{1,64}", re.ASCII)
-_PublicKey = rsa.RSAPublicKey | ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey
-
-
-def _refused(reason: str, message: str, **hints: Any) -> ChitError:
-    return ChitError("exchange_refused", message, reason=reason, **hints)
 
 
 @dataclass
@@ -196,39 +156,29 @@ class TokenExchange:
 
     def _exchange(self, subject_token: str, issued: int, facts: _Facts) -> dict[str, Any]:
         if not isinstance(subject_token, str) or not subject_token.strip():
-            raise _refused("malformed", "the subject token is empty")
+            raise issuers.refused("malformed", "the subject token is empty")
         text = subject_token.strip()
         if len(text) > MAX_JWT_CHARS:
-            raise _refused("malformed", f"the subject token exceeds {MAX_JWT_CHARS} characters")
+            raise issuers.refused(
+                "malformed", f"the subject token exceeds {MAX_JWT_CHARS} characters"
+            )
         pol = load_policy(self._home)
         facts.policy_hash = provenance.policy_hash(pol)
-        try:
-            header = jwt.get_unverified_header(text)
-            untrusted = jwt.decode(text, options={"verify_signature": False})
-        except jwt.PyJWTError:
-            raise _refused("malformed", "the subject token is not a JWT") from None
+        header, untrusted = issuers.read_unverified(text)
         facts.unverified = _unverified(header, untrusted)
-        untrusted_iss = untrusted.get("iss")
-        issuer = next((i for i in pol.issuers if i.issuer == untrusted_iss), None)
-        if issuer is None:
-            raise _refused("unknown_issuer", "the token's issuer is not configured in the policy")
-        if header.get("alg") not in issuer.algorithms:
-            raise _refused(
-                "algorithm", "the token's algorithm is not one this issuer is configured with",
-                allowed=list(issuer.algorithms),
-            )
-        key = _key_for(self._home, issuer, header.get("kid"))
-        claims = _verify(text, key, issuer)
+        issuer = issuers.select_issuer(pol.issuers, header, untrusted)
+        key = issuers.issuer_key(self._home, issuer, header.get("kid"))
+        claims = issuers.verify_jwt(text, key, issuer)
         # From here on the claims are the issuer's own: signature, iss, aud, exp
         # and iat verified.
         facts.unverified = None
         facts.verified = {
             "issuer": issuer.issuer, "sub": claims.get("sub"), "jti": claims.get("jti"),
         }
-        jti = _jti(issuer, claims)
-        index, mapping = _mapping(issuer, claims)
+        jti = issuers.verified_jti(issuer, claims)
+        index, mapping = issuers.select_mapping(issuer, claims)
         facts.mapping = index
-        agent = _agent(mapping.agent, claims)
+        agent = issuers.agent_name(mapping.agent, claims)
         ttl = min(
             mapping.max_ttl_seconds,
             pol.limits.token_lifetime_seconds,
@@ -243,7 +193,7 @@ class TokenExchange:
             if not self._store.claim_jti(
                 issuer.issuer, jti, keep_until=keep_until, now=int(time.time())
             ):
-                raise _refused("replayed", "this JWT has already been exchanged (its jti)")
+                raise issuers.refused("replayed", "this JWT has already been exchanged (its jti)")
             facts.claimed = (issuer.issuer, jti)
         ops = list(mapping.ops)
         try:
@@ -257,7 +207,7 @@ class TokenExchange:
                 now=issued,
             )
         except ValueError as exc:
-            raise _refused("agent_invalid", f"the mapping cannot mint: {exc}") from None
+            raise issuers.refused("agent_invalid", f"the mapping cannot mint: {exc}") from None
         facts.minted = {
             "agent": minted["agent"],
             "token_id": minted["token_id"],
@@ -317,7 +267,7 @@ class TokenExchange:
             chain=(),
             session="-",
             tool=calllog.EXCHANGE_TOOL,
-            arguments=calllog.redact_arguments(arguments),
+            arguments=redact.redact_arguments(arguments),
             decision=decision,
             code=code,
             policy_hash=facts.policy_hash,
@@ -362,144 +312,4 @@ def exchange(
 def _unverified(header: dict[str, Any], claims: dict[str, Any]) -> dict[str, str]:
     """The attacker-chosen fields worth logging, each bounded like a tool name."""
     found = {"alg": header.get("alg"), **{k: claims.get(k) for k in ("iss", "sub", "jti")}}
-    return {k: calllog.redact_label(v) for k, v in found.items() if v is not None}
-
-
-def _jti(issuer: policy.Issuer, claims: dict[str, Any]) -> str | None:
-    """The verified ``jti``; ``None`` only if absent and the issuer does not require one."""
-    if "jti" not in claims:
-        if issuer.require_jti:
-            raise _refused(
-                "claim_missing",
-                "the subject token lacks the 'jti' claim, so it could be replayed",
-                claim="jti",
-            )
-        return None
-    value = claims["jti"]
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_JTI_CHARS:
-        raise _refused(
-            "claim_invalid", f"the 'jti' claim must be text of 1 to {MAX_JTI_CHARS} characters",
-            claim="jti",
-        )
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _refused("claim_invalid", "the 'jti' claim is not valid text", claim="jti") from None
-    return value
-
-
-def _mapping(issuer: policy.Issuer, claims: dict[str, Any]) -> tuple[int, policy.IssuerMapping]:
-    """The first mapping whose claims all equal the token's (its index and itself)."""
-    for index, mapping in enumerate(issuer.mappings):
-        if all(claims.get(k) == v for k, v in mapping.claims.items()):
-            return index, mapping
-    raise _refused("no_mapping", "no mapping of this issuer matches the token's claims")
-
-
-def _verify(text: str, key: _PublicKey, issuer: policy.Issuer) -> dict[str, Any]:
-    try:
-        claims: dict[str, Any] = jwt.decode(
-            text,
-            key,
-            algorithms=list(issuer.algorithms),
-            audience=issuer.audience,
-            issuer=issuer.issuer,
-            leeway=issuer.leeway_seconds,
-            options={"require": _REQUIRED, "strict_aud": False},
-        )
-    except jwt.ExpiredSignatureError:
-        raise TokenError("token_expired", "the subject token has expired") from None
-    except jwt.ImmatureSignatureError:
-        raise TokenError("token_not_yet_valid", "the subject token is not valid yet") from None
-    except jwt.InvalidSignatureError:
-        raise TokenError(
-            "token_invalid_signature", "the subject token's signature does not verify"
-        ) from None
-    except jwt.MissingRequiredClaimError as exc:
-        raise _refused(
-            "claim_missing", f"the subject token lacks the {exc.claim!r} claim", claim=exc.claim
-        ) from None
-    except jwt.InvalidAudienceError:
-        raise _refused("audience", "the subject token is not meant for this audience") from None
-    except jwt.InvalidIssuerError:
-        raise _refused("issuer", "the subject token's issuer does not match") from None
-    except jwt.InvalidIssuedAtError:
-        raise TokenError(
-            "token_not_yet_valid", "the subject token was issued in the future"
-        ) from None
-    except jwt.InvalidAlgorithmError:
-        raise _refused("algorithm", "the token's algorithm is not allowed") from None
-    except jwt.exceptions.InvalidJTIError:
-        raise _refused("claim_invalid", "the 'jti' claim must be text", claim="jti") from None
-    except jwt.exceptions.InvalidSubjectError:
-        raise _refused("claim_invalid", "the 'sub' claim must be text", claim="sub") from None
-    except (jwt.PyJWTError, ValueError, TypeError, OverflowError):
-        # OverflowError: a signed time claim of Infinity, on pyjwt versions that
-        # convert it with int() unguarded.
-        raise _refused("invalid", "the subject token does not verify") from None
-    for name in ("exp", "iat", "nbf"):
-        # RFC 7519 §2: a NumericDate is a JSON number. pyjwt also takes a numeric
-        # string; chit takes only a non-negative integer or finite number.
-        value = claims.get(name)
-        if name not in claims and name == "nbf":
-            continue
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
-        ):
-            raise _refused(
-                "claim_invalid", f"the {name!r} claim must be a NumericDate (seconds since "
-                "the epoch, a non-negative number)", claim=name,
-            )
-    return claims
-
-
-def _key_for(home: Path, issuer: policy.Issuer, kid: object) -> _PublicKey:
-    """The issuer's verification key: by ``kid`` from its JWKS, or its PEM key."""
-    path = home / (issuer.jwks_file or issuer.public_key_pem_file or "")
-    try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_KEY_FILE_BYTES + 1)
-        if len(data) > MAX_KEY_FILE_BYTES:
-            raise ValueError("key file too large")
-        if issuer.public_key_pem_file is not None:
-            loaded = load_pem_public_key(data)
-            if not isinstance(loaded, _PublicKey):
-                raise ValueError("unsupported key type")
-            return loaded
-        keys = jwt.PyJWKSet.from_dict(json.loads(data)).keys
-    except (OSError, ValueError, TypeError, jwt.PyJWTError) as exc:
-        # The operator's problem, logged for them; the caller learns only the reason.
-        logger.warning("issuer %r: key file %s unusable: %s", issuer.issuer, path, exc)
-        raise _refused(
-            "issuer_key_unavailable", "the issuer's keys cannot be loaded; the operator is told"
-        ) from None
-    chosen: jwt.PyJWK | None = None
-    if kid is None and len(keys) == 1:
-        chosen = keys[0]
-    elif kid is not None:
-        chosen = next((k for k in keys if k.key_id == kid), None)
-    if chosen is None or not isinstance(chosen.key, _PublicKey):
-        raise _refused("unknown_key", "no key of this issuer matches the token's kid")
-    return chosen.key
-
-
-def _agent(template: str, claims: dict[str, Any]) -> str:
-    """Fill ``{claim}`` fields from verified claims: plain short strings only, lowercased."""
-
-    def fill(match: re.Match[str]) -> str:
-        value = claims.get(match.group(1))
-        if not isinstance(value, str) or not _CLAIM_VALUE.fullmatch(value):
-            raise _refused(
-                "agent_invalid",
-                f"claim {match.group(1)!r} is missing or not a plain name for the agent template",
-            )
-        return value.lower()
-
-    name = _TEMPLATE_FIELD.sub(fill, template)
-    try:
-        return validate_agent_name(name)
-    except ValueError:
-        raise _refused("agent_invalid", "the mapped agent name is not a valid agent name") from None
+    return {k: redact.redact_label(v) for k, v in found.items() if v is not None}

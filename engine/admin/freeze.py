@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from engine.audit import calllog, provenance
+from engine.audit import calllog, provenance, redact
 from engine.errors import ConfigurationError
 from engine.service.policyfile import load_policy
 from engine.state.sqlite import open_store
@@ -55,7 +55,7 @@ def set_freeze(home: str | os.PathLike[str], frozen: bool, *, reason: str = "") 
         chain=(),
         session="-",
         tool="chit freeze " + ("on" if frozen else "off"),
-        arguments=calllog.redact_arguments({"reason": reason} if frozen else {}),
+        arguments=redact.redact_arguments({"reason": reason} if frozen else {}),
         decision="allowed",
         code=None,
         policy_hash=policy_hash,

@@ -14,7 +14,9 @@ from typing import Any
 
 import policy
 from engine import git
-from engine.auth.keys import create_keyring, create_sealing_key, create_signing_key
+from engine.auth.rootkeys import create_keyring
+from engine.auth.sealkeys import create_sealing_key
+from engine.auth.signkeys import create_signing_key
 from engine.errors import ConfigurationError
 from engine.service.policyfile import check_file, load_policy
 

@@ -12,17 +12,13 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from engine.auth.keys import (
-    Keyring,
-    export_public_keys,
-    load_public_keys,
-    sealing_keys,
-    signing_keys,
-)
-from engine.auth.keys import retire_key as _retire_key
-from engine.auth.keys import rotate_key as _rotate_key
-from engine.auth.keys import rotate_sealing_key as rotate_sealing_key_
-from engine.auth.keys import rotate_signing_key as rotate_signing_key_
+from engine.auth.rootkeys import Keyring
+from engine.auth.rootkeys import retire_key as _retire_key
+from engine.auth.rootkeys import rotate_key as _rotate_key
+from engine.auth.sealkeys import rotate_sealing_key as rotate_sealing_key_
+from engine.auth.sealkeys import sealing_keys
+from engine.auth.signkeys import export_public_keys, load_public_keys, signing_keys
+from engine.auth.signkeys import rotate_signing_key as rotate_signing_key_
 
 __all__ = [
     "export_public",

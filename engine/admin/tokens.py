@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from engine.auth import token as tokens
-from engine.auth.keys import Keyring
+from engine.auth.rootkeys import Keyring
 from engine.errors import ChitError
 from engine.paths import validate_path
 from engine.service.policyfile import load_policy

@@ -1,22 +1,15 @@
 """Provenance records: ``chit-provenance/1``, signed with the engine's Ed25519 key.
 
-Every commit the engine makes carries one record (docs/provenance-format.md): who
-made it (lane, agent, session, the whole delegation chain with each hop's scope),
-under which authority (the token id, the policy hash), having been offered which
-tools (the catalog hash and encoding), and what it changed (paths with old and
-new blob ids). The record is a ``chit-det/1`` map; the engine signs its exact
-bytes with Ed25519 (RFC 8032) and wraps record and signature in an envelope, also
-``chit-det/1``. The commit's ``Chit-Provenance`` trailer is the SHA-256 of the
-envelope's bytes, so the commit names its record.
-
-A record cannot hold the id of the commit that names it (that id covers the
-trailer, which covers the record). Instead it holds everything the commit id is
-made of: tree, parents, author, committer and the SHA-256 of the message up to
-the ``Chit-Provenance`` line. An auditor compares each with the commit, which
-binds record and commit both ways.
+Every commit the engine makes carries one record of who made it, under which
+authority, having been offered which tools, and what it changed; the commit's
+``Chit-Provenance`` trailer is the SHA-256 of the signed envelope, and the record
+holds what the commit id is made of, which binds the two both ways. This module
+builds the delegation chain, hashes the policy, seals and opens envelopes
+(the record's shape: engine/audit/recordshape.py) and checks the chain's
+narrowing. Format: docs/provenance-format.md.
 
 This module is pure: bytes and keys in, a value or a :class:`ProvenanceError`
-out. Reading the repository is :mod:`engine.audit`'s job.
+out. Reading the repository is :mod:`engine.audit.verify`'s job.
 """
 
 from __future__ import annotations
@@ -31,9 +24,11 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 import policy
+from engine.audit.recordshape import shape_problem
 from engine.auth import cbor
-from engine.auth.keys import SIGNING_ALG, SigningKey
-from engine.auth.token import UnverifiedToken, VerifiedToken, grant_of_blocks
+from engine.auth.signkeys import SIGNING_ALG, SigningKey
+from engine.auth.token import UnverifiedToken
+from engine.auth.verify import VerifiedToken, grant_of_blocks
 from engine.errors import ProfileError
 
 __all__ = [
@@ -55,8 +50,6 @@ PROVENANCE_TRAILER: Final = "Chit-Provenance"
 SIGNATURE_CONTEXT: Final = b"chit-provenance/1 signature\x00"
 """Prefixed to the record bytes before signing (domain separation)."""
 MAX_RECORD_BYTES: Final = 1 << 20
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
-_HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 _TRAILER_LINE = re.compile(r"\nChit-Provenance: (sha256:[0-9a-f]{64})\n\Z")
 
 
@@ -259,101 +252,10 @@ def open_envelope(
         raise ProvenanceError("record_decodes", f"record is not a {RECORD_VERSION} record")
     if record.get("kid") != env["kid"]:
         raise ProvenanceError("signature", "envelope and record name different keys")
-    _check_shape(record)
+    problem = shape_problem(record)
+    if problem is not None:
+        raise ProvenanceError("record_decodes", problem)
     return record
-
-
-_RECORD_KEYS = {
-    "v": str,
-    "kid": str,
-    "lane": str,
-    "agent": str,
-    "session": str,
-    "token_id": str,
-    "time": int,
-    "commit": dict,
-    "chain": list,
-    "catalog": dict,
-    "policy": str,
-    "change": list,
-}
-
-
-def _check_shape(record: dict[str, Any]) -> None:
-    def bad(what: str) -> ProvenanceError:
-        return ProvenanceError("record_decodes", f"record field {what} is malformed")
-
-    if set(record) != set(_RECORD_KEYS):
-        raise ProvenanceError("record_decodes", "record fields are not those of chit-provenance/1")
-    for name, kind in _RECORD_KEYS.items():
-        if type(record[name]) is not kind:
-            raise bad(name)
-    commit = record["commit"]
-    if set(commit) != {"tree", "parents", "author", "committer", "message"}:
-        raise bad("commit")
-    if not isinstance(commit["tree"], str) or not _HEX40.match(commit["tree"]):
-        raise bad("commit.tree")
-    parents = commit["parents"]
-    if not isinstance(parents, list) or not all(
-        isinstance(p, str) and _HEX40.match(p) for p in parents
-    ):
-        raise bad("commit.parents")
-    for who in ("author", "committer"):
-        sig = commit[who]
-        if (
-            not isinstance(sig, dict)
-            or set(sig) != {"name", "email", "time", "offset"}
-            or not isinstance(sig["name"], str)
-            or not isinstance(sig["email"], str)
-            or type(sig["time"]) is not int
-            or type(sig["offset"]) is not int
-        ):
-            raise bad(f"commit.{who}")
-    if not isinstance(commit["message"], str) or not _HASH.match(commit["message"]):
-        raise bad("commit.message")
-    catalog = record["catalog"]
-    if (
-        set(catalog) != {"hash", "encoding"}
-        or not isinstance(catalog["hash"], str)
-        or not _HASH.match(catalog["hash"])
-        or not isinstance(catalog["encoding"], str)
-    ):
-        raise bad("catalog")
-    if not _HASH.match(record["policy"]):
-        raise bad("policy")
-    for entry in record["change"]:
-        if (
-            not isinstance(entry, dict)
-            or not isinstance(entry.get("path"), str)
-            or not set(entry) <= {"path", "old", "new", "old_mode", "new_mode"}
-            or not all(
-                isinstance(entry[k], str) and _HEX40.match(entry[k])
-                for k in ("old", "new")
-                if k in entry
-            )
-            or not all(type(entry[k]) is int for k in ("old_mode", "new_mode") if k in entry)
-        ):
-            raise bad("change")
-    if not record["chain"]:
-        raise bad("chain")
-    for hop in record["chain"]:
-        if (
-            not isinstance(hop, dict)
-            or not {"id", "agent", "ops", "paths", "exp", "delegable"} <= set(hop)
-            or not set(hop) <= {"id", "agent", "ops", "paths", "exp", "delegable", "nbf", "iat"}
-            or not isinstance(hop["id"], str)
-            or not isinstance(hop["agent"], str)
-            or not isinstance(hop["ops"], list)
-            or not all(isinstance(o, str) for o in hop["ops"])
-            or not isinstance(hop["paths"], list)
-            or not all(
-                isinstance(g, list) and all(isinstance(x, str) for x in g) for g in hop["paths"]
-            )
-            or type(hop["exp"]) is not int
-            or type(hop["delegable"]) is not bool
-            or not all(type(hop[k]) is int for k in ("nbf", "iat") if k in hop)
-        ):
-            raise bad("chain")
 
 
 def split_message(message: str) -> tuple[str, str]:

@@ -50,7 +50,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from engine import git
 from engine.audit import provenance
 from engine.auth import cbor
-from engine.auth.token import is_agent_name
+from engine.auth.agents import is_agent_name
 from engine.catalog.declarations import (
     CATALOG_ENCODING,
     CATALOG_STORE_REF,

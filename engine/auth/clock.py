@@ -1,12 +1,13 @@
-"""The clock, kept out of the pure token module: ``verify`` is ``verify_at_time(now)``."""
+"""The clock, kept out of the pure verification module: ``verify`` is ``verify_at_time(now)``."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
 
-from engine.auth.token import DEFAULT_DEPTH_LIMIT, KeyLookup, UnverifiedToken, VerifiedToken
-from engine.auth.token import verify_at_time as _verify_at_time
+from engine.auth.token import UnverifiedToken
+from engine.auth.verify import DEFAULT_DEPTH_LIMIT, KeyLookup, VerifiedToken
+from engine.auth.verify import verify_at_time as _verify_at_time
 
 __all__ = ["now", "verify"]
 
@@ -23,7 +24,7 @@ def verify(
     is_revoked: Callable[[Iterable[str]], bool] = lambda _ids: False,
     depth_limit: int = DEFAULT_DEPTH_LIMIT,
 ) -> VerifiedToken:
-    """Verify a token at the current time (see :func:`engine.token.verify_at_time`).
+    """Verify a token at the current time (see :func:`engine.auth.verify.verify_at_time`).
 
     Args:
         token: Text form or parsed token.
@@ -35,6 +36,6 @@ def verify(
         The verified token.
 
     Raises:
-        ChitError: As :func:`engine.token.verify_at_time`.
+        ChitError: As :func:`engine.auth.verify.verify_at_time`.
     """
     return _verify_at_time(token, keys, now(), is_revoked=is_revoked, depth_limit=depth_limit)

@@ -149,7 +149,7 @@ def open_sealed(blob: bytes, path: str, lookup: Callable[[str], bytes | None]) -
 
 
 class KeySource(Protocol):
-    """Where :class:`Sealing` gets keys (``engine.keys.SealingKeyring``)."""
+    """Where :class:`Sealing` gets keys (``engine.auth.sealkeys.SealingKeyring``)."""
 
     def sealing_key(self) -> tuple[str, bytes]:
         """The ``(key id, key)`` that seals new content."""

@@ -38,10 +38,11 @@ from pydantic import BaseModel, ValidationError
 
 import policy
 from engine import git
-from engine.audit import calllog
-from engine.auth import keys, sealing
-from engine.auth import token as tokens
-from engine.auth.keys import Keyring
+from engine.audit import calllog, redact
+from engine.auth import sealing, signkeys
+from engine.auth import verify as tokens
+from engine.auth.rootkeys import Keyring
+from engine.auth.sealkeys import SealingKeyring
 from engine.catalog.declarations import CATALOG_ENCODING, CATALOG_STORE_REF, ToolSpec, tool_by_name
 from engine.errors import (
     AccessDeniedError,
@@ -122,10 +123,10 @@ class Engine:
         # Re-read on every call when the file changes; fail closed if it turns invalid.
         self._policies = PolicyFile(self._home / "policy.toml")
         self._rates = RateLimiter()
-        keys.active_signing_key(home)  # refuse to start without a signing key
+        signkeys.active_signing_key(home)  # refuse to start without a signing key
         # Protected content is sealed in the commit path and opened on reads
         # (docs/sealing.md); protection follows whichever policy is current.
-        self._sealing_keys = keys.SealingKeyring(home)
+        self._sealing_keys = SealingKeyring(home)
         self._repo = git.Repository(
             repo, sealing=sealing.Sealing(self._sealing_keys, self._protects)
         )
@@ -162,7 +163,7 @@ class Engine:
 
     def _public_keys(self) -> dict[str, Any]:
         """The engine's own signing keys' public halves (for provenance_graph)."""
-        return keys.load_public_keys(keys.export_public_keys(self._home))
+        return signkeys.load_public_keys(signkeys.export_public_keys(self._home))
 
     # --- the interface -------------------------------------------------------
 
@@ -272,9 +273,9 @@ class Engine:
             time=self._now(),
             agent=checked.token.agent if checked else calllog.UNKNOWN_AGENT,
             chain=tuple(block for block, _agent in checked.token.chain) if checked else (),
-            session=calllog.redact_label(session),
-            tool=calllog.redact_label(tool),
-            arguments=calllog.redact_arguments(arguments, self._protects),
+            session=redact.redact_label(session),
+            tool=redact.redact_label(tool),
+            arguments=redact.redact_arguments(arguments, self._protects),
             decision="allowed" if code is None else (
                 "failed" if code == "internal_error" else "refused"
             ),
@@ -424,7 +425,7 @@ class Engine:
                 store=self._store,
                 policy_hash=current.hash,
                 tool=spec.name,
-                signing_key=functools.partial(keys.active_signing_key, self._home),
+                signing_key=functools.partial(signkeys.active_signing_key, self._home),
                 public_keys=self._public_keys,
             )
             before = () if spec.read_only else staged_paths(session)

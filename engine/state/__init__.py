@@ -1,23 +1,32 @@
 """The engine's shared state behind one :class:`Store` protocol (docs/architecture.md).
 
 Revocations, delegations, freeze, the call log, exchanged JWT ids, intents and
-staged paths. :func:`open_store` opens the SQLite store in the chit home.
+staged paths. The contract and its records are in :mod:`engine.state.store`;
+:func:`open_store` opens the SQLite store (:mod:`engine.state.sqlite`) in the
+chit home.
 """
 
-from engine.state.sqlite import (
+from engine.state.sqlite import SQLiteStore, open_store
+from engine.state.store import (
     GENESIS,
+    MAX_INTENT_PATHS,
+    MAX_INTENTS,
+    MAX_INTENTS_PER_TOKEN,
+    MAX_JTI_KEEP_UNTIL,
     Delegation,
     FreezeState,
     Intent,
     LogAppend,
     LogRow,
-    SQLiteStore,
     Store,
-    open_store,
 )
 
 __all__ = [
     "GENESIS",
+    "MAX_INTENTS",
+    "MAX_INTENTS_PER_TOKEN",
+    "MAX_INTENT_PATHS",
+    "MAX_JTI_KEEP_UNTIL",
     "Delegation",
     "FreezeState",
     "Intent",

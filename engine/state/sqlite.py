@@ -1,24 +1,13 @@
-"""Engine state behind a small store interface: revocations, delegations, mode, log, intents.
+"""The state store on SQLite: ``<home>/state.db``, WAL mode, shared by every process of a home.
 
-The store keeps revocations, issued delegations, the engine's mode (frozen or
-not), the call log, the token exchange's replay cache of JWT ``jti`` values and
-the sessions' declared intents (``project_context``) and staged paths. The default store is
-SQLite (the standard library's ``sqlite3``, WAL mode) at ``<home>/state.db``,
-shared by every engine process and CLI command on one host: ``chit revoke`` or
-``chit freeze on`` in one process takes effect on the next call served by
-another, and an intent declared through one ``chit mcp`` is seen by
-``project_context`` in another. Each operation is one short
-transaction; there is no read-modify-write of a file. A PostgreSQL store can
-implement :class:`Store` for several hosts.
-
-The call log (``engine/calllog.py`` builds, signs and verifies its entries) is
-append-only: :meth:`SQLiteStore.append_log` reads the chain head and inserts the
-next entry inside one ``BEGIN IMMEDIATE`` transaction, so appends from several
-engine processes are serialised and the chain never forks.
-
-The replay cache (:meth:`SQLiteStore.claim_jti`) records each exchanged JWT's
-``(issuer, jti)`` inside one ``BEGIN IMMEDIATE`` transaction too, so of two
-exchanges of one JWT, in any processes of one home, exactly one finds it new.
+Every engine process and CLI command on one host opens the same file: ``chit
+revoke`` or ``chit freeze on`` in one process takes effect on the next call
+served by another, and an intent declared through one ``chit mcp`` is seen by
+``project_context`` in another. Each operation is one short transaction; there is
+no read-modify-write of a file. Call-log appends and replay-cache claims run in
+``BEGIN IMMEDIATE`` transactions, so appends from several processes never fork
+the chain and of two exchanges of one JWT exactly one finds it new. The contract
+is :class:`~engine.state.store.Store`.
 """
 
 from __future__ import annotations
@@ -29,261 +18,28 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-__all__ = [
-    "GENESIS",
-    "MAX_INTENTS",
-    "MAX_INTENTS_PER_TOKEN",
-    "MAX_INTENT_PATHS",
-    "MAX_JTI_KEEP_UNTIL",
-    "Delegation",
-    "FreezeState",
-    "Intent",
-    "LogAppend",
-    "LogRow",
-    "SQLiteStore",
-    "Store",
-    "open_store",
-]
+from engine.state.sqlite_schema import INTENT_SQL, SCHEMA
+from engine.state.store import (
+    GENESIS,
+    MAX_INTENT_PATHS,
+    MAX_INTENTS,
+    MAX_INTENTS_PER_TOKEN,
+    MAX_JTI_KEEP_UNTIL,
+    Delegation,
+    FreezeState,
+    Intent,
+    LogAppend,
+    LogRow,
+)
 
-GENESIS = bytes(32)
-"""``prev`` of the first call-log entry: 32 zero bytes."""
-MAX_INTENTS = 10_000
-"""Live intents kept per repository; past it the ones expiring first are dropped."""
-MAX_INTENT_PATHS = 256
-"""Paths one intent may name (``project_context`` takes at most this many)."""
-MAX_INTENTS_PER_TOKEN = 16
-"""Live intents kept per token (its latest sessions); older ones are dropped."""
-
-_INTENT_SQL_TEMPLATES = {
-    "expire": "DELETE FROM {table} WHERE expires_at <= ?",
-    "forget": "DELETE FROM {table} WHERE repo = ? AND session = ? AND token_id = ?",
-    "put": "INSERT OR REPLACE INTO {table} (repo, session, token_id, agent, paths, expires_at)"
-    " VALUES (?, ?, ?, ?, ?, ?)",
-    "per_token": "DELETE FROM {table} WHERE repo = ? AND token_id = ? AND session NOT IN ("
-    "SELECT session FROM {table} WHERE repo = ? AND token_id = ?"
-    " ORDER BY expires_at DESC LIMIT ?)",
-    "per_repo": "DELETE FROM {table} WHERE repo = ? AND (session, token_id) NOT IN ("
-    "SELECT session, token_id FROM {table} WHERE repo = ? ORDER BY expires_at DESC LIMIT ?)",
-    "live": "SELECT session, token_id, agent, paths, expires_at FROM {table}"
-    " WHERE repo = ? AND expires_at > ? ORDER BY session, token_id LIMIT ?",
-}
-_INTENT_SQL = {
-    staged: {name: sql.format(table=table) for name, sql in _INTENT_SQL_TEMPLATES.items()}
-    for staged, table in ((False, "intents"), (True, "staged_paths"))
-}
-"""Statements on declared intents (False) and on sessions' staged paths (True): two
-tables of one shape, their names fixed here (values are always bound parameters)."""
-
-MAX_JTI_KEEP_UNTIL = 2**62
-"""Latest time a replay-cache entry may name (SQLite integers are 64-bit)."""
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS revocations (
-    id TEXT PRIMARY KEY,
-    revoked_at INTEGER NOT NULL,
-    reason TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS delegations (
-    child_id TEXT PRIMARY KEY,
-    parent_id TEXT NOT NULL,
-    parent_agent TEXT NOT NULL,
-    child_agent TEXT NOT NULL,
-    issued_at INTEGER NOT NULL,
-    expires_at INTEGER NOT NULL,
-    scope TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS delegations_parent ON delegations (parent_id);
-CREATE TABLE IF NOT EXISTS engine_mode (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    frozen INTEGER NOT NULL,
-    reason TEXT NOT NULL DEFAULT '',
-    changed_at INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS call_log (
-    seq INTEGER PRIMARY KEY,
-    time INTEGER NOT NULL,
-    agent TEXT NOT NULL,
-    entry BLOB NOT NULL,
-    sig BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS call_log_agent ON call_log (agent, seq);
--- No index on time: every append would pay for it, and `show --since` reads in
--- seq order anyway (seq and time rise together).
-DROP INDEX IF EXISTS call_log_time;
-CREATE TABLE IF NOT EXISTS exchange_jti (
-    issuer TEXT NOT NULL,
-    jti TEXT NOT NULL,
-    used_at INTEGER NOT NULL,
-    keep_until INTEGER NOT NULL,
-    PRIMARY KEY (issuer, jti)
-);
-CREATE INDEX IF NOT EXISTS exchange_jti_keep ON exchange_jti (keep_until);
-CREATE TABLE IF NOT EXISTS call_log_head (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    seq INTEGER NOT NULL,
-    hash BLOB NOT NULL,
-    head BLOB NOT NULL,
-    sig BLOB NOT NULL
-);
-"""
-_INTENT_TABLE = """
-CREATE TABLE IF NOT EXISTS {table} (
-    repo TEXT NOT NULL,
-    session TEXT NOT NULL,
-    token_id TEXT NOT NULL,
-    agent TEXT NOT NULL,
-    paths TEXT NOT NULL,
-    expires_at INTEGER NOT NULL,
-    PRIMARY KEY (repo, session, token_id)
-);
-CREATE INDEX IF NOT EXISTS {table}_expiry ON {table} (repo, expires_at);
-"""
-_SCHEMA += "".join(_INTENT_TABLE.format(table=table) for table in ("intents", "staged_paths"))
-
-
-
-@dataclass(frozen=True)
-class Delegation:
-    """One issued delegation, for the provenance graph.
-
-    Attributes:
-        child_id: Block id (hex) of the delegation block: the child token's id.
-        parent_id: Token id (hex) of the token that delegated.
-        parent_agent: The delegating agent.
-        child_agent: The new agent; its lane is ``agent/<child_agent>``.
-        issued_at: Unix seconds.
-        expires_at: The child's expiry, unix seconds.
-        scope: ``{"ops": [...], "paths": [...], "delegable": bool}`` as granted.
-    """
-
-    child_id: str
-    parent_id: str
-    parent_agent: str
-    child_agent: str
-    issued_at: int
-    expires_at: int
-    scope: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class FreezeState:
-    """The engine's mode as the operator last set it (``chit freeze``).
-
-    Attributes:
-        frozen: True while the operator has frozen every engine on this store.
-        reason: The operator's note (``--reason``); empty if none.
-        changed_at: When the mode last changed, unix seconds (0: never set).
-    """
-
-    frozen: bool
-    reason: str
-    changed_at: int
-
-
-@dataclass(frozen=True)
-class Intent:
-    """A session's declared intent to work on some paths (``project_context``).
-
-    Attributes:
-        repo: The repository it is about (the real path of its common git dir).
-        session: The session id of the edge connection that declared it.
-        token_id: Root block id (hex) of the token the session presents.
-        agent: The declaring agent.
-        paths: Repository paths or folders, validated and in the token's scope.
-        expires_at: Unix seconds; the intent is gone after it.
-    """
-
-    repo: str
-    session: str
-    token_id: str
-    agent: str
-    paths: tuple[str, ...]
-    expires_at: int
-
-
-@dataclass(frozen=True)
-class LogAppend:
-    """One call-log entry, made inside the append transaction.
-
-    Attributes:
-        entry: The entry's ``chit-det/1`` bytes.
-        sig: Ed25519 signature over the entry (engine/calllog.py).
-        head: The new chain head's ``chit-det/1`` bytes (names this entry).
-        head_sig: Ed25519 signature over the head.
-        time: The entry's time, unix seconds (copied to a column for ``show``).
-        agent: The entry's agent (copied to a column for ``show``).
-    """
-
-    entry: bytes
-    sig: bytes
-    head: bytes
-    head_sig: bytes
-    time: int
-    agent: str
-
-
-@dataclass(frozen=True)
-class LogRow:
-    """A stored call-log row, untrusted until verified (any column may be tampered).
-
-    Attributes:
-        seq: The row's sequence column.
-        time: The row's time column.
-        agent: The row's agent column.
-        entry: The stored entry bytes (or whatever a tamperer put there).
-        sig: The stored signature.
-    """
-
-    seq: Any
-    time: Any
-    agent: Any
-    entry: Any
-    sig: Any
-
-
-class Store(Protocol):
-    """What the engine needs from its state store."""
-
-    def revoke(self, block_id: str, *, now: int, reason: str = "") -> bool:
-        """Revoke a token or block id; True if it was not revoked before."""
-
-    def any_revoked(self, block_ids: Iterable[str]) -> bool:
-        """True iff any of the hex block ids is revoked."""
-
-    def record_delegation(self, delegation: Delegation) -> None:
-        """Record an issued delegation."""
-
-    def delegations(self) -> list[Delegation]:
-        """Every recorded delegation, oldest first."""
-
-    def freeze_state(self) -> FreezeState:
-        """The engine's mode as the operator last set it."""
-
-    def set_freeze(self, frozen: bool, *, now: int, reason: str = "") -> FreezeState:
-        """Freeze or unfreeze every engine on this store; returns the new state."""
-
-    def append_log(self, compose: Callable[[int, bytes], LogAppend]) -> int:
-        """Append one call-log entry made by ``compose(seq, prev)``; returns its seq."""
-
-    def claim_jti(self, issuer: str, jti: str, *, keep_until: int, now: int) -> bool:
-        """Record ``(issuer, jti)`` as exchanged; False if it already was (a replay)."""
-
-    def release_jti(self, issuer: str, jti: str) -> None:
-        """Forget a claim whose exchange minted nothing, so the JWT may be retried."""
-
-    def put_intent(self, intent: Intent, *, now: int, staged: bool = False) -> None:
-        """Record (or replace) a session's intent, or its staged paths; drop expired ones."""
-
-    def intents(self, repo: str, *, now: int, staged: bool = False) -> list[Intent]:
-        """Intents (or sessions' staged paths) about ``repo`` that have not expired at ``now``."""
+__all__ = ["SQLiteStore", "open_store"]
 
 
 class SQLiteStore:
-    """:class:`Store` on SQLite in WAL mode.
+    """:class:`~engine.state.store.Store` on SQLite in WAL mode.
 
     Args:
         path: The database file (created 0600 if missing).
@@ -299,7 +55,7 @@ class SQLiteStore:
             os.close(fd)
         self._local = threading.local()
         with self._connect() as db:
-            db.executescript(_SCHEMA)
+            db.executescript(SCHEMA)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self._path)!r})"
@@ -562,7 +318,7 @@ class SQLiteStore:
             isinstance(p, str) for p in intent.paths
         ):
             raise ValueError("an intent names at most 256 path strings")
-        sql = _INTENT_SQL[staged]
+        sql = INTENT_SQL[staged]
         db = self._connect()
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -609,7 +365,7 @@ class SQLiteStore:
         Returns:
             Intents ordered by session id, then token id.
         """
-        live = _INTENT_SQL[staged]["live"]
+        live = INTENT_SQL[staged]["live"]
         rows = self._connect().execute(live, (repo, now, MAX_INTENTS)).fetchall()
         out: list[Intent] = []
         for session, token_id, agent, raw, expires_at in rows:

@@ -14,11 +14,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 import policy
 from engine import git
-from engine.auth.keys import SigningKey
-from engine.auth.token import VerifiedToken
+from engine.auth.signkeys import SigningKey
+from engine.auth.verify import VerifiedToken
 from engine.catalog.declarations import Offer
 from engine.errors import denied
-from engine.state.sqlite import Store
+from engine.state import Store
 
 __all__ = ["CallContext", "Session"]
 

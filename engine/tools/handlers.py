@@ -20,6 +20,7 @@ from typing import Any
 import policy
 from engine import git
 from engine.audit import graph, provenance
+from engine.auth import agents, caveats
 from engine.auth import token as tokens
 from engine.catalog import schemas as s
 from engine.catalog.declarations import CATALOG_ENCODING
@@ -31,7 +32,7 @@ from engine.errors import (
     denied,
 )
 from engine.paths import MAX_GLOB_CHARS, glob_contained, validate_glob
-from engine.state.sqlite import Delegation
+from engine.state import Delegation
 from engine.tools.context import CallContext
 
 __all__ = [
@@ -496,12 +497,12 @@ def issue_sub_token(ctx: CallContext, args: s.IssueSubTokenArgs) -> s.SubToken:
     """Delegate a strictly narrower token to a new agent (engine-made block)."""
     parent = ctx.token
     try:
-        tokens.validate_agent_name(args.agent, parent=parent.agent)
+        agents.validate_agent_name(args.agent, parent=parent.agent)
     except ValueError:
         raise InvalidRequestError(
             "invalid_argument",
             f"a helper of {parent.agent} is named {parent.agent}.<label> (label: a-z, 0-9, "
-            f"'-', '_', starting alnum; at most {tokens.MAX_AGENT_CHARS} characters in all)",
+            f"'-', '_', starting alnum; at most {agents.MAX_AGENT_CHARS} characters in all)",
             fields=["agent"],
         ) from None
     limit = ctx.policy.limits.delegation_depth
@@ -511,10 +512,10 @@ def issue_sub_token(ctx: CallContext, args: s.IssueSubTokenArgs) -> s.SubToken:
             f"a sub-token would be {parent.depth + 1} delegations deep; the limit is {limit}",
         )
     ops = set(args.ops)
-    if not ops or not ops <= tokens.OPERATIONS or len(ops) != len(args.ops):
+    if not ops or not ops <= caveats.OPERATIONS or len(ops) != len(args.ops):
         raise InvalidRequestError(
             "invalid_argument",
-            f"ops are distinct names from {sorted(tokens.OPERATIONS)}",
+            f"ops are distinct names from {sorted(caveats.OPERATIONS)}",
             fields=["ops"],
         )
     if not ops <= parent.operations:
@@ -524,12 +525,12 @@ def issue_sub_token(ctx: CallContext, args: s.IssueSubTokenArgs) -> s.SubToken:
             "invalid_argument", "a delegable sub-token also needs sub-token:issue", fields=["ops"]
         )
     held = [list(g) for g in parent.path_scopes]
-    if not 1 <= len(args.paths) <= tokens.MAX_GLOBS or any(
+    if not 1 <= len(args.paths) <= caveats.MAX_GLOBS or any(
         len(g) > MAX_GLOB_CHARS or not unicodedata.is_normalized("NFC", g) for g in args.paths
     ):
         raise InvalidRequestError(
             "invalid_argument",
-            f"give 1 to {tokens.MAX_GLOBS} NFC globs of at most {MAX_GLOB_CHARS} characters",
+            f"give 1 to {caveats.MAX_GLOBS} NFC globs of at most {MAX_GLOB_CHARS} characters",
             fields=["paths"],
         )
     for glob in args.paths:

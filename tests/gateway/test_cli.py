@@ -11,7 +11,7 @@ import pygit2
 import pytest
 
 from engine.auth import token as tokens
-from engine.auth.keys import Keyring
+from engine.auth.rootkeys import Keyring
 from engine.service import Engine
 from tests.conftest import World
 

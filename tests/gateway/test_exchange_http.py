@@ -26,7 +26,7 @@ import pytest
 from mcp.shared.auth import ProtectedResourceMetadata
 
 from engine import admin
-from engine.auth import keys
+from engine.auth import signkeys
 from gateway import _oauth
 from tests import jwt_issuer as idp
 from tests.conftest import World
@@ -78,7 +78,7 @@ def _exchange_entries(home: Path) -> list[dict[str, Any]]:
 
 
 def _log_verifies(home: Path) -> None:
-    report = admin.verify_call_log(home, keys.load_public_keys(admin.export_public(home)))
+    report = admin.verify_call_log(home, signkeys.load_public_keys(admin.export_public(home)))
     assert report["ok"], report["findings"]
 
 

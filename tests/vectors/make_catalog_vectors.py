@@ -6,7 +6,7 @@ Regenerate only with a deliberate catalog change (every hash changes with it).
 Besides the real offers: worked examples (a one-tool document, and one with
 nested schemas and non-ASCII NFC text), and documents an auditor must refuse as
 ``chit-catalog/1`` (``catalog_decodes``), each with the exact bytes and SHA-256.
-The refused bytes are built with cbor2, not ``engine.cbor``, since the profile's
+The refused bytes are built with cbor2, not ``engine.auth.cbor``, since the profile's
 encoder would not write them.
 """
 

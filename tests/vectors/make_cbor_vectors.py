@@ -4,7 +4,7 @@ Run from the repository root:
 ``PYTHONPATH=. python tests/vectors/make_cbor_vectors.py``.
 
 Valid encodings come from cbor2's canonical mode (RFC 7049 §3.9 length-first key
-order, equal to ``chit-det/1`` order for text keys), not from ``engine.cbor``, so
+order, equal to ``chit-det/1`` order for text keys), not from ``engine.auth.cbor``, so
 the vectors check the engine against an independent encoder. Invalid inputs are
 written out by hand, each with the reason docs/cbor-profile.md gives for it.
 Regenerate only with a deliberate profile change.

@@ -5,7 +5,7 @@ Run from the repository root:
 
 Envelopes are built here from the specification (docs/provenance-format.md) with
 the ``chit-det/1`` encoder and a plain Ed25519 implementation, not with
-``engine.provenance.seal``, so the vectors check the engine against the written
+``engine.audit.provenance.seal``, so the vectors check the engine against the written
 format. Ed25519 (RFC 8032) is deterministic: a fixed seed and fixed bytes give a
 fixed signature. The three seeds are the secret keys of RFC 8032 section 7.1,
 TEST 1, 2 and 3: published test keys, never to be used for anything else.

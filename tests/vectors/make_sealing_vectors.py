@@ -4,7 +4,7 @@ Run from the repository root:
 ``PYTHONPATH=. python tests/vectors/make_sealing_vectors.py``.
 
 Sealed blobs are built here from the specification (docs/sealing.md) with
-``cryptography``'s AES-256-GCM directly, not with ``engine.sealing``, so the
+``cryptography``'s AES-256-GCM directly, not with ``engine.auth.sealing``, so the
 vectors check the engine against the written format. AES-GCM is deterministic
 for a given key, nonce, plaintext and associated data. The keys and nonces are
 fixed byte patterns for these vectors only: a real nonce is random and a real

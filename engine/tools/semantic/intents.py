@@ -13,7 +13,7 @@ import os
 import sqlite3
 
 from engine import git
-from engine.state.sqlite import MAX_INTENT_PATHS, Intent
+from engine.state import MAX_INTENT_PATHS, Intent
 from engine.tools.context import CallContext, Session
 
 __all__ = [

@@ -11,7 +11,7 @@ import bisect
 from engine.catalog import schemas as s
 from engine.semantic.records import Definition
 from engine.semantic.tree import TreeIndex
-from engine.state.sqlite import Intent
+from engine.state import Intent
 from engine.tools.context import CallContext
 from engine.tools.semantic._shared import (
     RESULT_BYTE_BUDGET,

@@ -13,7 +13,6 @@ import re
 import sqlite3
 import subprocess
 import sys
-import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 
 from engine import admin
 from engine.audit import calllog
-from engine.auth import cbor
-from engine.auth import keys as keymod
+from engine.auth import cbor, signkeys
 from engine.service import Engine
 from tests.conftest import World
 
@@ -133,7 +131,7 @@ def test_no_token_key_or_file_content_reaches_the_log(world: World) -> None:
     call(engine, lead, "write_file", {"path": "src/c.py", "content": lead,
                                       "note": {"deep": [lead]}}, session="t")
     call(engine, lead, lead, {"message": "Bearer " + made["child"]}, session="t")
-    seeds = [k.seed for k in keymod.signing_keys(world.home)]
+    seeds = [k.seed for k in signkeys.signing_keys(world.home)]
     raw = b"".join(
         p.read_bytes() for p in world.home.glob("state.db*") if p.is_file()
     )
@@ -153,39 +151,12 @@ def test_no_token_key_or_file_content_reaches_the_log(world: World) -> None:
     assert lead not in shown and body not in shown
 
 
-def test_redaction_bounds_every_argument() -> None:
-    long = "a line of text " * 70
-    nfd = unicodedata.normalize("NFD", "caf\u00e9")
-    out = calllog.redact_arguments({
-        "long": long, "nfd": nfd, "surrogate": "a\ud800", "big": 2**100, "float": 1.5,
-        "deep": [[[[["too deep"]]]]], "many": list(range(100)), 7: "int key",
-        "content": {"not": "a string"},
-    })
-    assert out["long"]["prefix"] == long[:256] and out["long"]["size"] == len(long)
-    assert out["long"]["sha256"] == "sha256:" + hashlib.sha256(long.encode()).hexdigest()
-    assert out["nfd"]["text"] == "not NFC UTF-8" and "prefix" not in out["nfd"]
-    assert out["surrogate"]["text"] == "not NFC UTF-8"
-    assert out["big"] == {"int_bits": 101} and out["float"] == {"float": "1.5"}
-    assert out["deep"] == [[[{"omitted": "nested too deep"}]]]
-    assert len(out["many"]) == 33 and out["many"][-1] == {"omitted_items": 68}
-    assert out["~7"] == "int key"
-    assert set(out["content"]) == {"size", "sha256"}
-    huge = calllog.redact_arguments({f"k{i}": ["a few words " * 20] * 8 for i in range(8)})
-    assert huge["omitted"] == "arguments too large"
-    assert calllog.redact_label("\x1b]0;x\x07") == "\x1b]0;x\x07"  # stored; escaped by show
-    # A long run of base64url alone may be a token without its prefix: dropped.
-    assert calllog.redact_arguments({"x": "A" * 96}) == {
-        "x": {"redacted": "token-like text", "chars": 96}}
-    assert calllog.redact_label(5) == "~not-text"
-    assert calllog.redact_label("t " * 100) == "~too-long"
-
-
 def test_audit_doc_tables_exactly_the_call_log_checks() -> None:
     doc = (ROOT / "docs" / "audit.md").read_text("utf-8")
     section = doc.split("\n## 8. The call log", 1)[1]
     checks = section.split("### The checks", 1)[1].split("\n### ", 1)[0]
     table = set(re.findall(r"^\| `([a-z_]+)` \|", checks, flags=re.MULTILINE))
-    source = (ROOT / "engine" / "audit" / "calllog.py").read_text("utf-8")
+    source = (ROOT / "engine" / "audit" / "logverify.py").read_text("utf-8")
     used = set(re.findall(r'report\.add\([^"]*"([a-z_]+)"', source))
     assert table == used == {"decodes", "signature", "sequence", "chain", "columns", "head",
                              "anchor"}
@@ -306,7 +277,7 @@ def test_each_entry_is_signed_as_the_head_at_that_entry(world: World) -> None:
     db = _db(world)
     rows = db.execute("SELECT seq, entry, sig FROM call_log ORDER BY seq").fetchall()
     public = {k.key_id: Ed25519PublicKey.from_public_bytes(k.public)
-              for k in keymod.signing_keys(world.home)}
+              for k in signkeys.signing_keys(world.home)}
     for seq, data, sig in rows:
         entry = cbor.decode(data)
         assert isinstance(entry, dict)

@@ -12,7 +12,7 @@ import pytest
 
 from engine import git as vcs
 from engine.audit import graph
-from engine.auth import keys
+from engine.auth import signkeys
 from engine.service import Engine
 from tests.conftest import World
 
@@ -134,7 +134,8 @@ def test_commits_with_forged_provenance_never_enter_the_graph(
     sig = pygit2.Signature("lead", "lead@agents.chit.invalid", 1_800_000_000, 0)
     forged = repo.create_commit(ref, sig, sig, head.message, head.tree.id, [head.id])
     entries, unverified, truncated = graph.collect(
-        vcs.Repository(world.repo), keys.load_public_keys(keys.export_public_keys(world.home))
+        vcs.Repository(world.repo),
+        signkeys.load_public_keys(signkeys.export_public_keys(world.home)),
     )
     assert not truncated
     assert unverified == 1

@@ -1,7 +1,7 @@
 """Provenance records (docs/provenance-format.md): vectors, pure helpers, docs in step.
 
 The vectors (tests/vectors/provenance.json) are built from the written format by
-tests/vectors/make_provenance_vectors.py, not by engine.provenance; here the
+tests/vectors/make_provenance_vectors.py, not by engine.audit.provenance; here the
 engine must reproduce them byte for byte and refuse every negative one with the
 documented check.
 """
@@ -24,7 +24,7 @@ import policy
 from engine.audit import provenance
 from engine.audit import verify as audit
 from engine.audit.provenance import ProvenanceError
-from engine.auth import cbor, keys
+from engine.auth import cbor, signkeys
 from tests.conftest import World
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,9 +33,9 @@ DOC = (ROOT / "docs" / "provenance-format.md").read_text("utf-8")
 AUDIT_DOC = (ROOT / "docs" / "audit.md").read_text("utf-8")
 
 
-def _signing_key(kid: str) -> keys.SigningKey:
+def _signing_key(kid: str) -> signkeys.SigningKey:
     entry = next(k for k in VECTORS["keys"] + [VECTORS["unknown_key"]] if k["kid"] == kid)
-    return keys.SigningKey(
+    return signkeys.SigningKey(
         key_id=entry["kid"],
         created=entry["created"],
         status="active",
@@ -45,7 +45,7 @@ def _signing_key(kid: str) -> keys.SigningKey:
 
 
 def _trusted() -> dict[str, Any]:
-    return keys.load_public_keys(VECTORS["public_keys"])
+    return signkeys.load_public_keys(VECTORS["public_keys"])
 
 
 # ----------------------------------------------------------------- the vectors
@@ -139,7 +139,7 @@ def test_unknown_key_vector_verifies_once_the_key_is_trusted() -> None:
     doc = copy.deepcopy(VECTORS["public_keys"])
     doc["keys"].append({k: unknown[k] for k in ("kid", "alg", "created", "status", "public")})
     record = provenance.open_envelope(bytes.fromhex(case["envelope_hex"]),
-                                      keys.load_public_keys(doc))
+                                      signkeys.load_public_keys(doc))
     assert record["kid"] == unknown["kid"]
 
 
@@ -160,8 +160,8 @@ def test_key_files_and_export_match_the_documented_formats(tmp_path: Path) -> No
         }
         path.write_text(json.dumps(doc))
         os.chmod(path, 0o600)
-    assert keys.export_public_keys(tmp_path) == VECTORS["public_keys"]
-    active = keys.active_signing_key(tmp_path)
+    assert signkeys.export_public_keys(tmp_path) == VECTORS["public_keys"]
+    active = signkeys.active_signing_key(tmp_path)
     assert active.key_id == VECTORS["keys"][0]["kid"]
     assert active.seed.hex() == VECTORS["keys"][0]["seed_hex"]
     first = VECTORS["valid"][0]
@@ -355,8 +355,8 @@ def test_engine_record_is_stored_where_the_docs_say(world: World) -> None:
     commit = repo[cid]
     signed_part, named = provenance.split_message(commit.message)
     assert named == provenance.envelope_hash(envelope)
-    record = provenance.open_envelope(envelope, keys.load_public_keys(
-        keys.export_public_keys(world.home)))
+    record = provenance.open_envelope(envelope, signkeys.load_public_keys(
+        signkeys.export_public_keys(world.home)))
     assert record["commit"] == {
         "tree": str(commit.tree_id),
         "parents": [str(p) for p in commit.parent_ids],
@@ -370,8 +370,8 @@ def test_engine_record_is_stored_where_the_docs_say(world: World) -> None:
     assert record["policy"] == provenance.policy_hash(
         policy.load((world.home / "policy.toml").read_text()))
     assert [e["path"] for e in record["change"]] == ["src/app.py"]
-    assert audit.verify_repository(world.repo, public_keys=keys.load_public_keys(
-        keys.export_public_keys(world.home)))["ok"]
+    assert audit.verify_repository(world.repo, public_keys=signkeys.load_public_keys(
+        signkeys.export_public_keys(world.home)))["ok"]
 
 
 # ----------------------------------------------------------------- docs in step
@@ -398,7 +398,7 @@ def test_format_doc_names_every_record_field_and_the_constants() -> None:
                  "committer", "message", "old_mode", "new_mode", "delegable", "nbf", "iat"):
         assert f"`{name}`" in DOC, name
     for constant in (provenance.RECORD_VERSION, provenance.PROVENANCE_TRAILER,
-                     keys.PUBLIC_KEYS_FORMAT, "refs/chit/provenance/"):
+                     signkeys.PUBLIC_KEYS_FORMAT, "refs/chit/provenance/"):
         assert constant in DOC
 
 

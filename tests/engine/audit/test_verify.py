@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.serialization import (
 
 from engine.audit import provenance
 from engine.audit.verify import verify_repository
-from engine.auth import cbor, keys
+from engine.auth import cbor, signkeys
 from engine.catalog import declarations as catalog
 from engine.service import Engine
 from engine.tools import offer as offers
@@ -84,7 +84,7 @@ def helper_token(engine: Engine, lead: str) -> str:
 
 
 def public_keys(world: World) -> dict[str, Any]:
-    return keys.load_public_keys(keys.export_public_keys(world.home))
+    return signkeys.load_public_keys(signkeys.export_public_keys(world.home))
 
 
 def audit(world: World, lanes: list[str] | None = None) -> dict[str, Any]:
@@ -217,10 +217,10 @@ def replace_trailer(message: str, name: str, value: str) -> str:
     return "\n".join(lines)
 
 
-def fresh_key(kid: str) -> keys.SigningKey:
+def fresh_key(kid: str) -> signkeys.SigningKey:
     """An Ed25519 key the engine never had (and never exported)."""
     private = Ed25519PrivateKey.generate()
-    return keys.SigningKey(
+    return signkeys.SigningKey(
         key_id=kid, created=0, status="active",
         public=private.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw),
         seed=private.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption()),
@@ -233,7 +233,7 @@ def forge_head(
     edit: Callable[[dict[str, Any]], None],
     *,
     message: Callable[[str], str] = lambda m: m,
-    key: keys.SigningKey | None = None,
+    key: signkeys.SigningKey | None = None,
 ) -> tuple[str, str]:
     """Re-make the lane head with an edited record, signed (by default with the real key).
 
@@ -251,7 +251,7 @@ def forge_head(
     record = copy.deepcopy(record)
     edit(record)
     record["commit"]["message"] = sha256(signed_part.encode())
-    signer = key or keys.active_signing_key(world.home)
+    signer = key or signkeys.active_signing_key(world.home)
     record["kid"] = signer.key_id
     envelope = provenance.seal(record, signer)
     old, new = attacker.rewrite_head(
@@ -458,7 +458,7 @@ def test_record_signed_by_a_key_the_auditor_does_not_trust(world: World, three: 
                                                            kid: str) -> None:
     """Threat: an attacker re-signing an edited record with a key of their own (under a
     new key id, or claiming the engine's key id)."""
-    real = keys.active_signing_key(world.home)
+    real = signkeys.active_signing_key(world.home)
     own = fresh_key("e20990101-deadbeef" if kid == "unknown" else real.key_id)
     _old, new = forge_head(world, "alice", lambda r: None, key=own)
     assert_only(audit(world), {new: {"signature"}}, [three["a1"], three["a2"], three["b1"]])
@@ -685,7 +685,7 @@ def test_signing_key_rotation_keeps_old_records_verifying(world: World, engine: 
               "--json")
     assert bad.returncode == 1
     assert findings(json.loads(bad.stdout)) == {before: {"signature"}}
-    trusted = keys.load_public_keys(json.loads(partial.read_text()))
+    trusted = signkeys.load_public_keys(json.loads(partial.read_text()))
     assert findings(verify_repository(world.repo, None, public_keys=trusted)) == {
         before: {"signature"}}
 

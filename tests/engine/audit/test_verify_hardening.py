@@ -21,7 +21,7 @@ import pytest
 from engine import git as vcs
 from engine.audit import graph
 from engine.audit.verify import verify_repository
-from engine.auth import keys
+from engine.auth import signkeys
 from engine.service import Engine
 from tests.conftest import World
 
@@ -41,7 +41,7 @@ def land(engine: Engine, token: str, content: str, *, path: str = "src/app.py",
 
 
 def public(world: World) -> dict[str, Any]:
-    return keys.load_public_keys(keys.export_public_keys(world.home))
+    return signkeys.load_public_keys(signkeys.export_public_keys(world.home))
 
 
 def checks(report: dict[str, Any], commit: str = "-") -> set[str]:
@@ -169,12 +169,12 @@ def test_the_graph_only_shows_commits_that_pass_the_audit(world: World, engine: 
 def test_weak_public_keys_are_refused(world: World, engine: Engine, tmp_path: Path) -> None:
     """Threat: an identity (small-order) key slipped into the trusted keys file
     lets a record "signed" with R = identity, S = 0 verify."""
-    doc = keys.export_public_keys(world.home)
+    doc = signkeys.export_public_keys(world.home)
     identity = base64.urlsafe_b64encode(bytes([1]) + bytes(31)).rstrip(b"=").decode()
     doc["keys"] = [*doc["keys"], {"kid": "weak", "alg": "ed25519", "created": 0,  # type: ignore[misc]
                                   "status": "active", "public": identity}]
     with pytest.raises(ValueError, match="small order"):
-        keys.load_public_keys(doc)
+        signkeys.load_public_keys(doc)
     path = tmp_path / "keys.json"
     path.write_text(json.dumps(doc))
     out = subprocess.run([*world.cli(), "audit", "verify", "--repo", str(world.repo),

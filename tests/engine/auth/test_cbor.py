@@ -1,4 +1,4 @@
-"""Tests of engine.cbor, the chit-det/1 deterministic CBOR profile.
+"""Tests of engine.auth.cbor, the chit-det/1 deterministic CBOR profile.
 
 Threat model: chit-det/1 bytes are hashed, MAC'd and signed. If two byte strings
 decoded to the same value (non-canonical forms, duplicate keys, key order,

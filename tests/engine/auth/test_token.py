@@ -1,4 +1,4 @@
-"""Token format and verification (engine.token): real HMAC keys, no mocks."""
+"""Token format and verification (engine/auth/token.py, verify.py): real HMAC keys, no mocks."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from engine.auth import cbor
 from engine.auth import token as t
+from engine.auth.caveats import OPERATIONS
+from engine.auth.verify import VerifiedToken, describe, verify_at_time
 from engine.errors import CaveatError, ChitError, MalformedDataError, TokenError
 
 KEY = secrets.token_bytes(32)
@@ -50,12 +52,12 @@ def root(caveats: list[list[object]], **extra: object) -> dict[str, object]:
 
 def code_of(token: str, now: int = NOW) -> str:
     with pytest.raises(ChitError) as info:
-        t.verify_at_time(token, keys, now)
+        verify_at_time(token, keys, now)
     return info.value.code
 
 
 def test_round_trip_grants_exactly_what_was_minted() -> None:
-    v = t.verify_at_time(mint(), keys, NOW)
+    v = verify_at_time(mint(), keys, NOW)
     assert v.agent == "alice" and v.lane == "agent/alice"
     assert v.operations == {"read", "write"}
     assert v.path_scopes == (("src/**",),)
@@ -85,7 +87,7 @@ def test_any_character_change_is_refused(data: st.DataObject) -> None:
     c = data.draw(st.sampled_from(alphabet).filter(lambda ch: ch != text[i]))
     tampered = text[:i] + c + text[i + 1 :]
     with pytest.raises(ChitError):
-        t.verify_at_time(tampered, keys, NOW)
+        verify_at_time(tampered, keys, NOW)
 
 
 @settings(max_examples=300)
@@ -99,7 +101,7 @@ def test_any_bit_flip_in_bytes_is_refused(data: st.DataObject) -> None:
     raw[i] ^= 1 << bit
     tampered = "chit_" + base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
     with pytest.raises(ChitError):
-        t.verify_at_time(tampered, keys, NOW)
+        verify_at_time(tampered, keys, NOW)
 
 
 def test_signature_failure_is_one_opaque_code() -> None:
@@ -154,7 +156,7 @@ def test_version_and_algorithm_come_from_configuration() -> None:
 )
 def test_malformed_text(text: str) -> None:
     with pytest.raises(MalformedDataError) as info:
-        t.verify_at_time(text, keys, NOW)
+        verify_at_time(text, keys, NOW)
     assert info.value.code == "token_malformed"
 
 
@@ -177,7 +179,7 @@ def test_expiry_required_and_enforced() -> None:
     assert code_of(forge([root([["ops", ["read"]], ["paths", ["**"]]])])) == "token_expiry_required"
     assert code_of(mint(), now=EXP) == "token_expired"
     assert code_of(mint(not_before=NOW + 10)) == "token_not_yet_valid"
-    t.verify_at_time(mint(not_before=NOW), keys, NOW)
+    verify_at_time(mint(not_before=NOW), keys, NOW)
 
 
 @pytest.mark.parametrize(
@@ -203,7 +205,7 @@ def test_caveats_fail_closed(caveat: object, code: str) -> None:
     """Threat: a caveat the engine cannot interpret being ignored (fail open)."""
     token = forge([root([["ops", ["read"]], ["paths", ["**"]], ["exp", EXP], caveat])])
     with pytest.raises(CaveatError) as info:
-        t.verify_at_time(token, keys, NOW)
+        verify_at_time(token, keys, NOW)
     assert info.value.code == code
 
 
@@ -222,7 +224,7 @@ def test_repeated_caveats_intersect() -> None:
             )
         ]
     )
-    v = t.verify_at_time(token, keys, NOW)
+    v = verify_at_time(token, keys, NOW)
     assert v.operations == {"write"}
     assert v.expires_at == EXP - 100
     assert v.allows_path("src/api/x.py")
@@ -230,7 +232,7 @@ def test_repeated_caveats_intersect() -> None:
 
 
 def test_no_ops_or_paths_stated_grants_nothing() -> None:
-    v = t.verify_at_time(forge([root([["exp", EXP]])]), keys, NOW)
+    v = verify_at_time(forge([root([["exp", EXP]])]), keys, NOW)
     assert v.operations == frozenset()
     assert not v.allows_path("README.md")
 
@@ -253,26 +255,26 @@ def test_root_block_shape_enforced() -> None:
 
 
 def test_delegation_flag_only_from_root_and_can_be_dropped() -> None:
-    assert t.verify_at_time(mint(delegable=True), keys, NOW).delegable
-    assert not t.verify_at_time(
+    assert verify_at_time(mint(delegable=True), keys, NOW).delegable
+    assert not verify_at_time(
         t.attenuate(mint(delegable=True), drop_delegation=True), keys, NOW
     ).delegable
     token = forge(
         [root([["exp", EXP]]), {"id": secrets.token_bytes(16), "caveats": [["deleg", True]]}]
     )
-    assert not t.verify_at_time(token, keys, NOW).delegable
+    assert not verify_at_time(token, keys, NOW).delegable
 
 
 def test_revocation_of_any_block_kills_the_token() -> None:
     child = t.attenuate(mint(), operations=["read"])
-    ids = t.verify_at_time(child, keys, NOW).block_ids
+    ids = verify_at_time(child, keys, NOW).block_ids
     for revoked in ids:
         with pytest.raises(TokenError) as info:
-            t.verify_at_time(child, keys, NOW, is_revoked=lambda got, r=revoked: r in got)
+            verify_at_time(child, keys, NOW, is_revoked=lambda got, r=revoked: r in got)
         assert info.value.code == "token_revoked"
 
 
-OPS = st.lists(st.sampled_from(sorted(t.OPERATIONS)), unique=True)
+OPS = st.lists(st.sampled_from(sorted(OPERATIONS)), unique=True)
 GLOBS = st.lists(
     st.sampled_from(
         ["**", "src/**", "src/*.py", "src/api/**", "docs/**", "src/api/v1.py", "src_old/**", "*"]
@@ -296,12 +298,12 @@ PROBES = [
 def test_attenuation_never_widens(ops: list[str], paths: list[str], ttl: int, drop: bool) -> None:
     """Property: whatever an attenuation asks, the result is within its parent."""
     parent = mint(operations=["read", "write"], paths=["src/**"], delegable=True)
-    pv = t.verify_at_time(parent, keys, NOW)
+    pv = verify_at_time(parent, keys, NOW)
     child = t.attenuate(
         parent, operations=ops, paths=paths, expires_at=NOW + ttl, drop_delegation=drop
     )
     try:
-        cv = t.verify_at_time(child, keys, NOW)
+        cv = verify_at_time(child, keys, NOW)
     except TokenError as exc:
         assert exc.code == "token_expired"
         return
@@ -337,11 +339,11 @@ def test_vectors(case: dict[str, Any]) -> None:
               "depth_limit": case.get("depth_limit", VECTORS["depth_limit"])}
     if "error" in case:
         with pytest.raises(ChitError) as info:
-            t.verify_at_time(case["token"], table.get, VECTORS["now"], **kwargs)
+            verify_at_time(case["token"], table.get, VECTORS["now"], **kwargs)
         assert info.value.code == case["error"]
         return
-    v = t.verify_at_time(case["token"], table.get, VECTORS["now"], **kwargs)
-    got = dict(t.describe(v))
+    v = verify_at_time(case["token"], table.get, VECTORS["now"], **kwargs)
+    got = dict(describe(v))
     for key, value in case["expect"].items():
         assert got[key] == value, key
     if "chain" in case:
@@ -395,7 +397,7 @@ def test_fuzz_mutated_tokens_fail_cleanly(data: st.DataObject) -> None:
             raw[i] = data.draw(st.integers(0, 255))
     text = "chit_" + base64.urlsafe_b64encode(bytes(raw)).rstrip(b"=").decode()
     try:
-        t.verify_at_time(text, keys, NOW)
+        verify_at_time(text, keys, NOW)
     except ChitError as exc:
         assert exc.code.startswith(("token_", "caveat_", "delegation_"))
     else:
@@ -405,7 +407,7 @@ def test_fuzz_mutated_tokens_fail_cleanly(data: st.DataObject) -> None:
 def test_only_verification_makes_a_verified_token() -> None:
     """Threat: code granting authority by constructing the verified type directly."""
     with pytest.raises(TypeError):
-        t.VerifiedToken(token_id="0" * 32, block_ids=("0" * 32,), key_id=KID, agent="a",
+        VerifiedToken(token_id="0" * 32, block_ids=("0" * 32,), key_id=KID, agent="a",
                         operations=frozenset({"write"}), path_scopes=(("**",),),
                         expires_at=EXP, not_before=None, delegable=True)
 
@@ -425,4 +427,4 @@ def test_hostile_headers_in_a_token_are_refused_quickly() -> None:
     for raw in (b"\x9a\xff\xff\xff\xff", b"\x81" * 5000 + b"\x00", b"\xbb" + b"\xff" * 8):
         text = "chit_" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
         with pytest.raises(MalformedDataError):
-            t.verify_at_time(text, keys, NOW)
+            verify_at_time(text, keys, NOW)

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from engine.auth import keys
-from engine.auth import token as tokens
+from engine.auth import rootkeys
+from engine.auth import verify as tokens
 from engine.catalog.declarations import TOOLS
 from engine.service import Engine
 from gateway.demo import stdio_server_params
@@ -268,7 +268,7 @@ def test_any_arguments_to_any_offered_tool_change_nothing_protected(
 
 
 def _verify(world: World, token: str) -> tokens.VerifiedToken:
-    return tokens.verify_at_time(token, keys.Keyring(world.home).lookup, int(time.time()))
+    return tokens.verify_at_time(token, rootkeys.Keyring(world.home).lookup, int(time.time()))
 
 
 PATHS = ["src/app.py", "src/api/v1.py", "docs/guide.md", "README.md", "src_old/legacy.py",

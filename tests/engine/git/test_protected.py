@@ -24,7 +24,7 @@ from typing import Any
 import pygit2
 import pytest
 
-from engine.auth import keys
+from engine.auth import sealkeys
 from engine.auth.sealing import MAGIC, Sealing, is_sealed, sealed_key_id
 from engine.errors import RepositoryError
 from engine.git import MODE_SYMLINK, Repository, StagedChange, lane_ref
@@ -110,7 +110,7 @@ def test_ciphertext_is_what_git_holds(protected: Engine, world: World) -> None:
     repo = pygit2.Repository(str(world.repo))
     blob = repo[commit].peel(pygit2.Tree)["src/secret/api.toml"].data
     assert is_sealed(blob) and not any(m in blob for m in MARKERS)
-    assert sealed_key_id(blob) == keys.SealingKeyring(world.home).active().key_id
+    assert sealed_key_id(blob) == sealkeys.SealingKeyring(world.home).active().key_id
     shown = git(world, "show", "agent/alice:src/secret/api.toml")
     assert shown == blob and not any(m in shown for m in MARKERS)
     patch = git(world, "log", "-p", "agent/alice")
@@ -282,7 +282,7 @@ def test_plaintext_committed_before_protection_reads_as_is(world: World) -> None
 
 def test_sealing_keys_rotate_and_old_keys_keep_opening(protected: Engine, world: World) -> None:
     first_commit = _commit_secret(protected, world)
-    old = keys.SealingKeyring(world.home).active().key_id
+    old = sealkeys.SealingKeyring(world.home).active().key_id
     out = subprocess.run([*world.cli(), "keys", "rotate", "--sealing", "--json"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -385,7 +385,7 @@ def test_content_that_looks_sealed_is_sealed_wherever_it_is_written(
 def test_rebase_compares_plaintext_not_sealed_ids(protected: Engine, world: World) -> None:
     """A staged change stays clean when a protected path it touches was re-sealed with
     the same content on the lane (fresh nonce, new blob id)."""
-    ring = keys.SealingKeyring(world.home)
+    ring = sealkeys.SealingKeyring(world.home)
     vcs = Repository(world.repo, sealing=Sealing(ring, lambda p: p.startswith("src/secret/")))
     staged = StagedChange()
     vcs.stage_write("carol", staged, "src/secret/a.txt", b"same\n")
@@ -405,7 +405,7 @@ def test_rebase_compares_plaintext_not_sealed_ids(protected: Engine, world: Worl
 
 
 def test_a_protected_path_cannot_hold_a_symlink(world: World) -> None:
-    ring = keys.SealingKeyring(world.home)
+    ring = sealkeys.SealingKeyring(world.home)
     vcs = Repository(world.repo, sealing=Sealing(ring, lambda p: p.startswith("src/secret/")))
     staged = StagedChange()
     vcs.stage_write("carol", staged, "src/secret/link", b"../app.py")

@@ -14,7 +14,7 @@ import pytest
 
 import policy
 from engine.audit import provenance
-from engine.auth import keys
+from engine.auth import signkeys
 from engine.errors import ConfigurationError
 from engine.service import Engine
 from tests.conftest import World
@@ -64,7 +64,7 @@ def record_policy(world: World, commit_id: str, agent: str = "alice") -> str:
     repo = pygit2.Repository(str(world.repo))
     blob = repo.revparse_single(f"refs/chit/provenance/{agent}:{commit_id[:2]}/{commit_id[2:]}")
     envelope = bytes(blob.peel(pygit2.Blob).data)
-    public = keys.load_public_keys(keys.export_public_keys(world.home))
+    public = signkeys.load_public_keys(signkeys.export_public_keys(world.home))
     record: dict[str, Any] = provenance.open_envelope(envelope, public)
     return str(record["policy"])
 

@@ -1,4 +1,4 @@
-"""Intents in the engine's state store (engine/state.py): shared, expiring, bounded.
+"""Intents in the engine's state store (engine/state/sqlite.py): shared, expiring, bounded.
 
 Threat: an intent outlives its session's token or crowds the store; a tampered
 row breaks ``project_context`` for everyone.
@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from engine.service import Engine
+from engine.state import Intent
 from engine.state import sqlite as state
-from engine.state.sqlite import Intent, SQLiteStore
+from engine.state.sqlite import SQLiteStore
 from tests.conftest import World
 
 

@@ -9,8 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.auth import cbor, keys
+from engine.auth import cbor, rootkeys
 from engine.auth import token as t
+from engine.auth.verify import verify_at_time
+from engine.errors import TokenError
 from engine.paths import glob_contained, glob_matches
 from engine.service import Engine
 from engine.state.sqlite import open_store
@@ -162,15 +164,15 @@ def test_offline_tampering_with_a_delegation_is_refused(engine: Engine, world: W
 def test_key_rotation_and_retirement(engine: Engine, world: World) -> None:
     old = world.mint()
     old_kid = t.parse(old).key_id
-    new_key = keys.rotate_key(world.home)
+    new_key = rootkeys.rotate_key(world.home)
     new = world.mint()
     assert t.parse(new).key_id == new_key.key_id != old_kid
     assert call(engine, old, "status", session="o")["ok"]  # older keys keep verifying
-    keys.retire_key(world.home, old_kid)
+    rootkeys.retire_key(world.home, old_kid)
     assert code(call(engine, old, "status", session="o2")) == "token_unknown_key"
     assert call(engine, new, "status", session="n")["ok"]
     with pytest.raises(ValueError):
-        keys.retire_key(world.home, new_key.key_id)  # the last active key
+        rootkeys.retire_key(world.home, new_key.key_id)  # the last active key
 
 
 GLOBS = ["**", "src/**", "src/*", "src/*.py", "src/a*.py", "src/api/**", "src/?.py",
@@ -202,7 +204,7 @@ def test_any_chain_of_attenuations_and_delegations_stays_within_its_parent(
     ops_all = ["read", "write", "commit", "sub-token:issue"]
     token = parent(world, ops=",".join(ops_all), paths="**")
     for _hop in range(data.draw(st.integers(1, 4))):
-        before = t.verify_at_time(token, keys.Keyring(world.home).lookup, _now())
+        before = verify_at_time(token, rootkeys.Keyring(world.home).lookup, _now())
         ops = data.draw(st.lists(st.sampled_from(ops_all), min_size=1, unique=True))
         paths = data.draw(st.lists(st.sampled_from(GLOBS), min_size=1, max_size=2))
         if data.draw(st.booleans()):
@@ -217,8 +219,8 @@ def test_any_chain_of_attenuations_and_delegations_stays_within_its_parent(
                 continue
             token = answer["result"]["token"]
         try:
-            after = t.verify_at_time(token, keys.Keyring(world.home).lookup, _now())
-        except t.TokenError:
+            after = verify_at_time(token, rootkeys.Keyring(world.home).lookup, _now())
+        except TokenError:
             break
         assert after.operations <= before.operations
         assert after.expires_at <= before.expires_at

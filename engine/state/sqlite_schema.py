@@ -1,0 +1,92 @@
+"""The SQLite store's schema: its tables, and the statements on the two intent tables.
+
+Every table is created if missing when a store opens; the statements on declared
+intents and on sessions' staged paths are one set over two tables of one shape.
+"""
+
+from __future__ import annotations
+
+__all__ = ["INTENT_SQL", "SCHEMA"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS revocations (
+    id TEXT PRIMARY KEY,
+    revoked_at INTEGER NOT NULL,
+    reason TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS delegations (
+    child_id TEXT PRIMARY KEY,
+    parent_id TEXT NOT NULL,
+    parent_agent TEXT NOT NULL,
+    child_agent TEXT NOT NULL,
+    issued_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    scope TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS delegations_parent ON delegations (parent_id);
+CREATE TABLE IF NOT EXISTS engine_mode (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    frozen INTEGER NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    changed_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS call_log (
+    seq INTEGER PRIMARY KEY,
+    time INTEGER NOT NULL,
+    agent TEXT NOT NULL,
+    entry BLOB NOT NULL,
+    sig BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS call_log_agent ON call_log (agent, seq);
+-- No index on time: every append would pay for it, and `show --since` reads in
+-- seq order anyway (seq and time rise together).
+DROP INDEX IF EXISTS call_log_time;
+CREATE TABLE IF NOT EXISTS exchange_jti (
+    issuer TEXT NOT NULL,
+    jti TEXT NOT NULL,
+    used_at INTEGER NOT NULL,
+    keep_until INTEGER NOT NULL,
+    PRIMARY KEY (issuer, jti)
+);
+CREATE INDEX IF NOT EXISTS exchange_jti_keep ON exchange_jti (keep_until);
+CREATE TABLE IF NOT EXISTS call_log_head (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL,
+    hash BLOB NOT NULL,
+    head BLOB NOT NULL,
+    sig BLOB NOT NULL
+);
+"""
+_INTENT_TABLE = """
+CREATE TABLE IF NOT EXISTS {table} (
+    repo TEXT NOT NULL,
+    session TEXT NOT NULL,
+    token_id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    paths TEXT NOT NULL,
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (repo, session, token_id)
+);
+CREATE INDEX IF NOT EXISTS {table}_expiry ON {table} (repo, expires_at);
+"""
+SCHEMA += "".join(_INTENT_TABLE.format(table=table) for table in ("intents", "staged_paths"))
+
+_INTENT_SQL_TEMPLATES = {
+    "expire": "DELETE FROM {table} WHERE expires_at <= ?",
+    "forget": "DELETE FROM {table} WHERE repo = ? AND session = ? AND token_id = ?",
+    "put": "INSERT OR REPLACE INTO {table} (repo, session, token_id, agent, paths, expires_at)"
+    " VALUES (?, ?, ?, ?, ?, ?)",
+    "per_token": "DELETE FROM {table} WHERE repo = ? AND token_id = ? AND session NOT IN ("
+    "SELECT session FROM {table} WHERE repo = ? AND token_id = ?"
+    " ORDER BY expires_at DESC LIMIT ?)",
+    "per_repo": "DELETE FROM {table} WHERE repo = ? AND (session, token_id) NOT IN ("
+    "SELECT session, token_id FROM {table} WHERE repo = ? ORDER BY expires_at DESC LIMIT ?)",
+    "live": "SELECT session, token_id, agent, paths, expires_at FROM {table}"
+    " WHERE repo = ? AND expires_at > ? ORDER BY session, token_id LIMIT ?",
+}
+INTENT_SQL = {
+    staged: {name: sql.format(table=table) for name, sql in _INTENT_SQL_TEMPLATES.items()}
+    for staged, table in ((False, "intents"), (True, "staged_paths"))
+}
+"""Statements on declared intents (False) and on sessions' staged paths (True): two
+tables of one shape, their names fixed here (values are always bound parameters)."""
