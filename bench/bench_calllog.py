@@ -40,7 +40,7 @@ from engine.admin.seed import create_repository
 from engine.audit import calllog
 from engine.auth import keys
 from engine.service import Engine
-from engine.service import interface as service_module
+from engine.service import recording as service_module
 from engine.state.sqlite import open_store
 
 ROUNDS = 7

@@ -459,7 +459,7 @@ def test_idle_sessions_make_room_and_busy_ones_are_kept(
     """Threat: a long-running engine (``chit engine serve``) refuses every new
     connection once it has seen MAX_SESSIONS sessions, or frees room by dropping
     a session that still holds staged work."""
-    from engine.service import interface as service
+    from engine.service import sessions as service
 
     monkeypatch.setattr(service, "MAX_SESSIONS", 16)
     token = world.mint()
