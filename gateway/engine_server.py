@@ -14,7 +14,8 @@ connection. The API (docs/engine-api.md) is the engine's own narrow interface:
 - ``GET /.well-known/oauth-authorization-server`` (with an exchange function and
   a known issuer URL): the RFC 8414 metadata of that authorization server.
 
-Every answer is the engine's plain dict; a request the API refuses before the
+Every answer is the engine's own, sent as it is (a typed answer is a ``dict``
+of its JSON form); a request the API refuses before the
 engine sees it (size, content type, strict JSON, fields, browser origins) gets the
 same ``{"ok": false, "error": {"error": CODE, "message"}}`` shape with a 4xx
 status. Tokens travel only in request bodies, which are never logged.
@@ -159,7 +160,7 @@ def create_app(
             raise _RequestError(400, "invalid_argument", "the body must be a JSON object")
         return doc
 
-    async def run(call: functools.partial[dict[str, Any]]) -> JSONResponse:
+    async def run(call: Callable[[], dict[str, Any]]) -> JSONResponse:
         try:
             answer = await anyio.to_thread.run_sync(call, limiter=limiter)
         except Exception:

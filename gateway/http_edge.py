@@ -69,6 +69,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.errors import ChitError, ConfigurationError
+from engine.service import OfferAnswer, Offered, Refused
 from gateway import _oauth
 from gateway.mcp_server import (
     ENGINE_UNAVAILABLE,
@@ -77,6 +78,7 @@ from gateway.mcp_server import (
     EngineClient,
     call_result,
     listing_result,
+    offered,
 )
 
 __all__ = [
@@ -221,12 +223,11 @@ class _Request:
     state: _State
 
 
-def _offer_state(answer: dict[str, Any]) -> OfferState | None:
+def _offer_state(answer: OfferAnswer) -> OfferState | None:
     """The comparable state of an offer; ``None`` if the engine could not tell."""
-    if answer.get("ok"):
-        return ("ok", str(answer["catalog_hash"]))
-    code = str((answer.get("error") or {}).get("error", "internal_error"))
-    return None if code == "internal_error" else ("refused", code)
+    if isinstance(answer, Offered):
+        return ("ok", answer.catalog_hash)
+    return None if answer.code == "internal_error" else ("refused", answer.code)
 
 
 def _principal(token: str) -> Principal:
@@ -514,9 +515,8 @@ class HttpEdge:
             await self._manager.handle_request(scope, receive, send)
             return
         answer = await self._offer(token)
-        state = _offer_state(answer)
-        if state is None or state[0] != "ok":
-            await self._refusal(answer, state)(scope, receive, send)
+        if isinstance(answer, Refused):
+            await self._refusal(answer)(scope, receive, send)
             return
         held = sum(1 for open_ in self._sessions.values() if open_.principal == principal)
         if held >= MAX_SESSIONS_PER_IDENTITY:
@@ -527,7 +527,7 @@ class HttpEdge:
                 "error": "limit_exceeded", "message": message,
                 "limit": MAX_SESSIONS_PER_IDENTITY})(scope, receive, send)
             return
-        session = _Session(principal=principal, token=token, baseline=state)
+        session = _Session(principal=principal, token=token, baseline=_offer_state(answer))
         scope[_REQUEST_KEY] = _Request(token, principal, session)
 
         def opened(session_id: str) -> None:
@@ -557,23 +557,19 @@ class HttpEdge:
 
     async def _refused(
         self, token: str, scope: Scope, receive: Receive, send: Send
-    ) -> dict[str, Any] | None:
+    ) -> Refused | None:
         """Ask the engine for ``token``'s offer; if refused, answer the request and return why."""
         answer = await self._offer(token)
-        state = _offer_state(answer)
-        if state is not None and state[0] == "ok":
+        if not isinstance(answer, Refused):
             return None
-        await self._refusal(answer, state)(scope, receive, send)
-        return dict(answer.get("error") or {})
+        await self._refusal(answer)(scope, receive, send)
+        return answer
 
-    def _refusal(self, answer: dict[str, Any], state: OfferState | None) -> Response:
+    def _refusal(self, answer: Refused) -> Response:
         """401 for a token the engine refused, 503 if the engine could not answer."""
-        error = answer.get("error") or {}
-        if state is None:
-            return _jsonrpc_error(503, TOKEN_REFUSED, "engine unavailable", error)
-        code = str(error.get("error", "internal_error"))
-        message = str(error.get("message", "refused"))
-        return self._unauthorized(code, message, presented=True)
+        if answer.code == "internal_error":
+            return _jsonrpc_error(503, TOKEN_REFUSED, "engine unavailable", answer.error)
+        return self._unauthorized(answer.code, answer.message, presented=True)
 
     def _stateless_state(self, principal: Principal) -> _State:
         state = self._stateless.get(principal)
@@ -595,7 +591,7 @@ class HttpEdge:
             raise MCPError(types.INTERNAL_ERROR, "no credentials on this request")
         return request
 
-    async def _offer(self, token: str) -> dict[str, Any]:
+    async def _offer(self, token: str) -> OfferAnswer:
         try:
             return await anyio.to_thread.run_sync(self._engine.offer, token, limiter=self._limiter)
         except Exception:
@@ -614,11 +610,11 @@ class HttpEdge:
         self, ctx: Any, _params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         request = self._request(ctx)
-        answer = await self._offer(request.token)
-        result = listing_result(answer)
-        request.state.listed_hash = answer["catalog_hash"]
+        offer = offered(await self._offer(request.token))
+        result = listing_result(offer)
+        request.state.listed_hash = offer.catalog_hash
         if isinstance(request.state, _Session):
-            request.state.baseline = ("ok", answer["catalog_hash"])
+            request.state.baseline = ("ok", offer.catalog_hash)
         return result
 
     async def _call_tool(
@@ -646,7 +642,7 @@ class HttpEdge:
         """Serve one ``subscriptions/listen`` stream; it hears only its own token's changes."""
         request = self._request(ctx)
         answer = await self._offer(request.token)
-        listing_result(answer)  # a refused token opens no stream (JSON-RPC -32001)
+        offered(answer)  # a refused token opens no stream (JSON-RPC -32001)
         if len(self._listens) >= MAX_LISTENS:
             raise MCPError(types.INTERNAL_ERROR, "Subscription limit reached")
         listed = request.state.listed_hash

@@ -2,7 +2,13 @@
 
 Every call re-runs the ordered check (docs/architecture.md); the answers are the
 typed objects of ``engine.service.answers`` (docs/engine-api.md, "Answers").
+``Engine`` is imported on first use, so an edge that only reads answers (``chit
+mcp --engine``) never loads the engine, its keys or git.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from engine.service.answers import (
     Answer,
@@ -17,7 +23,9 @@ from engine.service.answers import (
     read_offer,
     read_refusal,
 )
-from engine.service.interface import Engine
+
+if TYPE_CHECKING:
+    from engine.service.interface import Engine
 
 __all__ = [
     "Answer",
@@ -33,3 +41,12 @@ __all__ = [
     "read_offer",
     "read_refusal",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Engine``, imported from ``engine.service.interface`` when first asked for."""
+    if name == "Engine":
+        from engine.service.interface import Engine
+
+        return Engine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
