@@ -62,7 +62,7 @@ class Answer(dict[str, Any]):
         return (type(self), tuple(getattr(self, f.name) for f in made if f.init))
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
 class OfferedTool:
     """One tool of an offer, as an edge lists it.
 
