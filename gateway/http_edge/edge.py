@@ -8,7 +8,7 @@ metadata, all behind DNS-rebinding protection (``guard``); docs/http.md.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -19,7 +19,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from gateway.http_edge.connections import Connections
 from gateway.http_edge.engine_calls import EngineCalls
@@ -41,16 +41,6 @@ __all__ = ["MAX_SESSIONS", "MCP_PATH", "METADATA_PATH", "HttpEdge"]
 MCP_PATH = "/mcp"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 MAX_SESSIONS = 4096  # open 2025-11-25 sessions (the engine keeps at most this many too)
-
-
-class _Asgi:
-    """Hand Starlette a bound coroutine as a raw ASGI endpoint (not a request handler)."""
-
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
-        self._app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._app(scope, receive, send)
 
 
 class HttpEdge:
@@ -94,7 +84,7 @@ class HttpEdge:
         gate = Gate(calls, self._connections, self._manager, self.metadata_url)
         starlette = Starlette(
             routes=[
-                Route(MCP_PATH, endpoint=_Asgi(gate)),
+                Route(MCP_PATH, endpoint=gate),  # an ASGI app, not a request handler
                 Route(METADATA_PATH, endpoint=self._metadata, methods=["GET"]),
                 Route(METADATA_PATH + MCP_PATH, endpoint=self._metadata, methods=["GET"]),
             ],
