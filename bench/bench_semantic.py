@@ -56,11 +56,11 @@ import hypothesis
 import pydantic
 import starlette
 
+from engine import git as vcs
 from engine.admin import operator
 from engine.admin.seed import create_repository, files_from_directory
-from engine.git import repository as vcs
-from engine.semantic import index as index_module
-from engine.semantic.index import Indexer
+from engine.semantic import indexer as index_module
+from engine.semantic.indexer import Indexer
 from engine.semantic.persist import PersistedIndex
 from engine.service import Engine
 

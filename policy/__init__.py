@@ -3,6 +3,7 @@
 Imports nothing from ``engine`` or ``gateway``. See ``docs/policy.md``.
 """
 
+from policy.decision import Decision, Request
 from policy.errors import PolicyDeniedError, PolicyError
 from policy.evaluate import enforce, evaluate, rate_limits_for
 from policy.model import (
@@ -11,14 +12,12 @@ from policy.model import (
     OPERATIONS,
     TOOL_OPERATIONS,
     CommitRules,
-    Decision,
     Issuer,
     IssuerMapping,
     Limits,
     PathRules,
     Policy,
     RateLimit,
-    Request,
     Rule,
     load,
     locate,

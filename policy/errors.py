@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from policy.model import Decision
+from policy.decision import Decision
 
 __all__ = ["PolicyDeniedError", "PolicyError"]
 

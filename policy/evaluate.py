@@ -29,8 +29,9 @@ from typing import TypeVar
 from policy._agents import agent_matches
 from policy._pathindex import DenyIndex
 from policy._pattern import MAX_SUBJECT_CHARS
+from policy.decision import Decision, Request
 from policy.errors import PolicyDeniedError
-from policy.model import Decision, Policy, RateLimit, Request, Rule
+from policy.model import Policy, RateLimit, Rule
 from policy.paths import PathError, _is_valid_path, in_scope, validate_path
 
 __all__ = ["enforce", "evaluate", "rate_limits_for"]

@@ -27,6 +27,7 @@ PURE = [
     "policy/evaluate.py",
     "policy/paths.py",
     "policy/errors.py",
+    "policy/decision.py",
     "policy/_agents.py",
     "policy/_pattern.py",
     "policy/_pathindex.py",

@@ -5,22 +5,11 @@ audit and the semantic index use the :class:`Repository` facade and the names
 exported here.
 """
 
-from engine.git.repository import (
-    LANE_PREFIX,
-    LOG_LIMIT_MAX,
-    LOG_SCAN_MAX,
-    MAIN,
-    MODE_EXECUTABLE,
-    MODE_FILE,
-    MODE_SYMLINK,
-    STORE_PREFIX,
-    Repository,
-    StagedChange,
-    commit_trailers,
-    common_dir,
-    lane_ref,
-    private_folder,
-)
+from engine.git.handle import common_dir, private_folder
+from engine.git.history import LOG_LIMIT_MAX, LOG_SCAN_MAX, commit_trailers
+from engine.git.refs import LANE_PREFIX, MAIN, STORE_PREFIX, lane_ref
+from engine.git.repository import Repository
+from engine.git.views import MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, StagedChange
 
 __all__ = [
     "LANE_PREFIX",

@@ -1,10 +1,16 @@
 """The semantic index: tree-sitter records shaped like SCIP, per blob, per view.
 
-See docs/semantic.md. ``engine.semantic.tools`` holds the tool handlers.
+Extraction (``extract``, with ``rules/``, ``walk`` and ``packed``), the records
+(``records``, ``fileindex``) and their byte form (``codec/``), persistence
+(``persist``, ``database``), the parse pool (``pool``), a view's index
+(``tree``, ``tables``, ``names``, ``binding``) and its caches (``indexer``).
+The tool handlers are in engine/tools/semantic/. See docs/semantic.md.
 """
 
-from engine.semantic.index import Indexer, TreeIndex, indexer_for
-from engine.semantic.records import Definition, FileIndex, Import, Occurrence, Range, Role
+from engine.semantic.fileindex import FileIndex
+from engine.semantic.indexer import Indexer, indexer_for
+from engine.semantic.records import Definition, Import, Occurrence, Range, Role
+from engine.semantic.tree import TreeIndex
 
 __all__ = [
     "Definition",

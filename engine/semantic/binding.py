@@ -1,42 +1,11 @@
 """What a file's own imports and definitions say a name refers to.
 
-Relations are resolved by name (no type checker runs), so where a name repeats
-they over-approximate: every ``main()`` call would be a caller of every
-``main``. This module narrows that where the using file itself *proves* what
-the name is bound to, and never otherwise.
-
-A name used in a file has *origins*: the files whose top-level definition of it
-the use refers to. They are known when
-
-* the file defines the name at its top level (its own), or
-* the file imports it by name (``from m import n``, ``import { n } from "./m"``)
-  from a module that resolves to files of the tree: the origins of the name
-  there, following re-exports up to :data:`MAX_HOPS` files deep; a module
-  that resolves to no file of the tree (the standard library, a third-party
-  package) gives no origin in the tree at all, or
-* it comes through star imports (``from m import *``) of modules that resolve,
-  one or more of which has origins for it.
-
-Anything else (a module that does not resolve, a re-export deeper than the
-bound, a name bound by no import or definition: a builtin, a global, an
-attribute) leaves the origins unknown, and uses stay matched by name. A use
-never refers to a definition in another language family (Python; JavaScript
-and TypeScript; Go; Rust; Java). Origins narrow only definitions at their
-file's top level: a method is reached through attributes (``obj.close()``),
-which no import binds.
-
-Module resolution is per language, and only where the spelling of an import
-fixes the file:
-
-* Python: ``a.b`` is any ``a/b.py``, ``a/b.pyi`` or ``a/b/__init__.py`` in the
-  tree (matched on the path's tail, so ``src/`` layouts resolve); relative
-  imports (``.b``, ``..b``) from the importing file's folder;
-* JavaScript and TypeScript: relative specifiers (``./b``, ``../b``), with the
-  usual suffixes and ``index`` files; a bare specifier (a package, or a
-  bundler's path alias) proves nothing.
-
-Go, Rust and Java imports prove nothing. See docs/semantic.md, "Relations and
-impact".
+Relations are resolved by name, so where a name repeats they over-approximate.
+This module narrows them where the using file itself *proves* what a name is
+bound to (its own top-level definition, or an import from a module that
+resolves to files of the tree, followed up to :data:`MAX_HOPS` files deep),
+and never otherwise. Which imports resolve, per language: docs/semantic.md,
+"Relations and impact".
 """
 
 from __future__ import annotations
@@ -49,8 +18,8 @@ from typing import TYPE_CHECKING
 from engine.semantic.languages import language_for
 
 if TYPE_CHECKING:
-    from engine.semantic.index import TreeIndex
     from engine.semantic.records import Definition, Import
+    from engine.semantic.tree import TreeIndex
 
 __all__ = [
     "MAX_HOPS",

@@ -1,49 +1,11 @@
 """The persisted index: each file's encoded records and outline by ``(path, blob id, version)``.
 
-A new engine process on a tree indexed before reads records from here instead of
-parsing (docs/semantic.md, "Building and reuse").
-
-* **Where**: ``<git common dir>/chit/semantic.db`` (beside the lane lock files),
-  so every engine process of the repository shares it whatever its chit home,
-  and a linked worktree finds the same file. SQLite in WAL mode: readers never
-  block, and each batch of writes is one ``BEGIN IMMEDIATE`` transaction, so
-  concurrent writers serialise on the database lock and no reader sees half a
-  batch.
-* **Version**: rows carry :data:`RECORD_VERSION`, a hash of the extractor's source,
-  the record codec and every grammar's version; a row of another version is
-  never read (a changed extractor re-parses) and is the first to go.
-* **Two byte strings per row**: a file's records (``engine.semantic.codec.encode``)
-  and their outline (``encode_outline``: what a view's tables need), each with
-  its own MAC. A warm start reads outlines only
-  (:meth:`PersistedIndex.load_outlines`); a file's records are read
-  (:meth:`PersistedIndex.load`) when a query first needs them.
-* **Untrusted**: anyone who can write the git directory can write this file. A
-  row is used only if its HMAC-SHA256 (keyed by the engine, see :func:`derive_key`)
-  verifies over the version, path, blob id and bytes (an outline's MAC over a
-  distinct prefix, so neither kind of row passes for the other), and then only
-  through :func:`engine.semantic.codec.decode_stored`'s checks (the outline's
-  when it is read, each part of the records' at its first use). Anything else
-  (a row from another chit home, altered bytes, a corrupt file, a missing
-  row) counts as missing: the file is parsed again and its rows rewritten.
-* **Schema untrusted too**: before any other statement, the objects in
-  ``sqlite_master`` must be exactly :data:`EXPECTED_SCHEMA` (names, types and
-  SQL text as this module makes them; no trigger, view, other table or index).
-  A file that is not (nor empty), is not a database or is malformed, or has a
-  link in place of its WAL, shared-memory or journal file, is made again once:
-  those names are unlinked (never through a link) and a fresh 0600 file made.
-  Every transaction then compares ``PRAGMA schema_version`` with the one
-  checked; a schema changed while the engine runs ends the use of the file
-  (memory only) rather than making it again under other connections. The
-  connection runs with ``trusted_schema`` off and ``cell_size_check`` on.
-* **Bounded**: at most :data:`MAX_ROWS` rows; past that the oldest rows are
-  deleted. Bytes over :data:`~engine.semantic.codec.MAX_PAYLOAD_BYTES` are
-  neither written nor read.
-* **Never protected content**: callers store only files of a commit's tree whose
-  path the policy does not protect and whose blob is not sealed
-  (engine/semantic/index.py); records of protected files stay in memory.
-
-Every failure of the database is logged and treated as a miss: the index then
-works from memory as if nothing were persisted.
+A new engine process on a tree indexed before reads records from here instead
+of parsing. The file (``<git common dir>/chit/semantic.db``, SQLite in WAL
+mode; engine/semantic/database.py) is untrusted: a row is used only if its MAC
+verifies under the engine's key and then only through the codec's checks;
+anything else, and every failure of the database, counts as a miss. See
+docs/semantic.md, "The persisted index".
 """
 
 from __future__ import annotations
@@ -53,23 +15,27 @@ import hmac
 import logging
 import os
 import sqlite3
-import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from importlib import metadata
 from pathlib import Path
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from engine.git.repository import private_folder
 from engine.semantic.codec import FORMAT, MAX_PAYLOAD_BYTES
+from engine.semantic.database import (
+    UntrustedSchemaError,
+    check_schema,
+    is_foreign,
+    open_database,
+    remove_database,
+    transaction,
+)
 
 __all__ = [
     "DB_NAME",
-    "EXPECTED_SCHEMA",
     "MAX_ROWS",
     "RECORD_VERSION",
     "PersistedIndex",
@@ -85,28 +51,32 @@ _BATCH = 400  # (path, blob) pairs per SELECT
 _KEY_INFO = b"chit-semantic-index/1"
 _OUTLINE_TAG = b"chit-semantic-outline\0"
 
-_SCHEMA = (
-    """CREATE TABLE records (
-    path TEXT NOT NULL,
-    blob TEXT NOT NULL,
-    version TEXT NOT NULL,
-    stored_at INTEGER NOT NULL,
-    outline_mac BLOB,
-    outline BLOB,
-    mac BLOB NOT NULL,
-    payload BLOB NOT NULL,
-    UNIQUE (path, blob, version)
-)""",
-    "CREATE INDEX records_age ON records (stored_at)",
+_SOURCES = (
+    "extract.py",
+    "walk.py",
+    "packed.py",
+    "rules/base.py",
+    "rules/python.py",
+    "rules/ecmascript.py",
+    "rules/go.py",
+    "rules/rust.py",
+    "rules/java.py",
+    "codec/__init__.py",
+    "codec/_checks.py",
+    "codec/_row.py",
+    "codec/file.py",
+    "codec/outline.py",
+    "records.py",
+    "fileindex.py",
+    "languages.py",
 )
-# The outline sits before the payload, and the table has row ids (the key is a
-# separate index): reading outlines never reads a payload's pages.
+"""The modules (under engine/semantic/) whose code decides a row's bytes."""
 
 
 def _record_version() -> str:
     here = Path(__file__).parent
     digest = hashlib.sha256(FORMAT.encode())
-    for name in ("extract.py", "codec.py", "records.py", "languages.py"):
+    for name in _SOURCES:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes())
     for dist in (
         "tree-sitter",
@@ -152,98 +122,6 @@ def derive_key(secret: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_KEY_INFO).derive(secret)
 
 
-def _schema_of(db: sqlite3.Connection) -> set[tuple[object, ...]]:
-    """Every object of a database's schema: ``(type, name, table, SQL text)``."""
-    return set(db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall())
-
-
-def _expected_schema() -> frozenset[tuple[object, ...]]:
-    # The text SQLite keeps for each statement (it may normalise it), and the
-    # index it makes for the UNIQUE constraint.
-    db = sqlite3.connect(":memory:")
-    try:
-        for statement in _SCHEMA:
-            db.execute(statement)
-        return frozenset(_schema_of(db))
-    finally:
-        db.close()
-
-
-EXPECTED_SCHEMA = _expected_schema()
-"""The objects of a database this module made: the table, its key and its age index."""
-
-
-class _Untrusted(Exception):
-    """The database's schema is not exactly :data:`EXPECTED_SCHEMA` (nor empty)."""
-
-
-# SQLite result codes (sqlite3.h); see _foreign.
-_SQLITE_CORRUPT = 11
-_SQLITE_CANTOPEN = 14
-_SQLITE_NOTADB = 26
-
-
-def _check_schema(db: sqlite3.Connection, *, empty_ok: bool = False) -> tuple[int, bool]:
-    """Check the schema is exactly the expected one, within the caller's transaction.
-
-    Reading ``sqlite_master`` parses the schema but runs none of it (no trigger
-    fires, no view is evaluated).
-
-    Returns:
-        ``(schema version, empty)``: the database's ``PRAGMA schema_version``
-        and whether it has no object at all.
-
-    Raises:
-        _Untrusted: If any object differs from, is missing from or is added to
-            :data:`EXPECTED_SCHEMA` (a trigger, a view, another table or index,
-            ``sqlite_stat1``, another column); an empty schema passes only with
-            ``empty_ok``.
-    """
-    (version,) = db.execute("PRAGMA schema_version").fetchone()
-    found = _schema_of(db)
-    empty = not found
-    if found != EXPECTED_SCHEMA and not (empty_ok and empty):
-        raise _Untrusted
-    return int(version), empty
-
-
-def _foreign(error: BaseException, path: Path) -> bool:
-    """Whether an error on opening says the file at ``path`` is not one this module made.
-
-    A schema not :data:`EXPECTED_SCHEMA`, a file SQLite finds not to be a
-    database or malformed, or (SQLite cannot open it) a WAL, shared-memory or
-    journal name beside it that is not a regular file, such as a link, which
-    SQLite refuses to follow.
-    """
-    if isinstance(error, _Untrusted):
-        return True
-    code = getattr(error, "sqlite_errorcode", None) if isinstance(error, sqlite3.Error) else None
-    if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
-        return True
-    if code != _SQLITE_CANTOPEN:
-        return False
-    for suffix in ("-wal", "-shm", "-journal"):
-        try:
-            mode = os.lstat(f"{path}{suffix}").st_mode
-        except OSError:
-            continue
-        if not stat.S_ISREG(mode):
-            return True
-    return False
-
-
-@contextmanager
-def _transaction(db: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE") -> Iterator[None]:
-    """One transaction (``begin``): committed if the block ends, else rolled back."""
-    db.execute(begin)
-    try:
-        yield
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
-
 def _mac(key: bytes, path: str, blob: str, payload: bytes, *, outline: bool = False) -> bytes:
     # A records row's MAC input starts with the version (hex), an outline's with
     # _OUTLINE_TAG: the bytes of one kind never verify as the other.
@@ -285,6 +163,11 @@ class PersistedIndex:
         """The database file."""
         return self._path
 
+    def _open(self) -> sqlite3.Connection:
+        """Open the file checked (:func:`~engine.semantic.database.open_database`)."""
+        db, self._local.schema = open_database(self._path)
+        return db
+
     def _connect(self) -> sqlite3.Connection | None:
         if self._broken:
             return None
@@ -296,10 +179,10 @@ class PersistedIndex:
                 return None
             try:
                 db = self._open()
-            except (_Untrusted, OSError, sqlite3.Error) as error:
+            except (UntrustedSchemaError, OSError, sqlite3.Error) as error:
                 # A foreign file found on first use is made again, once; found after
                 # a connection was checked, it changed meanwhile: it is left alone.
-                if not _foreign(error, self._path):
+                if not is_foreign(error, self._path):
                     self._fail("cannot be opened")
                     return None
                 if self._opened:
@@ -310,80 +193,14 @@ class PersistedIndex:
                     self._path,
                 )
                 try:
-                    self._remove()
+                    remove_database(self._path)
                     db = self._open()
-                except (_Untrusted, OSError, sqlite3.Error):
+                except (UntrustedSchemaError, OSError, sqlite3.Error):
                     self._fail("cannot be made again")
                     return None
             self._opened = True
         self._local.db = db
         return db
-
-    def _open(self) -> sqlite3.Connection:
-        """Open the file, check its schema before anything else, make the tables if empty.
-
-        Raises:
-            _Untrusted: The schema is not :data:`EXPECTED_SCHEMA` (nor empty).
-            OSError: The folder or file is refused (a link, not a regular file,
-                another user's folder) or cannot be made.
-            sqlite3.Error: SQLite refused the file (``sqlite_errorcode`` says why).
-        """
-        private_folder(str(self._path.parent))
-        # Created 0600 (and kept so), never through a symbolic link in its place.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
-        fd = os.open(self._path, flags, 0o600)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError("not a regular file")
-            os.fchmod(fd, 0o600)
-        finally:
-            os.close(fd)
-        db = sqlite3.connect(self._path, timeout=10.0, isolation_level=None)
-        try:
-            # Settings of this connection (they read nothing from the file): no
-            # function a view or trigger of the file names may run unless marked
-            # innocuous; every b-tree cell's size checked as it is read.
-            db.execute("PRAGMA trusted_schema=OFF")
-            db.execute("PRAGMA cell_size_check=ON")
-            with _transaction(db, "BEGIN"):
-                cookie, empty = _check_schema(db, empty_ok=True)
-            if empty:
-                with _transaction(db):
-                    cookie, empty = _check_schema(db, empty_ok=True)  # made meanwhile?
-                    if empty:
-                        for statement in _SCHEMA:
-                            db.execute(statement)
-                        (cookie,) = db.execute("PRAGMA schema_version").fetchone()
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-        except BaseException:
-            db.close()
-            raise
-        self._local.schema = cookie
-        return db
-
-    def _remove(self) -> None:
-        """Unlink the database and its WAL, shared-memory and journal files.
-
-        Names are unlinked in the folder opened without following a link (and
-        checked to be this user's), so neither the folder nor a file that is a
-        link is followed; a folder in a file's place is left (``OSError``).
-        """
-        folder = str(self._path.parent)
-        private_folder(folder)
-        flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
-        fd = os.open(folder, flags)
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-                raise OSError("not this user's folder")
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                try:
-                    os.unlink(DB_NAME + suffix, dir_fd=fd)
-                except FileNotFoundError:
-                    pass
-        finally:
-            os.close(fd)
 
     def _guard(self, db: sqlite3.Connection) -> None:
         """Within a transaction: the schema is still the one checked on opening.
@@ -392,11 +209,12 @@ class PersistedIndex:
         anyone who can write the file); the objects are then checked again.
 
         Raises:
-            _Untrusted: The schema is no longer :data:`EXPECTED_SCHEMA`.
+            UntrustedSchemaError: The schema is no longer
+                :data:`~engine.semantic.database.EXPECTED_SCHEMA`.
         """
         (cookie,) = db.execute("PRAGMA schema_version").fetchone()
         if cookie != getattr(self._local, "schema", None):
-            self._local.schema, _empty = _check_schema(db)
+            self._local.schema, _empty = check_schema(db)
 
     def _fail(self, what: str) -> None:
         if not self._broken:
@@ -454,7 +272,7 @@ class PersistedIndex:
             logger.warning("no key for the persisted semantic index; parsing instead")
             return found
         try:
-            with _transaction(db, "BEGIN"):  # one snapshot: the schema checked is the one read
+            with transaction(db, "BEGIN"):  # one snapshot: the schema checked is the one read
                 self._guard(db)
                 for at in range(0, len(wanted), _BATCH):
                     chunk = wanted[at : at + _BATCH]
@@ -476,7 +294,7 @@ class PersistedIndex:
                             found[(path, blob)] = payload
                         else:
                             self.rejected += 1
-        except _Untrusted:
+        except UntrustedSchemaError:
             self._fail("changed its schema")
         except sqlite3.Error:
             self._fail("cannot be read")
@@ -507,7 +325,7 @@ class PersistedIndex:
             return
         stamp = int(time.time()) if now is None else now
         try:
-            with _transaction(db):
+            with transaction(db):
                 self._guard(db)
                 db.executemany(
                     "INSERT OR REPLACE INTO records (path, blob, version, stored_at, outline_mac,"
@@ -530,7 +348,7 @@ class PersistedIndex:
                 if self._writes >= MAX_ROWS // 10:
                     self._writes = 0
                     self._prune(db)
-        except _Untrusted:
+        except UntrustedSchemaError:
             self._fail("changed its schema")
         except sqlite3.Error:
             self._fail("cannot be written")
@@ -553,10 +371,10 @@ class PersistedIndex:
         if db is None:
             return
         try:
-            with _transaction(db):
+            with transaction(db):
                 self._guard(db)
                 self._prune(db)
-        except _Untrusted:
+        except UntrustedSchemaError:
             self._fail("changed its schema")
         except sqlite3.Error:
             self._fail("cannot be written")

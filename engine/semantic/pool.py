@@ -1,22 +1,11 @@
 """Parsing in worker processes, so a cold index uses every core.
 
-A :class:`ParsePool` keeps a few worker processes (one per core, at most
-:data:`MAX_WORKERS`), started by a fork server (``multiprocessing``'s
-``forkserver``: a clean single-threaded process, never a fork of the threaded
-engine) that has imported the extractor once. Each worker has its own
-tree-sitter parsers (a parser is not shared across processes or threads). The
-engine reads and opens every file itself (sealed blobs open only in the engine)
-and sends workers ``(path, blob id, bytes, language)`` in batches, largest
-files first and each batch smaller than the one before (so the workers finish
-together); a worker answers with each file's records in the byte form of
-``engine/semantic/codec.py``, written straight from the extractor's packed form
-(:func:`~engine.semantic.codec.encode_extracted`: no record objects made for
-the occurrences), which the engine decodes with the same checks as a persisted
-row. The encoded bytes are what the persisted index stores, so nothing is
-encoded twice.
-
-Workers exit with the engine (they are its children). If the pool cannot start
-or a worker dies, the batch is parsed in the calling thread instead.
+A :class:`ParsePool` keeps up to :data:`MAX_WORKERS` workers started by a
+``forkserver`` (never a fork of the threaded engine) that imported the
+extractor once. The engine reads and opens every file itself and sends the
+plaintext in batches; workers answer with each file's records in the codec's
+byte form (engine/semantic/codec/). If the pool cannot start or a worker dies,
+the engine parses the batch itself. See docs/semantic.md, "Building and reuse".
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from engine.auth import token as tokens
 from engine.auth.keys import Keyring
 from engine.catalog.declarations import CATALOG_ENCODING, CATALOG_STORE_REF, ToolSpec, tool_by_name
 from engine.errors import AccessDeniedError, ChitError, ConfigurationError, denied
-from engine.semantic.index import indexer_for
+from engine.semantic.indexer import indexer_for
 from engine.semantic.persist import PersistedIndex, derive_key
 from engine.service.answers import CallAnswer, Called, OfferAnswer, Offered, OfferedTool, Refused
 from engine.service.arguments import parse_arguments, scoped_paths
@@ -42,7 +42,7 @@ from engine.service.sessions import Sessions, check_session_id
 from engine.state.sqlite import open_store
 from engine.tools.context import CallContext
 from engine.tools.offer import offer_for
-from engine.tools.semantic import share_staged_paths, staged_paths
+from engine.tools.semantic.intents import share_staged_paths, staged_paths
 from engine.tools.table import handler_for
 from policy.paths import deny_matches
 

@@ -13,16 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.tools import (
-    commit,
-    conflicts,
-    delegation,
-    files,
-    history,
-    provenance,
-    scope,
-    semantic,
-)
+from engine.tools import commit, conflicts, delegation, files, history, provenance, scope
+from engine.tools.semantic import impact, project, relations, symbols
 
 __all__ = ["HANDLERS", "Handler", "handler_for"]
 
@@ -37,11 +29,11 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "list_conflicts": conflicts.list_conflicts,
         "log": history.log,
         "diff": history.diff,
-        "symbol_context": semantic.symbol_context,
-        "symbol_relations": semantic.symbol_relations,
-        "search_symbols": semantic.search_symbols,
-        "change_impact": semantic.change_impact,
-        "project_context": semantic.project_context,
+        "symbol_context": symbols.symbol_context,
+        "symbol_relations": relations.symbol_relations,
+        "search_symbols": symbols.search_symbols,
+        "change_impact": impact.change_impact,
+        "project_context": project.project_context,
         "provenance_graph": provenance.provenance_graph,
         "write_file": files.write_file,
         "delete_file": files.delete_file,

@@ -10,9 +10,9 @@ from typing import Any
 import pygit2
 import pytest
 
+from engine import git as vcs
 from engine.audit import graph
 from engine.auth import keys
-from engine.git import repository as vcs
 from engine.service import Engine
 from tests.conftest import World
 

@@ -18,10 +18,10 @@ from typing import Any
 import pygit2
 import pytest
 
+from engine import git as vcs
 from engine.audit import graph
 from engine.audit.verify import verify_repository
 from engine.auth import keys
-from engine.git import repository as vcs
 from engine.service import Engine
 from tests.conftest import World
 

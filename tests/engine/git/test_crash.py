@@ -22,7 +22,7 @@ import pygit2
 import pytest
 
 from engine.errors import ChitError, RepositoryError
-from engine.git.repository import MAIN, Repository, StagedChange, lane_ref
+from engine.git import MAIN, Repository, StagedChange, lane_ref
 from engine.service import Engine
 from tests.conftest import World
 
@@ -182,7 +182,7 @@ def test_commit_interrupted_before_the_ref_moves_leaves_a_consistent_repository(
 
     # The per-lane threading lock was released: once the other writer is gone,
     # the very same staged change commits (a leaked lock would block here).
-    assert not vcs._locks[lane_ref("alice")].locked()
+    assert not vcs._ref_locks._locks[lane_ref("alice")].locked()
     lock.unlink()
     vcs.inject = False
     new = _within(10, lambda: _commit(vcs, "alice", staged))
@@ -196,7 +196,7 @@ def test_commit_interrupted_before_the_ref_moves_leaves_a_consistent_repository(
 
 _CHILD = r"""
 import sys
-from engine.git.repository import Repository, StagedChange
+from engine.git import Repository, StagedChange
 
 path, agent = sys.argv[1], sys.argv[2]
 vcs = Repository(path)
@@ -217,7 +217,7 @@ while True:
 
 _CHILD_HOLDS_LOCK = r"""
 import sys, time
-from engine.git.repository import Repository, StagedChange
+from engine.git import Repository, StagedChange
 
 class Stalls(Repository):
     @staticmethod
@@ -550,10 +550,10 @@ for n in range(int(rounds)):
 
 _CHILD_HOLDS_FLOCK = r"""
 import sys, time
-from engine.git.repository import Repository, lane_ref
+from engine.git import Repository, lane_ref
 
 vcs = Repository(sys.argv[1])
-with vcs._ref_lock(lane_ref(sys.argv[2])):
+with vcs._ref_locks.hold(lane_ref(sys.argv[2])):
     print("holding", flush=True)
     time.sleep(60)  # killed here, holding the cross-process lane lock
 """

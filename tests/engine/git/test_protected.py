@@ -27,7 +27,7 @@ import pytest
 from engine.auth import keys
 from engine.auth.sealing import MAGIC, Sealing, is_sealed, sealed_key_id
 from engine.errors import RepositoryError
-from engine.git.repository import MODE_SYMLINK, Repository, StagedChange, lane_ref
+from engine.git import MODE_SYMLINK, Repository, StagedChange, lane_ref
 from engine.service import Engine
 from tests.conftest import World
 

@@ -10,13 +10,9 @@ from __future__ import annotations
 import textwrap
 
 from engine.semantic.codec import decode, encode, encode_extracted
-from engine.semantic.extract import (
-    MAX_BASES,
-    MAX_NAME_CHARS,
-    extract,
-    extract_packed,
-)
-from engine.semantic.records import FileIndex, Role
+from engine.semantic.extract import extract, extract_packed
+from engine.semantic.fileindex import FileIndex
+from engine.semantic.records import MAX_BASES, MAX_NAME_CHARS, Role
 
 BLOB = "0" * 40
 
@@ -114,7 +110,7 @@ def test_a_callee_of_a_node_type_no_identifier_has_is_still_a_call() -> None:
 
 def test_docstrings_are_cleaned_as_by_two_dedents() -> None:
     # _clean_doc skips the first of the two dedents when it cannot change the result.
-    from engine.semantic.extract import _clean_doc
+    from engine.semantic.rules.base import clean_doc as _clean_doc
 
     def reference(raw: str) -> str | None:
         doc = textwrap.dedent(raw).strip()

@@ -13,8 +13,9 @@ import pytest
 from engine.admin import operator
 from engine.admin.seed import create_repository
 from engine.semantic.extract import extract
+from engine.semantic.fileindex import FileIndex
 from engine.semantic.languages import language_for
-from engine.semantic.records import FileIndex, Role, scip_symbol
+from engine.semantic.records import Role, scip_symbol
 from engine.service import Engine
 
 FIXTURES: dict[str, bytes] = {

@@ -3,7 +3,7 @@
 engine/semantic/persist.py keeps, per file, an outline (what a view's tables
 need) beside the records; a new indexer builds its view from outlines and reads,
 verifies and checks a file's records part by part when a query first needs them
-(engine/semantic/codec.py ``decode_stored``, records.py ``FileIndex``).
+(engine/semantic/codec/outline.py ``decode_stored``, fileindex.py ``FileIndex``).
 
 Real git repositories, real tree-sitter, real SQLite. Threats covered: a records
 row altered in the git directory (without the key, or with it but malformed) is
@@ -26,8 +26,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from engine import git as vcs
 from engine.admin.seed import create_repository
-from engine.git import repository as vcs
 from engine.semantic.codec import (
     CodecError,
     decode,
@@ -37,11 +37,12 @@ from engine.semantic.codec import (
     encode_outline,
 )
 from engine.semantic.extract import extract
-from engine.semantic.index import Indexer, TreeIndex
+from engine.semantic.fileindex import FileIndex
+from engine.semantic.indexer import Indexer
 from engine.semantic.languages import language_for
 from engine.semantic.persist import DB_NAME, PersistedIndex
-from engine.semantic.records import FileIndex
-from tests.engine.semantic.test_index import _tables
+from engine.semantic.tree import TreeIndex
+from tests.engine.semantic.test_tree import _tables
 
 KEY = b"lazy-records-test-key-material!!"
 CODE = {

@@ -1,4 +1,4 @@
-"""The persisted semantic index (engine/semantic/persist.py) and the parse pool.
+"""The persisted semantic index (engine/semantic/persist.py and database.py).
 
 Real git repositories, real tree-sitter, real SQLite, real engine processes
 (subprocesses). Threats covered: a planted or altered row shows an agent text
@@ -15,31 +15,25 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from array import array
 from pathlib import Path
 from typing import Any
 
 import pydantic
 import pytest
 import starlette
-from hypothesis import given
-from hypothesis import strategies as st
 
+from engine import git as vcs
 from engine.admin import operator
 from engine.admin.seed import create_repository, files_from_directory
-from engine.git import repository as vcs
 from engine.semantic import indexer_for
-from engine.semantic.codec import MAX_PAYLOAD_BYTES, CodecError, decode, encode
-from engine.semantic.extract import extract
-from engine.semantic.index import Indexer
+from engine.semantic.database import EXPECTED_SCHEMA
+from engine.semantic.indexer import Indexer
 from engine.semantic.languages import language_for
 from engine.semantic.persist import (
     DB_NAME,
-    EXPECTED_SCHEMA,
     RECORD_VERSION,
     PersistedIndex,
 )
-from engine.semantic.pool import MIN_POOL_FILES, ParsePool, parse_batch
 from engine.service import Engine
 from tests.conftest import World
 
@@ -277,29 +271,6 @@ def test_a_symlinked_chit_folder_leaves_the_index_in_memory(
 # -- the worker pool ---------------------------------------------------------------
 
 
-def _starlette_items() -> list[tuple[str, str, bytes, str]]:
-    files = files_from_directory(STARLETTE, "src/starlette")
-    items = []
-    for path, data in sorted(files.items()):
-        language = language_for(path)
-        if language is not None:
-            items.append((path, hashlib.sha1(data).hexdigest(), data, language))
-    return items
-
-
-def test_workers_make_the_same_records_as_the_engine() -> None:
-    items = _starlette_items()
-    assert len(items) >= MIN_POOL_FILES
-    pool = ParsePool(2)
-    try:
-        got = dict((item[0], payload) for item, payload in pool.parse(items))
-    finally:
-        pool.close()
-    assert got == {item[0]: encode(extract(*item)) for item in items}
-    assert parse_batch(items[:2])[0] == [got[items[0][0]], got[items[1][0]]]
-    assert pool.worker_cpu > 0
-
-
 def test_concurrent_engines_share_one_database(tmp_path: Path) -> None:
     files = files_from_directory(STARLETTE, "src/starlette")
     files |= files_from_directory(Path(pydantic.__file__).parent / "v1", "src/v1")
@@ -326,96 +297,6 @@ def test_an_indexer_without_persistence_keeps_nothing(code_world: World) -> None
     index = indexer.view(vcs.Repository(code_world.repo), "a", None)
     assert set(index.indexed) == set(CODE) and indexer.parsed == 3
     assert not db_path(code_world.repo).exists()
-
-
-# -- the codec: untrusted bytes --------------------------------------------------------
-
-
-_SOURCE = CODE["src/app.py"] + b"import os\n"
-_SAMPLE = extract("src/app.py", "b" * 40, _SOURCE, "python")
-_ENCODED = encode(_SAMPLE)
-
-
-def test_codec_round_trip_for_every_language() -> None:
-    from tests.engine.semantic.test_languages import FIXTURES
-
-    for path, data in FIXTURES.items():
-        language = language_for(path)
-        assert language is not None
-        record = extract(path, "c" * 40, data, language)
-        assert record.definitions and record.occurrences
-        assert decode(encode(record), path, "c" * 40, language) == record
-    assert _SAMPLE.occurrences and _SAMPLE.imports and _SAMPLE.definitions[0].doc
-
-
-def _edit(change: Any) -> bytes:
-    """The sample with its JSON header changed."""
-    head, _, packed = _ENCODED.partition(b"\n")
-    doc = json.loads(head)
-    change(doc)
-    return json.dumps(doc).encode() + b"\n" + packed
-
-
-def _set(doc: Any, where: tuple[int, ...], value: Any) -> None:
-    for k in where[:-1]:
-        doc = doc[k]
-    doc[where[-1]] = value
-
-
-def _occ(at: int, value: int) -> bytes:
-    """The sample with one packed occurrence integer changed."""
-    head, _, packed = _ENCODED.partition(b"\n")
-    ints = array("i")
-    ints.frombytes(packed)
-    ints[at] = value
-    return head + b"\n" + ints.tobytes()
-
-
-@pytest.mark.parametrize("forged", [
-    _ENCODED.replace(b"chit-semantic-file/1", b"chit-semantic-file/2"),  # other format
-    _ENCODED.replace(b'"python"', b'"go"'),  # other language
-    _ENCODED.replace(b"src/`app.py`/main", b"src/`other.py`/main"),  # other path
-    _ENCODED.replace(b'"function"', b'"sorcery"'),  # unknown kind
-    _ENCODED[:-5],  # truncated occurrences
-    _ENCODED.partition(b"\n")[0],  # no occurrence part at all
-    _ENCODED + b" " * (MAX_PAYLOAD_BYTES + 1),  # oversized
-    b"\xff" + _ENCODED,  # not UTF-8
-    _edit(lambda d: _set(d, (8,), 1.5)),  # a float as the count
-    _edit(lambda d: _set(d, (8,), True)),  # a bool is not an integer
-    _edit(lambda d: _set(d, (8,), 10**9)),  # a count past the bound
-    _edit(lambda d: _set(d, (4,), 10_000)),  # more names than strings
-    _edit(lambda d: _set(d, (5, 0, 3, 2), -1)),  # a definition range
-    _edit(lambda d: _set(d, (5, 0, 4), "x" * 400)),  # signature over its bound
-    _edit(lambda d: _set(d, (6, 0, 3), "3")),  # an import line as text
-    _edit(lambda d: _set(d, (2,), 0)),  # truncated flag not a bool
-    _edit(lambda d: _set(d, (3, 0), 7)),  # a string that is not text
-    _occ(1, -7),  # a negative line
-    _occ(0, 99),  # a name index past the string table
-    _occ(0, -1),  # no name
-    _occ(6, 99),  # an enclosing index past the string table
-    _occ(5, 0x10000),  # unknown role bits
-    _occ(5, -3),  # negative roles
-])
-def test_codec_rejects_malformed_rows(forged: bytes) -> None:
-    assert forged != _ENCODED
-    with pytest.raises(CodecError):
-        decode(forged, "src/app.py", "b" * 40, "python")
-
-
-def test_codec_rejects_a_definition_of_another_path() -> None:
-    with pytest.raises(CodecError):
-        decode(_ENCODED, "src/other.py", "b" * 40, "python")
-
-
-@given(st.integers(0, len(_ENCODED) - 1), st.binary(min_size=1, max_size=8))
-def test_codec_fails_only_with_its_own_error(at: int, junk: bytes) -> None:
-    """Any splice into valid bytes decodes to records of that path, or raises CodecError."""
-    forged = _ENCODED[:at] + junk + _ENCODED[at + len(junk):]
-    try:
-        record = decode(forged, "src/app.py", "b" * 40, "python")
-    except CodecError:
-        return
-    assert all(d.path == "src/app.py" for d in record.definitions)
 
 
 def test_a_fifo_or_loose_permissions_in_place_of_the_database(code_world: World) -> None:

@@ -22,7 +22,7 @@ from engine.admin import operator
 from engine.admin.seed import create_repository
 from engine.service import Engine
 from engine.state.sqlite import SQLiteStore
-from engine.tools.semantic import INTENT_MAX_BYTES
+from engine.tools.semantic.intents import INTENT_MAX_BYTES
 from tests.engine.engine_calls import EngineCalls
 
 POLICY = """version = 1
@@ -303,7 +303,7 @@ def test_files_a_caller_cannot_see_do_not_decide_which_of_its_files_are_indexed(
     function although ``a/`` alone fills the bound, and is not told its
     results were cut; a token whose own files exceed the bound is.
     """
-    from engine.semantic import index
+    from engine.semantic import indexer as index
 
     monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
     files = _many(25)
@@ -345,8 +345,8 @@ def test_files_a_caller_cannot_see_do_not_decide_which_of_its_files_are_indexed(
 def test_views_differ_by_scope_only_over_the_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.git import repository as vcs
-    from engine.semantic import index
+    from engine import git as vcs
+    from engine.semantic import indexer as index
 
     monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
     create_repository(tmp_path / "small", _many(5))
@@ -375,8 +375,8 @@ def test_views_differ_by_scope_only_over_the_bound(
 def test_a_staged_view_within_the_bound_is_never_derived_from_a_cut_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from engine.git import repository as vcs
-    from engine.semantic import index
+    from engine import git as vcs
+    from engine.semantic import indexer as index
 
     monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
     create_repository(tmp_path / "repo", _many(19))  # 21 files in a known language

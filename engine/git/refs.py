@@ -1,0 +1,330 @@
+"""References: names, writer locks, the compare-and-swap update, revisions and lanes.
+
+chit reads ``main`` and never writes it; it writes only lanes
+(``refs/heads/agent/<name>``) and its own store (``refs/chit/*``), each update a
+compare-and-swap under the reference's locks (docs/architecture.md, "Version
+control"). Revisions an agent gives are branch names or hex ids, never git's
+revision syntax.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Final
+
+import pygit2
+
+from engine.errors import InvalidRequestError, RepositoryError
+from engine.git.handle import Handle, private_folder, reference
+
+__all__ = [
+    "LANE_PREFIX",
+    "MAIN",
+    "STORE_PREFIX",
+    "CasUpdate",
+    "RefLocks",
+    "cas_update",
+    "equals",
+    "foreign_lane_refs",
+    "head_for",
+    "lane_exists",
+    "lane_ref",
+    "lanes",
+    "main_head",
+    "ref_target",
+    "resolve",
+]
+
+MAIN: Final = "refs/heads/main"
+"""The protected trunk. Read here, never written."""
+
+LANE_PREFIX: Final = "refs/heads/agent/"
+STORE_PREFIX: Final = "refs/chit/"
+
+_HEX_PREFIX = re.compile(r"[0-9a-fA-F]{7,40}")
+_BRANCH_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
+_AGENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
+
+CasUpdate = Callable[
+    [pygit2.Repository, str, pygit2.Oid, Callable[[pygit2.Oid | None], bool], str], None
+]
+"""The signature of :func:`cas_update`, which the writing parts are handed."""
+
+
+def lane_ref(agent: str) -> str:
+    """Return the full reference name of an agent's lane.
+
+    Args:
+        agent: The agent name, already validated by the caller (one reference
+            component: letters, digits, ``._-``).
+
+    Returns:
+        ``"refs/heads/agent/<agent>"``.
+
+    Raises:
+        ValueError: If ``agent`` is not a single valid reference component (a
+            caller bug; agents never reach this unvalidated).
+    """
+    ref = LANE_PREFIX + agent
+    if not _AGENT_NAME.fullmatch(agent) or not pygit2.reference_is_valid_name(ref):
+        raise ValueError("agent name is not a valid lane component")
+    return ref
+
+
+def ref_target(repo: pygit2.Repository, ref: str) -> pygit2.Oid | None:
+    """Return the id ``ref`` points at, or ``None`` if it does not exist.
+
+    Raises:
+        RepositoryError: ``conflict`` if ``ref`` is a symbolic reference.
+    """
+    found = reference(repo, ref)
+    if found is None:
+        return None
+    target = found.target
+    if not isinstance(target, pygit2.Oid):
+        raise RepositoryError("conflict", "the reference is not a direct reference")
+    return target
+
+
+def main_head(repo: pygit2.Repository) -> pygit2.Commit:
+    """Return the commit ``main`` points at.
+
+    Raises:
+        RepositoryError: ``not_found`` if ``main`` is missing or names no commit.
+    """
+    found = reference(repo, MAIN)
+    try:
+        if found is not None:
+            return found.peel(pygit2.Commit)
+    except (pygit2.GitError, KeyError, ValueError):
+        pass
+    raise RepositoryError("not_found", "the main branch is missing")
+
+
+def equals(expected: pygit2.Oid | None) -> Callable[[pygit2.Oid | None], bool]:
+    """Return a compare-and-swap predicate accepting exactly ``expected``."""
+    return lambda current: current == expected
+
+
+def cas_update(
+    repo: pygit2.Repository,
+    ref: str,
+    new: pygit2.Oid,
+    expected: Callable[[pygit2.Oid | None], bool],
+    reflog: str,
+) -> None:
+    """Point ``ref`` at ``new`` iff ``expected(current)`` holds under git's ref lock.
+
+    Args:
+        repo: This thread's pygit2 repository (:attr:`Handle.repo`).
+        ref: A reference under ``refs/heads/agent/`` or ``refs/chit/``.
+        new: The id to point it at.
+        expected: Whether the reference's current target (``None``: absent)
+            is the one this update was computed from.
+        reflog: The reflog message.
+
+    Raises:
+        ValueError: If ``ref`` is ``main`` or outside lanes and the store (a
+            caller bug).
+        RepositoryError: ``conflict`` if the current target is not the
+            expected one or the reference is locked by someone else.
+    """
+    if ref == MAIN or not ref.startswith((LANE_PREFIX, STORE_PREFIX)):
+        raise ValueError("refusing to update a reference outside lanes and the chit store")
+    try:
+        with repo.transaction() as txn:
+            txn.lock_ref(ref)
+            if not expected(ref_target(repo, ref)):
+                raise RepositoryError(
+                    "conflict", "the branch moved since this change was based on it"
+                )
+            txn.set_target(ref, new, message=reflog)
+    except pygit2.GitError as exc:
+        raise RepositoryError(
+            "conflict",
+            "the branch is locked by another update; retry. If it stays locked, a "
+            "writer died holding it: an operator removes the ref's .lock file",
+        ) from exc
+
+
+class RefLocks:
+    """The writer locks of a repository's references, per reference.
+
+    A writer holds this process's :class:`threading.Lock` for the reference,
+    then an exclusive ``flock`` on ``<chit dir>/locks/<sha256 of the ref
+    name>.flock``, shared by every chit process on the repository (the same
+    file from every linked worktree; the kernel releases it when a writer
+    dies). The compare-and-swap itself then runs holding git's own reference
+    lock file (:func:`cas_update`), so a writer outside chit is still detected.
+
+    Args:
+        chit_dir: ``<common git dir>/chit`` (:attr:`Handle.chit_dir`).
+    """
+
+    def __init__(self, chit_dir: str) -> None:
+        self._chit_dir = chit_dir
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+        self._lock_folder_checked = False
+
+    @contextmanager
+    def hold(self, ref: str) -> Iterator[None]:
+        """Hold ``ref``'s writer lock: this process's, then every chit process's.
+
+        The cross-process lock is a blocking ``flock(LOCK_EX)`` on a lock file
+        named by the SHA-256 of the reference name under ``<git dir>/chit/locks``
+        (created 0600 on first use). It waits with the interpreter lock released,
+        and the kernel drops it when its holder exits, so a killed engine never
+        leaves a lane locked.
+
+        Raises:
+            RepositoryError: ``internal_error`` if the lock file cannot be opened.
+        """
+        with self._locks_guard:
+            lock = self._locks.setdefault(ref, threading.Lock())
+        with lock:
+            fd = self._open_lock_file(ref)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # closing the descriptor releases the flock
+
+    def _open_lock_file(self, ref: str) -> int:
+        folder = os.path.join(self._chit_dir, "locks")
+        path = os.path.join(folder, hashlib.sha256(ref.encode()).hexdigest() + ".flock")
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            if not self._lock_folder_checked:
+                private_folder(self._chit_dir)
+                private_folder(folder)
+                self._lock_folder_checked = True
+            return os.open(path, flags, 0o600)
+        except OSError as exc:
+            raise RepositoryError("internal_error", "cannot open the lane's lock file") from exc
+
+
+def head_for(handle: Handle, agent: str) -> pygit2.Commit:
+    """Return the commit an agent's fresh session starts from.
+
+    Args:
+        handle: The repository.
+        agent: A validated agent name.
+
+    Returns:
+        The head of ``refs/heads/agent/<agent>`` if the lane exists, else
+        the head of ``main``.
+
+    Raises:
+        RepositoryError: ``not_found`` if ``main`` has disappeared.
+    """
+    repo = handle.repo
+    found = reference(repo, lane_ref(agent))
+    if found is not None:
+        try:
+            return found.peel(pygit2.Commit)
+        except (pygit2.GitError, KeyError, ValueError):
+            raise RepositoryError("not_found", "the lane does not point at a commit") from None
+    return main_head(repo)
+
+
+def resolve(handle: Handle, rev: str) -> pygit2.Commit:
+    """Resolve a revision given by an agent, accepting no revision syntax.
+
+    Accepted forms: a branch short name (``main``, ``agent/x``), a full
+    ``refs/heads/...`` name, or a 7 to 40 digit hex commit id prefix. A
+    branch wins over a hex prefix that spells the same name, as in git.
+
+    Args:
+        handle: The repository.
+        rev: The agent's string.
+
+    Returns:
+        The commit it names (an annotated tag object is peeled).
+
+    Raises:
+        InvalidRequestError: ``invalid_argument`` for anything else
+            (options such as ``-x``, ranges ``a..b``, ``@{...}``, ``^``,
+            ``~``, ``:``, whitespace, NUL) or an ambiguous hex prefix.
+        RepositoryError: ``not_found`` if the name or id names no commit.
+    """
+    if not isinstance(rev, str):
+        raise InvalidRequestError("invalid_argument", "revision must be a string")
+    full = rev if rev.startswith("refs/heads/") else "refs/heads/" + rev
+    is_branch = (
+        _BRANCH_NAME.fullmatch(rev) is not None
+        and (rev.startswith("refs/heads/") or not rev.startswith("refs/"))
+        and pygit2.reference_is_valid_name(full)
+    )
+    is_hex = _HEX_PREFIX.fullmatch(rev) is not None
+    if not (is_branch or is_hex):
+        raise InvalidRequestError(
+            "invalid_argument", "revision must be a branch name or a hex commit id"
+        )
+    repo = handle.repo
+    if is_branch:
+        # Found by listing, not by a lookup with the agent's string (see
+        # engine.git.handle.reference): a revision is an occasional log or diff
+        # argument.
+        found = next((r for r in repo.references.iterator() if r.name == full), None)
+        if found is not None:
+            try:
+                return found.peel(pygit2.Commit)
+            except (pygit2.GitError, KeyError, ValueError):
+                raise RepositoryError("not_found", "revision not found") from None
+    if is_hex:
+        try:
+            obj = repo.get(rev.lower())
+        except pygit2.AmbiguousError:
+            raise InvalidRequestError("invalid_argument", "commit id prefix is ambiguous") from None
+        except (pygit2.GitError, ValueError):
+            obj = None
+        if obj is not None:
+            try:
+                return obj.peel(pygit2.Commit)
+            except (pygit2.GitError, KeyError, ValueError):
+                pass
+    raise RepositoryError("not_found", "revision not found")
+
+
+def lanes(handle: Handle) -> list[str]:
+    """Return the names of agents that have a lane, sorted.
+
+    Args:
+        handle: The repository.
+
+    Returns:
+        Each ``<agent>`` with a ``refs/heads/agent/<agent>`` reference
+        (nested names that :func:`lane_ref` would refuse are left out).
+    """
+    names = []
+    for ref in handle.repo.references:
+        if ref.startswith(LANE_PREFIX):
+            agent = ref[len(LANE_PREFIX) :]
+            if _AGENT_NAME.fullmatch(agent):
+                names.append(agent)
+    return sorted(names)
+
+
+def lane_exists(handle: Handle, agent: str) -> bool:
+    """True iff ``refs/heads/agent/<agent>`` exists."""
+    return reference(handle.repo, lane_ref(agent)) is not None
+
+
+def foreign_lane_refs(handle: Handle) -> list[str]:
+    """Return refs under ``refs/heads/agent/`` that name no valid lane, sorted.
+
+    chit never creates them (agent names are single, validated components),
+    so an auditor treats each one as a finding.
+    """
+    return sorted(
+        ref
+        for ref in handle.repo.references
+        if ref.startswith(LANE_PREFIX) and not _AGENT_NAME.fullmatch(ref[len(LANE_PREFIX) :])
+    )
