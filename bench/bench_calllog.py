@@ -40,7 +40,7 @@ from engine.admin.seed import create_repository
 from engine.audit import calllog, logverify, redact
 from engine.auth import signkeys
 from engine.service import Engine
-from engine.service import interface as service_module
+from engine.service import recording as service_module
 from engine.state.sqlite import open_store
 
 ROUNDS = 7

@@ -2,7 +2,7 @@
 
 The edge holds no authority. It reads the agent's token once, re-presents it on
 every request, asks the engine for the offer on ``tools/list`` and for the result
-on ``tools/call``, and translates the engine's plain-data answers into MCP:
+on ``tools/call``, and translates the engine's typed answers into MCP:
 
 - a refusal is a ``CallToolResult`` with ``isError: true`` whose text is JSON
   ``{"error": CODE, "message": ..., ...hints}``;
@@ -29,12 +29,16 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
+from engine.service import CallAnswer, Called, OfferAnswer, Offered, Refused
+
 __all__ = [
+    "ENGINE_UNAVAILABLE",
     "INSTRUCTIONS",
     "EngineClient",
     "build_server",
     "call_result",
     "listing_result",
+    "offered",
     "serve_stdio",
 ]
 
@@ -65,7 +69,7 @@ Calling a tool you were not offered is an unknown-tool error listing the tools y
 class EngineClient(Protocol):
     """What the edge needs from an engine (in-process or remote)."""
 
-    def offer(self, token: str) -> dict[str, Any]:
+    def offer(self, token: str) -> OfferAnswer:
         """See :meth:`engine.service.Engine.offer`."""
 
     def invoke(
@@ -76,17 +80,32 @@ class EngineClient(Protocol):
         *,
         session: str,
         offered_catalog_hash: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CallAnswer:
         """See :meth:`engine.service.Engine.invoke`."""
 
 
-ENGINE_UNAVAILABLE: dict[str, Any] = {
-    "ok": False,
-    "error": {"error": "internal_error", "message": "engine unavailable"},
-}
+ENGINE_UNAVAILABLE = Refused("internal_error", "engine unavailable")
+"""The answer when the engine could not be asked at all."""
 
 
-def listing_result(answer: dict[str, Any]) -> types.ListToolsResult:
+def offered(answer: OfferAnswer) -> Offered:
+    """The offer, or the ``tools/list`` error for a refused token (every transport).
+
+    Args:
+        answer: What :meth:`engine.service.Engine.offer` returned.
+
+    Returns:
+        ``answer``, an :class:`~engine.service.Offered`.
+
+    Raises:
+        MCPError: JSON-RPC -32001 with the refusal as ``data`` if the token was refused.
+    """
+    if isinstance(answer, Refused):
+        raise MCPError(TOKEN_REFUSED, f"token refused: {answer.code}", answer.error)
+    return answer
+
+
+def listing_result(answer: OfferAnswer) -> types.ListToolsResult:
     """Translate the engine's offer into the ``tools/list`` result (every transport).
 
     Args:
@@ -98,26 +117,22 @@ def listing_result(answer: dict[str, Any]) -> types.ListToolsResult:
     Raises:
         MCPError: JSON-RPC -32001 with the refusal as ``data`` if the token was refused.
     """
-    if not answer.get("ok"):
-        error = answer.get("error") or {"error": "internal_error", "message": "refused"}
-        raise MCPError(TOKEN_REFUSED, f"token refused: {error.get('error')}", error)
     tools = [
         types.Tool(
-            name=t["name"],
-            description=t["description"],
-            input_schema=t["input_schema"],
-            output_schema=t["output_schema"],
+            name=t.name,
+            description=t.description,
+            input_schema=t.input_schema,
+            output_schema=t.output_schema,
             annotations=types.ToolAnnotations(
-                read_only_hint=t["annotations"]["readOnlyHint"],
-                destructive_hint=t["annotations"]["destructiveHint"],
+                read_only_hint=t.read_only, destructive_hint=t.destructive
             ),
         )
-        for t in answer["tools"]
+        for t in offered(answer).tools
     ]
     return types.ListToolsResult(tools=tools)
 
 
-def call_result(name: str, answer: dict[str, Any]) -> types.CallToolResult:
+def call_result(name: str, answer: CallAnswer) -> types.CallToolResult:
     """Translate the engine's answer to a call into the ``tools/call`` result (every transport).
 
     Args:
@@ -130,15 +145,15 @@ def call_result(name: str, answer: dict[str, Any]) -> types.CallToolResult:
     Raises:
         MCPError: JSON-RPC -32602 with ``{"error": "tool_not_offered", "offered": [...]}``.
     """
-    if answer.get("ok"):
-        result = answer["result"]
+    if isinstance(answer, Called):
+        result = answer.result
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(result, sort_keys=True))],
             structured_content=result,
             is_error=False,
         )
-    error = answer.get("error") or {"error": "internal_error", "message": "refused"}
-    if error.get("error") == "tool_not_offered":
+    error = answer.error
+    if answer.code == "tool_not_offered":
         raise MCPError(INVALID_PARAMS, f"Unknown tool: {name[:100]}", error)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=json.dumps(error, sort_keys=True))],
@@ -167,8 +182,9 @@ class _Edge:
         answer = await anyio.to_thread.run_sync(
             self._engine.offer, self._token, limiter=self._limiter
         )
-        result = listing_result(answer)
-        self.listed_hash = answer["catalog_hash"]
+        offer = offered(answer)
+        result = listing_result(offer)
+        self.listed_hash = offer.catalog_hash
         return result
 
     async def call_tool(
@@ -183,7 +199,7 @@ class _Edge:
             answer = ENGINE_UNAVAILABLE
         return call_result(params.name, answer)
 
-    def _call(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    def _call(self, name: str, arguments: dict[str, Any] | None) -> CallAnswer:
         return self._engine.invoke(
             self._token,
             name,

@@ -1,9 +1,10 @@
 """The edge's side of ``chit-engine/1``: the engine's interface over HTTP.
 
 :class:`RemoteEngine` has :class:`engine.service.Engine`'s ``offer`` and
-``invoke`` and returns the engine's answers unchanged, so the MCP server runs the
-same code embedded or remote. It holds no key, no repository and no state but
-the connection; the token is forwarded on every call, in the request body.
+``invoke`` and returns the engine's typed answers, read from the wire with
+validation, so the MCP server runs the same code embedded or remote. It holds no
+key, no repository and no state but the connection; the token is forwarded on
+every call, in the request body.
 
 It never raises for a failure of the engine or the transport: an unreachable
 engine, a timeout, or an answer it cannot read becomes the stable refusal
@@ -17,11 +18,21 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx2
 
+from engine.service import (
+    AnswerError,
+    CallAnswer,
+    OfferAnswer,
+    Refused,
+    read_call,
+    read_offer,
+    read_refusal,
+)
 from gateway import __version__, _wire
 
 __all__ = ["MAX_ANSWER_BYTES", "RemoteEngine", "parse_engine_url"]
@@ -34,10 +45,14 @@ CALL_TIMEOUT = 300.0  # seconds for one answer (a merge or project_context can b
 IDLE_SECONDS = 10.0  # a kept-alive connection is dropped before the server's 30 s
 _UNIX_HOST = "chit-engine"  # the Host header on a unix socket (any name would do)
 
-_UNREACHABLE = "the engine is unreachable"
-_CUT_OFF = "the engine did not answer; the call may have taken effect, check `status` first"
-_UNREADABLE = "the engine's answer could not be read"
-_BUSY = "the engine is busy; try again shortly"
+_UNREACHABLE = Refused("internal_error", "the engine is unreachable")
+_CUT_OFF = Refused(
+    "internal_error",
+    "the engine did not answer; the call may have taken effect, check `status` first",
+)
+_UNREADABLE = Refused("internal_error", "the engine's answer could not be read")
+_BUSY = Refused("internal_error", "the engine is busy; try again shortly")
+_NOT_JSON = Refused("invalid_argument", "the arguments are not JSON the engine reads")
 
 
 def parse_engine_url(url: str) -> tuple[str | None, str]:
@@ -88,31 +103,6 @@ def parse_engine_url(url: str) -> tuple[str | None, str]:
             )
     shown = f"[{host}]" if ":" in host else host
     return None, f"http://{shown}:{port}"
-
-
-def _is_error(doc: dict[str, Any]) -> bool:
-    error = doc.get("error")
-    return (
-        doc.get("ok") is False
-        and isinstance(error, dict)
-        and isinstance(error.get("error"), str)
-        and isinstance(error.get("message"), str)
-    )
-
-
-def _is_tool(tool: Any) -> bool:
-    if not isinstance(tool, dict):
-        return False
-    annotations = tool.get("annotations")
-    return (
-        isinstance(tool.get("name"), str)
-        and isinstance(tool.get("description"), str)
-        and isinstance(tool.get("input_schema"), dict)
-        and isinstance(tool.get("output_schema"), dict | None)
-        and isinstance(annotations, dict)
-        and isinstance(annotations.get("readOnlyHint"), bool)
-        and isinstance(annotations.get("destructiveHint"), bool)
-    )
 
 
 class RemoteEngine:
@@ -169,20 +159,15 @@ class RemoteEngine:
 
     # --- the engine's interface -------------------------------------------------
 
-    def offer(self, token: str) -> dict[str, Any]:
+    def offer(self, token: str) -> OfferAnswer:
         """See :meth:`engine.service.Engine.offer`; never raises."""
         doc = self._post(_wire.OFFER_PATH, {"token": token})
-        if _is_error(doc):
+        if isinstance(doc, Refused):
             return doc
-        tools = doc.get("tools")
-        if (
-            doc.get("ok") is True
-            and isinstance(tools, list)
-            and all(_is_tool(t) for t in tools)
-            and isinstance(doc.get("catalog_hash"), str)
-        ):
-            return doc
-        return _wire.error("internal_error", _UNREADABLE)
+        try:
+            return read_offer(doc)
+        except AnswerError:
+            return _UNREADABLE
 
     def invoke(
         self,
@@ -192,7 +177,7 @@ class RemoteEngine:
         *,
         session: str,
         offered_catalog_hash: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CallAnswer:
         """See :meth:`engine.service.Engine.invoke`; never raises."""
         doc = self._post(
             _wire.INVOKE_PATH,
@@ -204,22 +189,26 @@ class RemoteEngine:
                 "offered_catalog_hash": offered_catalog_hash,
             },
         )
-        if _is_error(doc) or (doc.get("ok") is True and isinstance(doc.get("result"), dict)):
+        if isinstance(doc, Refused):
             return doc
-        return _wire.error("internal_error", _UNREADABLE)
+        try:
+            return read_call(doc)
+        except AnswerError:
+            return _UNREADABLE
 
-    def health(self) -> dict[str, Any]:
+    def health(self) -> Mapping[str, Any]:
         """``GET /v1/health``: ``{"ok": true, "api": ...}``, or the refusal; never raises."""
         return self._request("GET", _wire.HEALTH_PATH, None)
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any] | Refused:
         try:
             content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
         except (TypeError, ValueError, UnicodeEncodeError):
-            return _wire.error("invalid_argument", "the arguments are not JSON the engine reads")
+            return _NOT_JSON
         return self._request("POST", path, content)
 
-    def _request(self, method: str, path: str, content: bytes | None) -> dict[str, Any]:
+    def _request(self, method: str, path: str, content: bytes | None) -> dict[str, Any] | Refused:
+        """The answer's JSON object (status 200), or a refusal: the engine's, or the edge's own."""
         headers = {"content-type": "application/json"} if content is not None else {}
         try:
             with self._client.stream(method, path, content=content, headers=headers) as response:
@@ -228,23 +217,28 @@ class RemoteEngine:
                     raw += chunk
                     if len(raw) > MAX_ANSWER_BYTES:
                         logger.error("the engine's answer exceeded %d bytes", MAX_ANSWER_BYTES)
-                        return _wire.error("internal_error", _UNREADABLE)
+                        return _UNREADABLE
                 status = response.status_code
         except (httpx2.ConnectError, httpx2.ConnectTimeout):
             logger.warning("the engine at %s is unreachable", self.url)
-            return _wire.error("internal_error", _UNREACHABLE)
+            return _UNREACHABLE
         except httpx2.HTTPError as exc:
             # Never the exception's text in an answer; its class is enough here.
             logger.warning("the call to the engine failed (%s)", type(exc).__name__)
             cut_off = path == _wire.INVOKE_PATH  # it may have run: say so, never retry
-            return _wire.error("internal_error", _CUT_OFF if cut_off else _UNREACHABLE)
+            return _CUT_OFF if cut_off else _UNREACHABLE
         try:
             doc = _wire.loads_strict(bytes(raw))
         except _wire.WireError:
             if status == 503:  # uvicorn's own answer at its connection limit
-                return _wire.error("internal_error", _BUSY)
+                return _BUSY
             logger.error("the engine answered %d with a body that is not strict JSON", status)
-            return _wire.error("internal_error", _UNREADABLE)
-        if not isinstance(doc, dict) or (status != 200 and not _is_error(doc)):
-            return _wire.error("internal_error", _UNREADABLE)
+            return _UNREADABLE
+        if not isinstance(doc, dict):
+            return _UNREADABLE
+        if status != 200:
+            try:
+                return read_refusal(doc)  # a request the engine server refused
+            except AnswerError:
+                return _UNREADABLE
         return doc

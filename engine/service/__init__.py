@@ -1,8 +1,52 @@
 """The engine's interface to edges: :class:`Engine` with ``offer`` and ``invoke``.
 
-Every call re-runs the ordered check (docs/architecture.md, docs/engine-api.md).
+Every call re-runs the ordered check (docs/architecture.md); the answers are the
+typed objects of ``engine.service.answers`` (docs/engine-api.md, "Answers").
+``Engine`` is imported on first use, so an edge that only reads answers (``chit
+mcp --engine``) never loads the engine, its keys or git.
 """
 
-from engine.service.interface import Engine
+from __future__ import annotations
 
-__all__ = ["Engine"]
+from typing import TYPE_CHECKING, Any
+
+from engine.service.answers import (
+    Answer,
+    AnswerError,
+    CallAnswer,
+    Called,
+    OfferAnswer,
+    Offered,
+    OfferedTool,
+    Refused,
+    read_call,
+    read_offer,
+    read_refusal,
+)
+
+if TYPE_CHECKING:
+    from engine.service.interface import Engine
+
+__all__ = [
+    "Answer",
+    "AnswerError",
+    "CallAnswer",
+    "Called",
+    "Engine",
+    "OfferAnswer",
+    "Offered",
+    "OfferedTool",
+    "Refused",
+    "read_call",
+    "read_offer",
+    "read_refusal",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """``Engine``, imported from ``engine.service.interface`` when first asked for."""
+    if name == "Engine":
+        from engine.service.interface import Engine
+
+        return Engine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

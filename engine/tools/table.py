@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.tools import handlers
+from engine.tools import commit, conflicts, delegation, files, history, provenance, scope
 from engine.tools.semantic import impact, project, relations, symbols
 
 __all__ = ["HANDLERS", "Handler", "handler_for"]
@@ -23,24 +23,24 @@ Handler = Callable[[Any, Any], BaseModel]
 
 HANDLERS: Mapping[str, Handler] = MappingProxyType(
     {
-        "effective_scope": handlers.effective_scope,
-        "status": handlers.status,
-        "read_file": handlers.read_file,
-        "list_conflicts": handlers.list_conflicts,
-        "log": handlers.log,
-        "diff": handlers.diff,
+        "effective_scope": scope.effective_scope,
+        "status": scope.status,
+        "read_file": files.read_file,
+        "list_conflicts": conflicts.list_conflicts,
+        "log": history.log,
+        "diff": history.diff,
         "symbol_context": symbols.symbol_context,
         "symbol_relations": relations.symbol_relations,
         "search_symbols": symbols.search_symbols,
         "change_impact": impact.change_impact,
         "project_context": project.project_context,
-        "provenance_graph": handlers.provenance_graph,
-        "write_file": handlers.write_file,
-        "delete_file": handlers.delete_file,
-        "move_file": handlers.move_file,
-        "resolve_conflict": handlers.resolve_conflict,
-        "commit": handlers.commit,
-        "issue_sub_token": handlers.issue_sub_token,
+        "provenance_graph": provenance.provenance_graph,
+        "write_file": files.write_file,
+        "delete_file": files.delete_file,
+        "move_file": files.move_file,
+        "resolve_conflict": conflicts.resolve_conflict,
+        "commit": commit.commit,
+        "issue_sub_token": delegation.issue_sub_token,
     }
 )
 

@@ -1,4 +1,8 @@
-"""One way for engine tests to list, then call, a tool as an edge does."""
+"""One way for engine tests to list, then call, a tool as an edge does.
+
+:class:`EngineCalls` names a session per token; :func:`call` takes the session and
+the listed catalog hash as given (``error`` reads a refusal's code).
+"""
 
 from __future__ import annotations
 
@@ -28,3 +32,23 @@ class EngineCalls:
         answer = self.call(token, tool, args, session)
         assert answer["ok"] is True, answer
         return answer["result"]
+
+
+def call(
+    engine: Engine,
+    token: str,
+    tool: str,
+    args: dict[str, object] | None = None,
+    session: str = "s1",
+    listed: str | None = "listed",
+) -> dict[str, object]:
+    """Invoke as an edge that listed the token's catalog first (unless told otherwise)."""
+    if listed == "listed":
+        offer = engine.offer(token)
+        listed = offer.get("catalog_hash")  # type: ignore[assignment]
+    return engine.invoke(token, tool, args or {}, session=session, offered_catalog_hash=listed)
+
+
+def error(answer: dict[str, object]) -> str:
+    assert answer["ok"] is False, answer
+    return str(answer["error"]["error"])  # type: ignore[index]

@@ -8,6 +8,7 @@ import pytest
 
 from engine.errors import ConfigurationError
 from gateway.http_edge import HttpEdge, HttpSettings, parse_listen_address, serve_http
+from gateway.http_edge.settings import allowed_names
 
 
 class _NoEngine:
@@ -36,7 +37,7 @@ def test_bad_listen_addresses(text: str) -> None:
 
 def test_loopback_edge_allows_its_own_names_only() -> None:
     edge = HttpEdge(_NoEngine(), HttpSettings("127.0.0.1", 0), port=8765)
-    hosts, origins = edge._allowed(HttpSettings("127.0.0.1", 0), 8765)
+    hosts, origins = allowed_names(HttpSettings("127.0.0.1", 0), 8765)
     assert hosts == {"127.0.0.1:8765", "localhost:8765", "[::1]:8765"}
     assert origins == {"http://127.0.0.1:8765", "http://localhost:8765", "http://[::1]:8765"}
     assert edge.resource == "http://127.0.0.1:8765/mcp"
@@ -55,7 +56,7 @@ def test_behind_a_proxy_the_public_url_names_the_resource() -> None:
         public_url="https://chit.example.com", authorization_server="https://chit.example.com",
     )
     edge = HttpEdge(_NoEngine(), settings, port=8765)
-    hosts, origins = edge._allowed(settings, 8765)
+    hosts, origins = allowed_names(settings, 8765)
     assert hosts == {"10.0.0.5:8765", "chit.lan:8765", "chit.example.com"}
     assert "https://chit.example.com" in origins and "http://localhost:8765" not in origins
     assert edge.resource == "https://chit.example.com/mcp"

@@ -1,0 +1,107 @@
+"""Every ``invoke``, allowed or refused, appended to the signed call log before it is answered.
+
+The entry names the caller as far as the call established it, the redacted
+arguments, the decision and its code (docs/audit.md, "The call log"; the format:
+``engine.audit.calllog``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.audit import calllog, redact
+from engine.service.answers import CallAnswer, Called, Refused
+from engine.service.check import Checked
+from engine.state.sqlite import Store
+
+__all__ = ["CallFacts", "Recorder"]
+
+logger = logging.getLogger("chit.engine")
+
+_UNRECORDED = Refused(
+    "internal_error",
+    "the engine could not record this call; check `status` before retrying",
+)
+
+
+@dataclass
+class CallFacts:
+    """What a call established before it ended, for its call-log entry."""
+
+    checked: Checked | None = None
+
+
+class Recorder:
+    """Appends calls to the call log of one state store.
+
+    Args:
+        store: The state store holding the log.
+        signer: Signs each entry's chain head.
+        protects: Whether a path is protected (its content is never logged, even hashed).
+        policy_hash: The newest loaded policy's hash, for calls refused before
+            their own policy was read.
+        now: The current time in unix seconds.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        signer: calllog.LogSigner,
+        protects: Callable[[str], bool],
+        policy_hash: Callable[[], str],
+        now: Callable[[], int],
+    ) -> None:
+        self._store = store
+        self._signer = signer
+        self._protects = protects
+        self._policy_hash = policy_hash
+        self._now = now
+
+    def __repr__(self) -> str:
+        return "Recorder()"
+
+    def record(
+        self,
+        answer: CallAnswer,
+        facts: CallFacts,
+        tool: object,
+        arguments: object,
+        session: object,
+    ) -> CallAnswer:
+        """Append the call to the call log.
+
+        Args:
+            answer: The call's answer.
+            facts: What the call established (its checked token, if it got so far).
+            tool: The tool name as the client sent it (redacted if odd).
+            arguments: The arguments as sent (redacted: sizes and digests of contents).
+            session: The session id as sent (redacted if odd).
+
+        Returns:
+            ``answer``, or ``internal_error`` if the entry could not be written
+            (the call's effect, if any, stands).
+        """
+        checked = facts.checked
+        code = None if isinstance(answer, Called) else answer.code
+        record = calllog.CallRecord(
+            time=self._now(),
+            agent=checked.token.agent if checked else calllog.UNKNOWN_AGENT,
+            chain=tuple(block for block, _agent in checked.token.chain) if checked else (),
+            session=redact.redact_label(session),
+            tool=redact.redact_label(tool),
+            arguments=redact.redact_arguments(arguments, self._protects),
+            decision="allowed" if code is None else (
+                "failed" if code == "internal_error" else "refused"
+            ),
+            code=code,
+            policy_hash=checked.policy.hash if checked and checked.policy else self._policy_hash(),
+            catalog_hash=checked.offer.catalog_hash if checked else None,
+        )
+        try:
+            calllog.append(self._store, self._signer, record)
+        except Exception:
+            logger.exception("the call log could not be written; run `chit audit log verify`")
+            return _UNRECORDED
+        return answer

@@ -1,0 +1,51 @@
+"""What the caller holds and where its session stands: ``effective_scope`` and ``status``.
+
+Both are always safe to call; ``status`` names only staged paths the caller may
+see (docs/tools.md).
+"""
+
+from __future__ import annotations
+
+from engine.catalog import schemas as s
+from engine.catalog.declarations import CATALOG_ENCODING
+from engine.tools.context import CallContext
+
+__all__ = ["effective_scope", "status"]
+
+
+def effective_scope(ctx: CallContext, _args: s.NoArgs) -> s.EffectiveScope:
+    """Describe the token and its offer."""
+    t = ctx.token
+    return s.EffectiveScope(
+        agent=t.agent,
+        lane=t.lane,
+        token_id=t.token_id,
+        chain=[agent for _id, agent in t.chain],
+        operations=sorted(t.operations),
+        path_scopes=[list(g) for g in t.path_scopes],
+        expires_at=t.expires_at,
+        not_before=t.not_before,
+        delegable=t.delegable,
+        tools=ctx.offer.names(),
+        withheld=ctx.offer.withheld,
+        catalog_hash=ctx.offer.catalog_hash,
+        catalog_encoding=CATALOG_ENCODING,
+    )
+
+
+def status(ctx: CallContext, _args: s.NoArgs) -> s.Status:
+    """Report the session's staged change and lane position."""
+    info = ctx.repo.status(ctx.token.agent, ctx.session.staged)
+    staged = [s.StagedEntry(**e) for e in info["staged"] if ctx.visible(e["path"])]
+    return s.Status(
+        session=ctx.session.session_id,
+        lane=info["lane"],
+        lane_exists=info["lane_exists"],
+        lane_head=info["lane_head"],
+        base=info["base"],
+        main_head=info["main_head"],
+        ahead=info["ahead"],
+        behind=info["behind"],
+        staged=staged,
+        staged_bytes=ctx.session.staged.byte_size(),
+    )

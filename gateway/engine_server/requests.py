@@ -1,0 +1,177 @@
+"""What ``chit-engine/1`` accepts of a request before the engine sees it.
+
+Browser origins and foreign ``Host`` headers, the content type, the body's size
+and strict JSON, and each endpoint's fields; a request refused here gets the
+engine's refusal shape with a 4xx status and never reaches the engine or its call
+log (docs/engine-api.md, "Requests refused before the engine").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from gateway import _wire
+
+__all__ = [
+    "HEADERS",
+    "InvokeRequest",
+    "RequestError",
+    "guard",
+    "invoke_request",
+    "json_response",
+    "offer_request",
+    "read_json",
+]
+
+HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
+_INVOKE_FIELDS = frozenset({"token", "tool", "arguments", "session", "offered_catalog_hash"})
+
+
+class RequestError(Exception):
+    """A request refused before it reaches the engine.
+
+    Args:
+        status: The HTTP status to answer with.
+        code: A stable code (docs/errors.md).
+        message: A caller-safe explanation.
+        **hints: Extra JSON fields (``fields``).
+    """
+
+    def __init__(self, status: int, code: str, message: str, **hints: Any) -> None:
+        super().__init__(code)
+        self.status = status
+        self.answer = _wire.error(code, message, **hints)
+
+
+def json_response(
+    answer: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """``answer`` as JSON at ``status``, with :data:`HEADERS` unless ``headers`` are given."""
+    return JSONResponse(answer, status_code=status, headers=headers or HEADERS)
+
+
+def guard(request: Request, allowed_hosts: frozenset[str] | None) -> None:
+    """Refuse a browser's request, and on TCP a rebound name.
+
+    A browser page must never drive the engine: browsers send ``Origin`` on
+    cross-origin POSTs, and a rebound name shows up as a foreign ``Host``.
+
+    Args:
+        request: The request.
+        allowed_hosts: ``Host`` values to accept, or ``None`` for any (unix sockets).
+
+    Raises:
+        RequestError: 403 ``invalid_argument``.
+    """
+    if "origin" in request.headers:
+        raise RequestError(403, "invalid_argument", "browser requests are refused")
+    if allowed_hosts is not None and request.headers.get("host", "") not in allowed_hosts:
+        raise RequestError(403, "invalid_argument", "unexpected Host header")
+
+
+async def read_json(request: Request, max_request_bytes: int) -> dict[str, Any]:
+    """Read a request's body: ``application/json``, at most ``max_request_bytes``, strict JSON.
+
+    Args:
+        request: The request (already through :func:`guard`).
+        max_request_bytes: The largest body accepted; ``Content-Length`` is
+            checked first, then the bytes as they arrive.
+
+    Returns:
+        The JSON object.
+
+    Raises:
+        RequestError: 415 for another content type, 413 ``limit_exceeded`` for
+            a body too large, 400 ``invalid_argument`` for one that is not a
+            strict JSON object.
+    """
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if kind != "application/json":
+        raise RequestError(415, "invalid_argument", "the body must be application/json")
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > max_request_bytes):
+        raise RequestError(413, "limit_exceeded", f"the body exceeds {max_request_bytes} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_request_bytes:
+            raise RequestError(
+                413, "limit_exceeded", f"the body exceeds {max_request_bytes} bytes"
+            )
+        chunks.append(chunk)
+    try:
+        doc = _wire.loads_strict(b"".join(chunks))
+    except _wire.WireError as exc:
+        raise RequestError(400, "invalid_argument", str(exc)) from None
+    if not isinstance(doc, dict):
+        raise RequestError(400, "invalid_argument", "the body must be a JSON object")
+    return doc
+
+
+@dataclass(frozen=True)
+class InvokeRequest:
+    """The fields of ``POST /v1/invoke``, checked (docs/engine-api.md)."""
+
+    token: str
+    tool: str
+    arguments: dict[str, Any] | None
+    session: str
+    offered_catalog_hash: str | None
+
+
+def offer_request(doc: dict[str, Any]) -> str:
+    """The token of ``POST /v1/offer``'s body ``{"token"}``.
+
+    Raises:
+        RequestError: 400 ``invalid_argument`` (``fields``) for an unknown,
+            missing or mistyped field.
+    """
+    _fields(doc, required={"token"}, allowed={"token"})
+    return _string(doc, "token")
+
+
+def invoke_request(doc: dict[str, Any]) -> InvokeRequest:
+    """The fields of ``POST /v1/invoke``'s body.
+
+    Raises:
+        RequestError: 400 ``invalid_argument`` (``fields``) for an unknown,
+            missing or mistyped field.
+    """
+    _fields(doc, required={"token", "tool", "session"}, allowed=_INVOKE_FIELDS)
+    token, tool, session = (_string(doc, k) for k in ("token", "tool", "session"))
+    arguments = doc.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise RequestError(
+            400, "invalid_argument", "arguments must be an object or null",
+            fields=["arguments"],
+        )
+    listed = doc.get("offered_catalog_hash")
+    if listed is not None and not isinstance(listed, str):
+        raise RequestError(
+            400, "invalid_argument", "offered_catalog_hash must be a string or null",
+            fields=["offered_catalog_hash"],
+        )
+    return InvokeRequest(token, tool, arguments, session, listed)
+
+
+def _fields(doc: dict[str, Any], *, required: set[str], allowed: frozenset[str] | set[str]) -> None:
+    unknown = sorted(set(doc) - set(allowed))
+    if unknown:
+        raise RequestError(
+            400, "invalid_argument", "unknown fields", fields=[f[:64] for f in unknown[:16]]
+        )
+    missing = sorted(required - set(doc))
+    if missing:
+        raise RequestError(400, "invalid_argument", "missing fields", fields=missing)
+
+
+def _string(doc: dict[str, Any], key: str) -> str:
+    value = doc[key]
+    if not isinstance(value, str):
+        raise RequestError(400, "invalid_argument", f"{key} must be a string", fields=[key])
+    return value

@@ -1,0 +1,100 @@
+"""``chit engine serve``'s process: uvicorn on a bound listener until SIGINT or SIGTERM.
+
+It prints one ready line once the socket listens and removes its socket file on
+the way out (docs/engine-api.md, "Running it").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+import sys
+import urllib.parse
+from collections.abc import Iterator
+
+from gateway import _oauth, _wire
+from gateway.engine_server.app import MAX_REQUEST_BYTES, EngineClient, create_app
+from gateway.engine_server.listeners import Listener
+from gateway.engine_server.token import Exchange
+
+__all__ = ["serve"]
+
+MAX_CONNECTIONS = 1024  # open connections (idle kept-alive ones too) before uvicorn answers 503
+KEEP_ALIVE_SECONDS = 30  # longer than the client's idle expiry, so it never reuses a closed one
+
+
+@contextlib.contextmanager
+def _closing(listener: Listener) -> Iterator[Listener]:
+    try:
+        yield listener
+    finally:
+        listener.close()
+
+
+def serve(
+    engine: EngineClient,
+    listener: Listener,
+    *,
+    max_request_bytes: int = MAX_REQUEST_BYTES,
+    exchange: Exchange | None = None,
+    public_url: str | None = None,
+) -> None:
+    """Serve ``engine`` on ``listener`` until SIGINT or SIGTERM, then remove the socket.
+
+    Args:
+        engine: The engine.
+        listener: From :func:`bind_unix` or :func:`bind_tcp`.
+        max_request_bytes: Largest request body accepted.
+        exchange: Serve ``POST /token`` with it (docs/exchange.md).
+        public_url: The origin clients reach this server at (a TLS proxy in
+            front, say), checked by :func:`gateway._oauth.check_issuer_url`: the
+            issuer of its RFC 8414 metadata, and on TCP an accepted ``Host``. By
+            default a TCP listener's own URL is the issuer and a unix socket has none.
+
+    Raises:
+        ValueError: If ``public_url`` is not an https origin (http only on loopback).
+    """
+    import uvicorn
+
+    issuer = listener.url if listener.allowed_hosts is not None else None
+    hosts = listener.allowed_hosts
+    if public_url is not None:
+        issuer = _oauth.check_issuer_url(public_url, option="--public-url", origin_only=True)
+        if hosts is not None:  # a proxy in front forwards its own Host
+            hosts = hosts | {urllib.parse.urlsplit(issuer).netloc.lower()}
+    app = create_app(
+        engine, allowed_hosts=hosts, max_request_bytes=max_request_bytes,
+        exchange=exchange, issuer=issuer if exchange is not None else None,
+    )
+    config = uvicorn.Config(
+        app,
+        lifespan="off",
+        log_config=None,  # keep the CLI's logging; uvicorn never sees a body
+        access_log=False,
+        server_header=False,
+        proxy_headers=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        limit_concurrency=MAX_CONNECTIONS,
+        ws="none",
+    )
+    with _closing(listener):
+        mode = ""
+        if listener.path is not None:
+            mode = f" (mode {stat.S_IMODE(os.lstat(listener.path).st_mode):04o})"
+        # uvicorn re-raises SIGTERM once it has shut down; exit through Python so
+        # the socket file is removed (SIGINT arrives as KeyboardInterrupt). The
+        # handler is in place before the ready line: a SIGTERM sent as soon as it
+        # is read must not find the default action, which leaves the socket behind.
+        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        try:
+            print(f"chit engine: serving {_wire.API} on {listener.url}{mode}", file=sys.stderr,
+                  flush=True)
+            uvicorn.Server(config).run(sockets=[listener.sock])
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(_sig: int, _frame: object) -> None:
+    raise SystemExit(0)

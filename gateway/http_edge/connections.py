@@ -1,0 +1,163 @@
+"""What ``chit mcp --http`` keeps per connection, and who a token claims to be.
+
+A 2025-11-25 session is bound to the identity that opened it; in the stateless
+2026-07-28 era the engine session belongs to the token's identity; a
+``subscriptions/listen`` stream remembers the offer it last saw (docs/http.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+
+from engine.service import OfferAnswer, Offered
+
+__all__ = [
+    "MAX_STATELESS",
+    "REQUEST_KEY",
+    "BoundSession",
+    "Connections",
+    "Credentials",
+    "EngineSession",
+    "Listen",
+    "OfferState",
+    "Principal",
+    "claimed_principal",
+    "credentials_of",
+    "offer_state",
+]
+
+logger = logging.getLogger("chit.gateway")
+
+MAX_STATELESS = 4096  # token identities with stateless-era state kept (least recent dropped)
+REQUEST_KEY = "chit.request"  # where the gate leaves a request's credentials in the ASGI scope
+
+OfferState = tuple[str, str]
+"""An offer's state as the edge compares it: ``("ok", catalog hash)`` or ``("refused", code)``."""
+
+
+def offer_state(answer: OfferAnswer) -> OfferState | None:
+    """The comparable state of an offer; ``None`` if the engine could not tell."""
+    if isinstance(answer, Offered):
+        return ("ok", answer.catalog_hash)
+    return None if answer.code == "internal_error" else ("refused", answer.code)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a token claims to be (unverified): its identity block's id and agent."""
+
+    token_id: str
+    agent: str
+
+
+def claimed_principal(token: str) -> Principal:
+    """The token's unverified identity.
+
+    Raises:
+        ChitError: If the token does not parse.
+    """
+    from engine.admin import inspect_token
+
+    info = inspect_token(token)
+    return Principal(str(info["id"]), str(info.get("agent") or ""))
+
+
+@dataclass(eq=False)
+class EngineSession:
+    """What the edge keeps for one engine session: its id and the catalog last listed."""
+
+    engine_session: str = field(default_factory=lambda: uuid.uuid4().hex)
+    listed_hash: str | None = None
+
+
+@dataclass(eq=False)
+class BoundSession(EngineSession):
+    """A 2025-11-25 session: bound to the identity that opened it."""
+
+    principal: Principal = Principal("", "")
+    token: str = field(default="", repr=False)  # the last one presented (same identity)
+    baseline: OfferState | None = None  # the offer last shown or announced
+    peer: ServerSession | None = field(default=None, repr=False)
+    inflight: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+
+    async def notify(self) -> None:
+        """Send ``notifications/tools/list_changed`` on the session, if it is still open."""
+        if self.peer is None:  # nothing heard on the session since it opened
+            return
+        try:
+            await self.peer.send_tool_list_changed()
+        except Exception:  # the session may have ended between the check and now
+            logger.debug("tools/list_changed not delivered to a closed session")
+
+
+@dataclass(eq=False)
+class Listen:
+    """A 2026-07-28 ``subscriptions/listen`` stream and the token that opened it."""
+
+    token: str = field(repr=False)
+    baseline: OfferState | None
+    bus: InMemorySubscriptionBus
+    handler: ListenHandler
+
+    async def notify(self) -> None:
+        """Publish ``ToolsListChanged`` on the stream."""
+        await self.bus.publish(ToolsListChanged())
+
+
+@dataclass(eq=False)
+class Credentials:
+    """One request's credentials, left in the ASGI scope for the MCP handlers."""
+
+    token: str = field(repr=False)
+    principal: Principal
+    state: EngineSession
+
+
+def credentials_of(ctx: Any) -> Credentials | None:
+    """The credentials the gate left on the request of an MCP handler's ``ctx``, if any."""
+    scope = getattr(ctx.request, "scope", None)
+    found = scope.get(REQUEST_KEY) if isinstance(scope, dict) else None
+    return found if isinstance(found, Credentials) else None
+
+
+class Connections:
+    """The edge's connections: open sessions, stateless identities, listen streams."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, BoundSession] = {}
+        self.stateless: OrderedDict[Principal, EngineSession] = OrderedDict()
+        self.listens: dict[int, Listen] = {}
+
+    def __repr__(self) -> str:
+        return f"Connections({len(self.sessions)} sessions, {len(self.listens)} listens)"
+
+    def stateless_state(self, principal: Principal) -> EngineSession:
+        """The stateless-era state of ``principal``, made if new (least recent dropped)."""
+        state = self.stateless.get(principal)
+        if state is None:
+            state = self.stateless[principal] = EngineSession()
+            while len(self.stateless) > MAX_STATELESS:
+                self.stateless.popitem(last=False)
+        else:
+            self.stateless.move_to_end(principal)
+        return state
+
+    def forget_idle(self, limit: float) -> None:
+        """Forget sessions with no call in flight, idle for more than ``limit`` seconds."""
+        now = time.monotonic()
+        for session_id, session in list(self.sessions.items()):
+            if session.inflight == 0 and now - session.idle_since > limit:
+                del self.sessions[session_id]
+
+    def watched(self) -> list[BoundSession | Listen]:
+        """Every connection that hears ``tools/list_changed``."""
+        return [*self.sessions.values(), *self.listens.values()]

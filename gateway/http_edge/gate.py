@@ -1,0 +1,245 @@
+"""The ``/mcp`` endpoint's gate: a bearer token on every request, sessions bound to it.
+
+Before the SDK sees a request, the gate reads the token's claimed identity,
+refuses a missing or unparsable token with 401 and the RFC 6750 challenge,
+opens a 2025-11-25 session only for a token the engine accepts and binds it to
+that identity, and in the stateless era keeps state only for accepted
+identities (docs/http.md, "Sessions").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse, Response
+from starlette.types import Message, Receive, Scope, Send
+
+from engine.errors import ChitError
+from engine.service import Refused
+from gateway.http_edge.connections import (
+    REQUEST_KEY,
+    BoundSession,
+    Connections,
+    Credentials,
+    Principal,
+    claimed_principal,
+    offer_state,
+)
+from gateway.http_edge.engine_calls import EngineCalls
+from gateway.mcp_server import TOKEN_REFUSED
+
+__all__ = [
+    "MAX_SESSIONS_PER_IDENTITY",
+    "SESSION_HEADER",
+    "SESSION_TOKEN_MISMATCH_STATUS",
+    "Gate",
+    "jsonrpc_error",
+]
+
+logger = logging.getLogger("chit.gateway")
+
+SESSION_HEADER = "mcp-session-id"
+SESSION_TOKEN_MISMATCH_STATUS = 403
+MAX_SESSIONS_PER_IDENTITY = 64  # open 2025-11-25 sessions opened by one token identity
+
+
+def jsonrpc_error(status: int, code: int, message: str, data: Any = None,
+                  headers: dict[str, str] | None = None) -> Response:
+    """A JSON-RPC error body (id null: the client pairs it with its request) at ``status``."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return JSONResponse(
+        {"jsonrpc": "2.0", "id": None, "error": error}, status_code=status, headers=headers
+    )
+
+
+class Gate:
+    """The raw ASGI endpoint of ``/mcp``, in front of the SDK's session manager.
+
+    Args:
+        engine: The engine's calls.
+        connections: The edge's connections.
+        manager: The SDK's streamable HTTP session manager.
+        metadata_url: The RFC 9728 metadata URL named in ``WWW-Authenticate``.
+    """
+
+    def __init__(
+        self,
+        engine: EngineCalls,
+        connections: Connections,
+        manager: StreamableHTTPSessionManager,
+        metadata_url: str,
+    ) -> None:
+        self._engine = engine
+        self._connections = connections
+        self._manager = manager
+        self._metadata_url = metadata_url
+
+    def __repr__(self) -> str:
+        return f"Gate({self._metadata_url})"
+
+    def unauthorized(self, code: str, message: str, *, presented: bool) -> Response:
+        """401 with the RFC 6750 challenge and the chit refusal as a JSON-RPC error."""
+        challenge = f'Bearer resource_metadata="{self._metadata_url}"'
+        if presented:  # RFC 6750 §3.1: no error attribute when no token was sent
+            challenge = f'Bearer error="invalid_token", resource_metadata="{self._metadata_url}"'
+        return jsonrpc_error(
+            401, TOKEN_REFUSED, f"token refused: {code}", {"error": code, "message": message},
+            headers={"WWW-Authenticate": challenge},
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer a request to ``/mcp`` itself, or pass it to the SDK with its credentials."""
+        headers = Headers(scope=scope)
+        authorization = headers.getlist("authorization")
+        scheme, _, token = (authorization[0] if len(authorization) == 1 else "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            response = self.unauthorized(
+                "token_malformed", "send the chit token as Authorization: Bearer chit_...",
+                presented=False,
+            )
+            await response(scope, receive, send)
+            return
+        try:
+            principal = claimed_principal(token)
+        except ChitError as exc:
+            await self.unauthorized(exc.code, exc.message, presented=True)(scope, receive, send)
+            return
+        version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
+        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            await self._stateless(scope, receive, send, token, principal)
+            return
+        session_id = headers.get(SESSION_HEADER)
+        if session_id is None:
+            await self._open(scope, receive, send, token, principal)
+            return
+        await self._on_session(scope, receive, send, token, principal, session_id)
+
+    async def _stateless(
+        self, scope: Scope, receive: Receive, send: Send, token: str, principal: Principal
+    ) -> None:
+        """The 2026-07-28 era (the SDK routes on the version header the same way).
+
+        No session: the engine session belongs to the token's identity.
+        """
+        state = self._connections.stateless.get(principal)
+        if state is None:
+            # State is kept only for an identity the engine accepts: tokens
+            # forged with made-up keys must not push out other agents' state.
+            if await self._refused(token, scope, receive, send) is not None:
+                return
+            state = self._connections.stateless_state(principal)
+        else:
+            self._connections.stateless.move_to_end(principal)
+        scope[REQUEST_KEY] = Credentials(token, principal, state)
+        await self._manager.handle_request(scope, receive, send)
+
+    async def _on_session(
+        self, scope: Scope, receive: Receive, send: Send, token: str, principal: Principal,
+        session_id: str,
+    ) -> None:
+        """A request on a 2025-11-25 session: only its own identity may use it."""
+        session = self._connections.sessions.get(session_id)
+        if session is None:
+            await jsonrpc_error(404, -32600, "Session not found")(scope, receive, send)
+            return
+        if session.principal != principal:
+            # A session id alone grants nothing: it stays with the identity that opened it.
+            logger.warning("session_token_mismatch: a session of agent %r was presented "
+                           "with another token", session.principal.agent)
+            await jsonrpc_error(
+                SESSION_TOKEN_MISMATCH_STATUS, TOKEN_REFUSED, "session_token_mismatch",
+                {"error": "session_token_mismatch",
+                 "message": "this session belongs to another token"},
+            )(scope, receive, send)
+            return
+        if token != session.token:
+            # Same claimed identity, other text: the identity is only parsed here, so
+            # the engine must accept this token before it may act on the session (a
+            # forged tag would otherwise close the session or take over its watch).
+            if await self._refused(token, scope, receive, send) is not None:
+                return
+            session.token = token
+        scope[REQUEST_KEY] = Credentials(token, principal, session)
+        session.inflight += 1
+        try:
+            status = await self._forward(scope, receive, send)
+        finally:
+            session.inflight -= 1
+            session.idle_since = time.monotonic()
+        if status == 404 or (scope["method"] == "DELETE" and status is not None and status < 300):
+            self._connections.sessions.pop(session_id, None)
+
+    async def _open(
+        self, scope: Scope, receive: Receive, send: Send, token: str, principal: Principal
+    ) -> None:
+        """A request without a session id: opens a session if the engine accepts the token."""
+        if scope["method"] != "POST":  # the SDK answers (no session id, no stream)
+            await self._manager.handle_request(scope, receive, send)
+            return
+        answer = await self._engine.offer(token)
+        if isinstance(answer, Refused):
+            await self._refusal(answer)(scope, receive, send)
+            return
+        sessions = self._connections.sessions
+        held = sum(1 for open_ in sessions.values() if open_.principal == principal)
+        if held >= MAX_SESSIONS_PER_IDENTITY:
+            # One token must not use up the edge's sessions for every other agent.
+            message = (f"this token already holds {held} open sessions; close one (DELETE) "
+                       "or let one expire")
+            await jsonrpc_error(429, TOKEN_REFUSED, "limit_exceeded", {
+                "error": "limit_exceeded", "message": message,
+                "limit": MAX_SESSIONS_PER_IDENTITY})(scope, receive, send)
+            return
+        session = BoundSession(principal=principal, token=token, baseline=offer_state(answer))
+        scope[REQUEST_KEY] = Credentials(token, principal, session)
+
+        def opened(session_id: str) -> None:
+            if session_id not in sessions:
+                sessions[session_id] = session
+
+        await self._forward(scope, receive, send, on_session=opened)
+
+    async def _forward(
+        self, scope: Scope, receive: Receive, send: Send,
+        on_session: Callable[[str], None] | None = None,
+    ) -> int | None:
+        """Pass a request to the SDK; return its status (``on_session`` sees a new session id)."""
+        status: int | None = None
+
+        async def watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                session_id = Headers(raw=message.get("headers", [])).get(SESSION_HEADER)
+                if on_session is not None and session_id and status < 400:
+                    on_session(session_id)  # bound before the client can learn the id
+            await send(message)
+
+        await self._manager.handle_request(scope, receive, watch)
+        return status
+
+    async def _refused(
+        self, token: str, scope: Scope, receive: Receive, send: Send
+    ) -> Refused | None:
+        """Ask the engine for ``token``'s offer; if refused, answer the request and return why."""
+        answer = await self._engine.offer(token)
+        if not isinstance(answer, Refused):
+            return None
+        await self._refusal(answer)(scope, receive, send)
+        return answer
+
+    def _refusal(self, answer: Refused) -> Response:
+        """401 for a token the engine refused, 503 if the engine could not answer."""
+        if answer.code == "internal_error":
+            return jsonrpc_error(503, TOKEN_REFUSED, "engine unavailable", answer.error)
+        return self.unauthorized(answer.code, answer.message, presented=True)

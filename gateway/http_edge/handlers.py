@@ -1,0 +1,148 @@
+"""The MCP handlers of ``chit mcp --http``: tools/list, tools/call, subscriptions/listen.
+
+Each request carries the credentials the gate left in its ASGI scope; the
+listing is computed per request from the presented token and marked
+``ttlMs: 0, cacheScope: private``, so no client cache shares or keeps it
+(docs/http.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types as types
+from mcp.server.caching import CacheHint
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPError
+
+from gateway.http_edge.connections import (
+    BoundSession,
+    Connections,
+    Credentials,
+    Listen,
+    credentials_of,
+    offer_state,
+)
+from gateway.http_edge.engine_calls import EngineCalls
+from gateway.mcp_server import INSTRUCTIONS, call_result, listing_result, offered
+
+__all__ = ["MAX_LISTENS", "Handlers"]
+
+MAX_LISTENS = 1024  # concurrent subscriptions/listen streams, all tokens together
+
+
+class _HttpServer(Server[Any]):
+    """The low-level server, advertising ``tools.listChanged`` at the handshake too."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+class Handlers:
+    """The MCP handlers over one engine and the edge's connections.
+
+    Args:
+        engine: The engine's calls.
+        connections: The edge's connections (listen streams join them here).
+    """
+
+    def __init__(self, engine: EngineCalls, connections: Connections) -> None:
+        self._engine = engine
+        self._connections = connections
+
+    def __repr__(self) -> str:
+        return "Handlers()"
+
+    def build_server(self) -> Server[Any]:
+        """The low-level MCP server with these handlers."""
+        from gateway import __version__
+
+        server = _HttpServer(
+            "chit",
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+            on_subscriptions_listen=self.listen,
+            # chit's input schemas declare no x-mcp-header parameters, so there is
+            # nothing to check Mcp-Param-* headers against; without this the SDK
+            # would run tools/list (an engine offer) before every 2026 tools/call.
+            get_tool_input_schema=lambda _name: None,
+            # The listing depends on the token and can change any moment.
+            cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
+        )
+        server.middleware.append(self.note_peer)
+        return server
+
+    @staticmethod
+    def _request(ctx: Any) -> Credentials:
+        found = credentials_of(ctx)
+        if found is None:  # every /mcp request passes the gate
+            raise MCPError(types.INTERNAL_ERROR, "no credentials on this request")
+        return found
+
+    async def note_peer(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Keep each session's latest server session: the channel for its notifications."""
+        request = credentials_of(ctx)
+        if request is not None and isinstance(request.state, BoundSession):
+            request.state.peer = ctx.session
+        return await call_next(ctx)
+
+    async def list_tools(
+        self, ctx: Any, _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        """``tools/list``: the offer to this request's token."""
+        request = self._request(ctx)
+        offer = offered(await self._engine.offer(request.token))
+        result = listing_result(offer)
+        request.state.listed_hash = offer.catalog_hash
+        if isinstance(request.state, BoundSession):
+            request.state.baseline = ("ok", offer.catalog_hash)
+        return result
+
+    async def call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        """``tools/call``: one engine call in the request's engine session."""
+        request = self._request(ctx)
+        answer = await self._engine.invoke(
+            request.token,
+            params.name,
+            params.arguments,
+            session=request.state.engine_session,
+            offered_catalog_hash=request.state.listed_hash,
+        )
+        return call_result(params.name, answer)
+
+    async def listen(
+        self, ctx: Any, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """Serve one ``subscriptions/listen`` stream; it hears only its own token's changes."""
+        request = self._request(ctx)
+        answer = await self._engine.offer(request.token)
+        offered(answer)  # a refused token opens no stream (JSON-RPC -32001)
+        listens = self._connections.listens
+        if len(listens) >= MAX_LISTENS:
+            raise MCPError(types.INTERNAL_ERROR, "Subscription limit reached")
+        listed = request.state.listed_hash
+        baseline = ("ok", listed) if listed else offer_state(answer)
+        bus = InMemorySubscriptionBus()
+        listen = Listen(request.token, baseline, bus, ListenHandler(bus, max_subscriptions=1))
+        key = id(listen)
+        listens[key] = listen
+        try:
+            return await listen.handler(ctx, params)
+        finally:
+            listens.pop(key, None)

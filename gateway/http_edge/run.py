@@ -1,0 +1,79 @@
+"""``chit mcp --http``'s process: uvicorn on a bound socket until SIGINT or SIGTERM.
+
+A non-loopback address is refused unless the operator accepts plain HTTP behind
+a TLS-terminating proxy (docs/http.md, "Transport security").
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import sys
+
+from engine.errors import ConfigurationError
+from gateway import _oauth
+from gateway.http_edge.edge import HttpEdge
+from gateway.http_edge.settings import HttpSettings, check_authorization_server, url_host
+from gateway.mcp_server import EngineClient
+
+__all__ = ["serve_http"]
+
+logger = logging.getLogger("chit.gateway")
+
+
+def _bind(settings: HttpSettings) -> socket.socket:
+    host = url_host(settings)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, settings.port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def serve_http(engine: EngineClient, settings: HttpSettings) -> None:
+    """Serve MCP over streamable HTTP until interrupted (SIGINT or SIGTERM).
+
+    Prints ``chit: MCP over streamable HTTP at URL`` to stderr once the socket
+    listens.
+
+    Raises:
+        ConfigurationError: A non-loopback address without ``allow_non_loopback``,
+            a bad ``public_url`` or a bad ``authorization_server``.
+        OSError: The address cannot be bound.
+    """
+    import uvicorn
+
+    if not _oauth.is_loopback(settings.host):
+        if not settings.allow_non_loopback:
+            raise ConfigurationError(
+                f"refusing to serve on non-loopback {settings.host}: bearer tokens would "
+                "cross the network in clear; put a TLS-terminating proxy in front and pass "
+                "--unsafe-non-loopback (docs/http.md)"
+            )
+        logger.warning("serving plain HTTP on non-loopback %s: only behind a TLS proxy",
+                       settings.host)
+    if settings.watch_interval <= 0:
+        raise ConfigurationError("the watch interval must be positive")
+    check_authorization_server(settings)  # before binding: a bad URL never listens
+    sock = _bind(settings)
+    try:
+        edge = HttpEdge(engine, settings, port=sock.getsockname()[1])
+        config = uvicorn.Config(
+            edge.app,
+            lifespan="on",
+            log_config=None,
+            access_log=False,
+            proxy_headers=False,
+            server_header=False,
+            timeout_graceful_shutdown=3,
+            ws="none",
+        )
+        print(f"chit: MCP over streamable HTTP at {edge.resource}", file=sys.stderr, flush=True)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
