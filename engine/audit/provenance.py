@@ -27,7 +27,6 @@ import policy
 from engine.audit.recordshape import shape_problem
 from engine.auth import cbor
 from engine.auth.signkeys import SIGNING_ALG, SigningKey
-from engine.auth.token import UnverifiedToken
 from engine.auth.verify import VerifiedToken, grant_of_blocks
 from engine.errors import ProfileError
 
@@ -111,15 +110,14 @@ class Hop:
         return out
 
 
-def delegation_chain(
-    token: VerifiedToken, raw: UnverifiedToken, issued_at: Mapping[str, int]
-) -> list[Hop]:
+def delegation_chain(token: VerifiedToken, issued_at: Mapping[str, int]) -> list[Hop]:
     """Each hop of ``token``'s chain with the scope its holder had.
+
+    Read from the blocks' bytes that verified (``token.blocks``), never from
+    text parsed again.
 
     Args:
         token: The verified token.
-        raw: The same token's parsed form (its blocks' bytes); it must be the
-            token ``token`` was verified from.
         issued_at: Block id to issue time (unix seconds) for delegation blocks
             the engine issued.
 
@@ -128,15 +126,15 @@ def delegation_chain(
         the token's effective scope.
 
     Raises:
-        ValueError: If ``raw`` is not the token ``token`` was verified from.
+        ValueError: If the token has no chain (a caller bug).
     """
     ids = [block_id for block_id, _agent in token.chain]
-    if len(raw.blocks) != len(token.block_ids) or not ids:
+    if len(token.blocks) != len(token.block_ids) or not ids:
         raise ValueError("token and parsed token differ")
     ends = [token.block_ids.index(i) for i in ids[1:]] + [len(token.block_ids)]
     hops: list[Hop] = []
     for n, (block_id, agent) in enumerate(token.chain):
-        grant = grant_of_blocks(raw.blocks[: ends[n]])
+        grant = grant_of_blocks(token.blocks[: ends[n]])
         hops.append(
             Hop(
                 block_id=block_id,

@@ -245,7 +245,7 @@ def attenuate(
 
 
 def delegate(
-    parent: str,
+    parent: UnverifiedToken,
     root_key: bytes,
     *,
     agent: str,
@@ -257,13 +257,15 @@ def delegate(
     """Append a delegation block naming a new agent. Engine-only: needs the root key.
 
     The caller must already have verified ``parent`` (and checked that the
-    request is contained in it); this only builds the block. The block carries
+    request is contained in it): it passes the parsed form its
+    ``VerifiedToken`` holds (``VerifiedToken.parsed``), so the block is chained
+    onto exactly the bytes that verified. This only builds the block. The block carries
     ``proof = HMAC-SHA256(HMAC-SHA256(root_key, "chit-token/1 delegation"),
     t_prev || chit-det/1({id, agent, caveats}))`` where ``t_prev`` is the
     parent's tag, so no holder can make or alter one.
 
     Args:
-        parent: The parent token's text form (verified by the caller).
+        parent: The parent token's parsed form, as verified by the caller.
         root_key: The root key for the parent's key id.
         agent: The child agent's name.
         operations: The child's operations.
@@ -275,13 +277,13 @@ def delegate(
         ``(child token text, child token id)``.
 
     Raises:
-        MalformedDataError: ``token_malformed`` if ``parent`` does not parse.
+        MalformedDataError: ``token_malformed`` if a block of ``parent`` does
+            not decode.
         ValueError: If an argument is outside its domain.
     """
-    parsed = parse(parent)
-    identities = [b for b in parsed.unverified_blocks() if "agent" in b]
+    identities = [b for b in parent.unverified_blocks() if "agent" in b]
     validate_agent_name(agent, parent=identities[-1]["agent"] if identities else None)
-    if len(parsed.blocks) >= MAX_BLOCKS:
+    if len(parent.blocks) >= MAX_BLOCKS:
         raise ValueError(f"a token holds at most {MAX_BLOCKS} blocks")
     caveats: list[list[Any]] = [
         ["ops", encode_ops(operations)],
@@ -291,9 +293,9 @@ def delegate(
     ]
     block_id = secrets.token_bytes(BLOCK_ID_BYTES)
     core = {"id": block_id, "agent": agent, "caveats": caveats}
-    proof = hmac_sha256(delegation_key(root_key), parsed._tag + cbor.encode(core))
+    proof = hmac_sha256(delegation_key(root_key), parent._tag + cbor.encode(core))
     raw = cbor.encode({**core, "proof": proof})
-    text = _emit(parsed.key_id, (*parsed.blocks, raw), hmac_sha256(parsed._tag, raw))
+    text = _emit(parent.key_id, (*parent.blocks, raw), hmac_sha256(parent._tag, raw))
     return _checked_length(text), block_id.hex()
 
 

@@ -68,6 +68,9 @@ class VerifiedToken:
         delegable: The delegation flag after every block.
         chain: ``(block id, agent)`` of the root and of every delegation block,
             root first; the last names the token's agent.
+        parsed: The parsed form it was verified from: the blocks' exact bytes
+            and the tag that verified, for what the engine builds on it
+            (a delegation, a provenance record) without parsing text again.
     """
 
     token_id: str
@@ -79,6 +82,7 @@ class VerifiedToken:
     expires_at: int
     not_before: int | None
     delegable: bool
+    parsed: UnverifiedToken = field(repr=False, compare=False)
     chain: tuple[tuple[str, str], ...] = ()
     _seal: object = field(default=None, repr=False, compare=False)
 
@@ -90,6 +94,11 @@ class VerifiedToken:
     def depth(self) -> int:
         """Number of delegation hops (0 for a root token)."""
         return max(len(self.chain) - 1, 0)
+
+    @property
+    def blocks(self) -> tuple[bytes, ...]:
+        """The blocks' exact bytes as verified, root first."""
+        return self.parsed.blocks
 
     @property
     def lane(self) -> str:
@@ -206,6 +215,7 @@ def verify_at_time(
         not_before=grant.not_before,
         delegable=grant.delegable,
         chain=tuple((block_ids[i], name) for i, name in shape.identities),
+        parsed=parsed,
         _seal=_SEAL,
     )
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from engine.auth.token import VerifiedToken
+from engine.auth.verify import VerifiedToken
 from engine.catalog.declarations import ToolSpec
 from engine.errors import AccessDeniedError, InvalidRequestError
 from engine.paths import glob_may_match_below, validate_path

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import policy
-from engine.auth.token import VerifiedToken
+from engine.auth.verify import VerifiedToken
 from engine.catalog.declarations import ToolSpec
 from engine.errors import AccessDeniedError, StateError, denied
 from engine.service.policyfile import PolicySnapshot

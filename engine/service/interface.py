@@ -271,7 +271,6 @@ class Engine:
                 now=self._now(),
                 offer=checked.offer,
                 catalog_store=CATALOG_STORE_REF,
-                token_text=token,
                 keys=self._keyring.lookup,
                 store=self._store,
                 policy_hash=current.hash,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from engine.audit import calllog, redact
 from engine.service.answers import CallAnswer, Called, Refused
 from engine.service.check import Checked
-from engine.state.sqlite import Store
+from engine.state import Store
 
 __all__ = ["CallFacts", "Recorder"]
 

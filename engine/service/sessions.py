@@ -12,7 +12,7 @@ import re
 import threading
 
 from engine import git
-from engine.auth.token import VerifiedToken
+from engine.auth.verify import VerifiedToken
 from engine.errors import AccessDeniedError, InvalidRequestError, StateError
 from engine.tools.context import Session
 

@@ -14,7 +14,6 @@ from typing import Any
 import policy
 from engine import git
 from engine.audit import provenance
-from engine.auth import token as tokens
 from engine.catalog import schemas as s
 from engine.catalog.declarations import CATALOG_ENCODING
 from engine.errors import (
@@ -148,10 +147,9 @@ def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
     if ctx.signing_key is None:
         raise ConfigurationError("no signing key configured")
     key = ctx.signing_key()
-    raw = tokens.parse(ctx.token_text)
     chain_ids = {block_id for block_id, _agent in ctx.token.chain[1:]}
     issued = {d.child_id: d.issued_at for d in ctx.store.delegations() if d.child_id in chain_ids}
-    hops = provenance.delegation_chain(ctx.token, raw, issued)
+    hops = provenance.delegation_chain(ctx.token, issued)
 
     def seal(facts: dict[str, Any]) -> bytes:
         commit = {k: facts[k] for k in ("tree", "parents", "author", "committer")}

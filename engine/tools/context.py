@@ -58,7 +58,6 @@ class CallContext:
     now: int
     offer: Offer
     catalog_store: str
-    token_text: str = field(repr=False)
     keys: Callable[[str], bytes | None] = field(repr=False)
     store: Store = field(repr=False)
     policy_hash: str = ""

@@ -77,7 +77,7 @@ def issue_sub_token(ctx: CallContext, args: s.IssueSubTokenArgs) -> s.SubToken:
         raise AccessDeniedError("token_unknown_key", "the token's key was retired")
     try:
         text, child_id = tokens.delegate(
-            ctx.token_text,
+            parent.parsed,
             root_key,
             agent=args.agent,
             operations=sorted(ops),
