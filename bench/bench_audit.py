@@ -9,7 +9,7 @@ changes vary in size and place) and ``commit``. Every commit carries a signed
 
 Measured, over the range ``main..agent/<name>``:
 
-- chit in-process: wall time of ``engine.audit.verify_repository(repo,
+- chit in-process: wall time of ``engine.audit.verify.verify_repository(repo,
   ["agent/<name>"], public_keys=...)`` with the keys an auditor has
   (``signkeys.export_public_keys`` loaded by ``signkeys.load_public_keys``): for every
   commit the trailers, the record's presence and hash, the record's encoding,
