@@ -119,7 +119,7 @@ class ConfigurationError(Exception):
 class ProfileError(ValueError):
     """A value or byte string outside the ``chit-det/1`` CBOR profile.
 
-    Raised by :mod:`engine.cbor` (pure, no codes). Callers map it to the stable
+    Raised by :mod:`engine.auth.cbor` (pure, no codes). Callers map it to the stable
     code that fits their format, for example ``token_malformed``.
 
     Args:

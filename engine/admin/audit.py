@@ -2,7 +2,7 @@
 
 ``chit audit verify`` and ``chit audit graph`` call these with the keys the
 auditor trusts (:func:`engine.admin.load_trusted_keys`). What is checked is in
-docs/audit.md; the graph's nodes and edges in docs/provenance-format.md.
+docs/audit.md; the graph's nodes and edges in docs/audit.md §7.
 """
 
 from __future__ import annotations

@@ -85,9 +85,9 @@ class CallRecord:
         agent: The verified token's agent, or ``-``.
         chain: Block ids of the root and of every delegation block, root first;
             empty when the token did not verify.
-        session: The edge's session id (redacted by :func:`redact_label`).
-        tool: The tool name as sent (redacted by :func:`redact_label`).
-        arguments: Already passed through :func:`redact_arguments`.
+        session: The edge's session id (redacted by :func:`~engine.audit.redact.redact_label`).
+        tool: The tool name as sent (redacted by :func:`~engine.audit.redact.redact_label`).
+        arguments: Already passed through :func:`~engine.audit.redact.redact_arguments`.
         decision: ``allowed``, ``refused`` (an error code) or ``failed``
             (``internal_error``).
         code: The error code, ``None`` when allowed.

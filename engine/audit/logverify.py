@@ -71,7 +71,7 @@ def verify(
     - ``anchor``: each anchor's entry exists with that hash.
 
     Args:
-        rows: Stored rows in ascending ``seq`` (:meth:`SQLiteStore.log_rows`).
+        rows: Stored rows in ascending ``seq`` (:meth:`~engine.state.sqlite.SQLiteStore.log_rows`).
         head: The stored head ``(seq, hash, head bytes, sig)`` or ``None``.
         public_keys: Trusted key id to Ed25519 public key (retired keys included).
         anchors: ``{seq: "sha256:<hex>"}`` recorded earlier from a verified log.

@@ -2,7 +2,7 @@
 
 A record is made by the extractor with every part built, or by the codec from
 encoded bytes, its parts then checked and made on first use and, if one fails
-its check, parsed again (docs/semantic.md, "Lazy records").
+its check, parsed again (docs/semantic.md, "The records' byte form").
 """
 
 from __future__ import annotations

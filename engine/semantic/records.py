@@ -146,7 +146,7 @@ class Outline(NamedTuple):
 
     The first three are columns, one entry per definition in source order. A
     record read from the persisted index has its outline checked when it is
-    read, before any definition is made (:class:`FileIndex`).
+    read, before any definition is made (:class:`~engine.semantic.fileindex.FileIndex`).
 
     Attributes:
         names: Each definition's ``name``.

@@ -3,7 +3,7 @@
 A session holds one MCP connection's staged change. It is bound to the identity
 (token id and agent) that opened it; at most :data:`MAX_SESSIONS` are kept, and
 when full the least recently used idle ones are forgotten (docs/engine-api.md,
-"Sessions").
+"Transport security").
 """
 
 from __future__ import annotations

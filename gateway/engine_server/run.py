@@ -45,7 +45,8 @@ def serve(
 
     Args:
         engine: The engine.
-        listener: From :func:`bind_unix` or :func:`bind_tcp`.
+        listener: From :func:`~gateway.engine_server.listeners.bind_unix` or
+            :func:`~gateway.engine_server.listeners.bind_tcp`.
         max_request_bytes: Largest request body accepted.
         exchange: Serve ``POST /token`` with it (docs/exchange.md).
         public_url: The origin clients reach this server at (a TLS proxy in

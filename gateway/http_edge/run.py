@@ -1,7 +1,7 @@
 """``chit mcp --http``'s process: uvicorn on a bound socket until SIGINT or SIGTERM.
 
 A non-loopback address is refused unless the operator accepts plain HTTP behind
-a TLS-terminating proxy (docs/http.md, "Transport security").
+a TLS-terminating proxy (docs/http.md, "Deployment").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How ``chit mcp --http`` listens: :class:`HttpSettings` and the names it answers to.
 
 The allowed ``Host`` and ``Origin`` values follow from the bound address, the
-extra hosts and the public URL (docs/http.md, "Options").
+extra hosts and the public URL (docs/http.md, "DNS rebinding").
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A :class:`Row` is the :class:`~engine.semantic.fileindex.Parts` of a record the
 codec opened lazily: it holds the bytes (or a way to read them) and checks
-each part the first time it is made (docs/semantic.md, "Lazy records").
+each part the first time it is made (docs/semantic.md, "The records' byte form").
 """
 
 from __future__ import annotations

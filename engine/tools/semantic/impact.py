@@ -85,7 +85,10 @@ def _changed_defs(ctx: CallContext, index: TreeIndex) -> list[Definition]:
 
 
 def _reader(data: bytes) -> Callable[[str], bytes | None]:
-    """A reader that returns ``data`` for any path (for :meth:`Indexer.file_index`)."""
+    """A reader that returns ``data`` for any path.
+
+    For :meth:`~engine.semantic.indexer.Indexer.file_index`.
+    """
     return lambda _path: data
 
 

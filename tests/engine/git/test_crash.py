@@ -1,7 +1,7 @@
 """Crash and interruption: a commit cut short never leaves a lane half-moved.
 
 Real repositories only (the ``world`` fixture). Fault injection is limited to our
-own code (a :class:`engine.vcs.Repository` subclass) and to what another git
+own code (a :class:`engine.git.Repository` subclass) and to what another git
 writer really does: hold the lane's ``.lock`` file, or die with ``SIGKILL``.
 """
 

@@ -1,4 +1,4 @@
-"""engine/policyfile.py and engine/ratelimit.py on their own: reload, fail closed, windows."""
+"""engine/service/policyfile.py and ratelimit.py on their own: reload, fail closed, windows."""
 
 from __future__ import annotations
 
