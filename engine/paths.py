@@ -1,7 +1,8 @@
 """Repository paths and scope globs for the engine, with the engine's error codes.
 
 The rules and the matcher live in :mod:`policy.paths` (pure, shared with policy
-evaluation); this module maps their refusals to :class:`engine.errors` codes.
+evaluation; docs/token-format.md, "Paths and globs"); this module maps their
+refusals to :class:`engine.errors` codes (docs/errors.md).
 """
 
 from __future__ import annotations

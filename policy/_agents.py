@@ -1,16 +1,8 @@
 """Agent name patterns for policy rules (pure).
 
-Agent names are dot-separated labels (``docs-bot``, ``lead.helper``), each label
-``a-z 0-9 - _``. A pattern is matched one label at a time with the same glob
-rules as repository paths (:mod:`policy.paths`), the dot playing the part of
-``/``:
-
-* ``*`` - any run of characters within one label (``ci-*`` matches ``ci-lint``,
-  never ``ci-lint.helper``);
-* ``?`` - exactly one character within one label;
-* ``**`` - a whole label only: zero or more labels, and one or more when
-  trailing (``docs-bot.**`` matches every helper of ``docs-bot`` at any depth,
-  not ``docs-bot`` itself; ``**`` matches every agent).
+A pattern is matched one dot-separated label at a time with the glob rules of
+repository paths (:mod:`policy.paths`), the dot in the place of ``/``
+(docs/policy.md, "Matching").
 """
 
 from __future__ import annotations

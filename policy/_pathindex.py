@@ -1,24 +1,9 @@
 """Which deny-side glob groups match a path, without running every glob (pure).
 
-A policy can hold hundreds of deny globs (``paths.forbidden``, the ``paths`` of
-deny rules). Matching a path the engine has not seen before against each of them
-with :func:`policy.paths.deny_matches` costs an automaton run per glob and
-spelling. :class:`DenyIndex` first narrows the globs to those that *could* match,
-with a necessary condition read from each glob's literal text, and only runs
-``deny_matches`` on those: the answer is exactly ``deny_matches``'s (a test
-checks the two against each other), only cheaper.
-
-The necessary condition: a deny glob matches a path when it matches the path or
-a folder above it, as written or case- and spelling-folded
-(:func:`policy.paths.fold_path` against the folded glob). Either way each
-segment of the glob other than ``**`` matches one of the (written or folded)
-path's segments. So a glob with literal segments (no ``*`` or ``?``) can only
-match a path that has all of them, and a wildcard segment such as ``*.pem`` only
-a path with a segment ending in ``.pem`` (or starting with the text before its
-first wildcard). Each glob is filed under one such *anchor* for its written form
-and one for its folded form; a path looks up its own segments (and their heads
-and tails of the filed lengths) and gets back every glob whose anchor it holds.
-Globs without an anchor (``**``, ``*``, ``*x*``) are always candidates.
+:class:`DenyIndex` files each deny glob under a literal anchor and runs
+:func:`policy.paths.deny_matches` only on the globs a path could match: the
+answer is exactly ``deny_matches``'s, only cheaper (docs/policy.md, "What
+evaluation remembers").
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
-r"""Commit message patterns: a regular-expression subset that cannot run away (pure).
+"""Commit message patterns: a regular-expression subset that cannot run away (pure).
 
-Python's ``re`` backtracks and has no timeout, so an operator's pattern such as
-``(a+)+b``, ``(a|a)*b`` or ``.*a.*a.*a.*b`` could stall the engine on a crafted
-commit message. A message pattern is therefore held to a subset whose worst case
-is bounded, and it is only ever matched against the message's *subject* (first
-line), which must then be at most :data:`MAX_SUBJECT_CHARS` characters:
-
-* at most :data:`MAX_PATTERN_CHARS` characters, compiled by ``re`` at load time;
-* groups are ``(...)`` and ``(?:...)`` only: no backreferences, lookaround,
-  conditionals, named groups or inline flags;
-* escapes are ``\d \D \w \W \s \S \b \B \A \Z \n \t`` or a backslash
-  before punctuation (``\.``, ``\(``); a literal ``{`` is written ``\{``;
-* a group repeated more than once (``*``, ``+``, ``{m,n}`` with ``n > 1``) holds
-  only single characters, classes and ``.``: no quantifier and no ``|`` inside;
-* the pattern has at most :data:`MAX_ALTERNATIVES` *alternatives* (the product
-  of every ``|`` group's branch count, and 2 for every optional ``?``) and at
-  most :data:`MAX_CHOICES` *choices*: its alternatives times the number of ways
-  its repeating quantifiers can share a subject (each picks one of its counts:
-  ``+`` and ``*`` up to :data:`MAX_SUBJECT_CHARS`, ``{1,72}`` one of 72; and
-  together they consume at most the subject's length). A backtracking match
-  explores no more than that many ways of splitting the subject, so the bound
-  holds for every subject: ``[A-Z]+-[0-9]+: .+`` has 2.9 million choices, while
-  ``.*a.*a.*a.*b`` has 187 million and ``(a|aa)`` written 13 times 8,192
-  alternatives, and both are refused.
+Python's ``re`` backtracks and has no timeout, so a pattern is held to a subset
+whose worst case is bounded (at most :data:`MAX_CHOICES` ways to split a subject
+of at most :data:`MAX_SUBJECT_CHARS` characters) and is only matched against the
+message's first line. The subset and why the bound holds: docs/policy.md,
+"Commit message requirements".
 """
 
 from __future__ import annotations
@@ -47,7 +29,7 @@ MAX_SUBJECT_CHARS = 256
 """Longest subject a message pattern is matched against; longer subjects are refused."""
 
 MAX_CHOICES = 4_000_000
-"""Most backtracking choices a pattern may have (see the module docstring)."""
+"""Most backtracking choices a pattern may have (docs/policy.md, "Commit message requirements")."""
 
 MAX_ALTERNATIVES = 4096
 """Most ways a pattern may choose among ``|`` branches and optional parts."""
@@ -201,7 +183,8 @@ def compile_message_pattern(pattern: object) -> re.Pattern[str]:
 
     Raises:
         ValueError: If it is not a string, is empty or too long, does not compile,
-            or breaks a rule of the subset (see the module docstring).
+            or breaks a rule of the subset (docs/policy.md, "Commit message
+            requirements").
     """
     if not isinstance(pattern, str):
         raise ValueError("must be a string")

@@ -1,4 +1,4 @@
-"""Errors of the policy package."""
+"""Errors of the policy package: an invalid document, a refused call (docs/policy.md)."""
 
 from __future__ import annotations
 

@@ -1,24 +1,9 @@
-"""Pure policy evaluation: a Request in, a Decision out. No I/O, no clock.
+"""Pure policy evaluation: a ``Request`` in, a ``Decision`` out. No I/O, no clock.
 
-The order (docs/policy.md, "Evaluation"); the first refusal wins:
-
-1. built-in rules: every path is a valid repository path and names no ``.git``
-   (``path_invalid`` / ``path_forbidden``, rule ``builtin.paths``);
-2. ``paths.forbidden`` (``path_forbidden``); ``paths.protected`` refuses
-   nothing: the engine seals those files at rest (docs/sealing.md) and they are
-   read and written like any other path the scope and these rules allow;
-3. deny rules, in file order: any match refuses (``policy_denied``, ``rules[i]``);
-4. allow rules: under ``default = "deny"`` some allow rule must match
-   (``policy_denied``, rule ``default``);
-5. limits (``limit_exceeded``, ``limits.<name>``);
-6. commit message requirements (``policy_denied``, ``commit.<name>``).
-
-A deny always wins over an allow, whatever the file order. Rate limits are
-counted by the engine (it owns the clock and the counts); this module only says
-which ``[[rate_limits]]`` apply to a call (:func:`rate_limits_for`).
-
-Which rules can apply to an (agent, tool, operation) is a pure fact of the frozen
-policy, so it is memoised per policy (bounded); no decision is cached.
+:func:`evaluate` applies the policy in the order docs/policy.md ("Evaluation")
+gives, the first refusal winning; :func:`enforce` raises it. Rate limits are
+counted by the engine: :func:`rate_limits_for` only says which apply. What is
+memoised (never a decision): docs/policy.md, "What evaluation remembers".
 """
 
 from __future__ import annotations
@@ -213,7 +198,7 @@ def _message(policy: Policy, message: str) -> Decision | None:
 def evaluate(policy: Policy, request: Request) -> Decision:
     """Decide a request. Never raises on a refusal.
 
-    Evaluation order (the first refusal wins; see the module docstring): built-in
+    Evaluation order (the first refusal wins; docs/policy.md, "Evaluation"): built-in
     path rules, ``paths.forbidden``, deny rules, allow rules
     under ``default = "deny"``, limits, commit message requirements.
 

@@ -1,38 +1,10 @@
 """Repository paths and scope globs: validation and per-segment matching (pure, no I/O).
 
-A *path* is what an agent names inside the repository: a relative, ``/``-separated
-name in git object space (a tree entry path), never a host path. :func:`validate_path`
-follows git's own ``verify_path()`` (``read-cache.c``) and its helpers
-``is_ntfs_dotgit()`` (``path.c``) and ``is_hfs_dotgit()`` (``utf8.c``), and is
-deliberately a little stricter than git where the stricter answer costs nothing
-(see each function).
-
-A *glob* is a scope entry in a token or a policy. It is matched one path segment
-at a time, never as a string, so ``src/**`` can never match ``src_old/a.py``
-(design §3). The only metacharacters are:
-
-* ``*`` - zero or more characters within one segment (never ``/``);
-* ``?`` - exactly one character (one Unicode code point) within one segment;
-* ``**`` - a whole segment only: zero or more whole segments, except that a
-  *trailing* ``**`` matches one or more (``src/**`` is everything strictly under
-  ``src/``, not ``src`` itself: the same rule as ``.gitignore``'s trailing ``/**``).
-
-Every other character is literal, including ``[``, ``]``, ``{``, ``}`` and ``!``:
-there are no character classes or alternations, and no escape character. ``*`` and
-``?`` also match a leading ``.`` (a scope is authority, not a shell listing: ``src/*``
-covers ``src/.env``).
-
-Validation and matching are pure functions of their strings, so their results
-are memoised (bounded LRU caches): a token's globs and a call's path are checked
-once, not on every comparison. No access decision is cached; only these facts.
-
-Matching simulates the glob's automaton with bit sets (shift-and), first over the
-segments and then inside each segment, with no backtracking. Its cost is
-polynomial for every input, including patterns such as ``*a*a*a*a*b`` or long runs
-of ``**`` that make backtracking matchers take exponential time: one big-integer
-operation per glob element, plus at most one segment match per distinct pair of
-(wildcard glob segment, path segment), each linear in the glob segment's length.
-``fnmatch`` is not used: it treats ``[`` as special and lets ``*`` cross ``/``.
+:func:`validate_path` follows git's own ``verify_path()`` and its NTFS and HFS+
+``.git`` rules, a little stricter where that costs nothing; globs match one path
+segment at a time, never as a string, without backtracking; :func:`deny_matches`
+also folds spellings. Results are memoised, decisions never. The rules:
+docs/token-format.md, "Paths and globs"; deny-side folding: docs/policy.md.
 """
 
 from __future__ import annotations
