@@ -1,19 +1,9 @@
-"""The ``chit-det/1`` deterministic CBOR profile.
+"""The ``chit-det/1`` deterministic CBOR profile: :func:`encode` and a strict :func:`decode`.
 
-Everything chit hashes, MACs or signs is encoded under this profile: RFC 8949
-§4.2.1 core deterministic encoding restricted to a small data model (integers in
-``[-2**64, 2**64 - 1]``, ``false``/``true``/``null``, byte strings, NFC text,
-arrays, and maps whose keys are text strings). No floats, no tags, no
-indefinite lengths, no duplicate keys.
-
-:func:`encode` validates the value against the profile and then lets ``cbor2``
-(``canonical=True``) write the bytes. :func:`decode` is a strict, hand-written
-decoder and the security boundary: it accepts exactly the byte strings that
-:func:`encode` produces and refuses everything else with
-:class:`~engine.errors.ProfileError`, in time and memory linear in the input.
-
-The full rules and test vectors are in ``docs/cbor-profile.md`` and
-``tests/vectors/cbor_det1.json``. This module is pure: no I/O, no clock.
+Everything chit hashes, MACs or signs is encoded under it. :func:`decode` is the
+security boundary: it accepts exactly the bytes :func:`encode` produces and
+refuses everything else with :class:`~engine.errors.ProfileError`. Pure. The
+rules and vectors: docs/cbor-profile.md.
 """
 
 from __future__ import annotations

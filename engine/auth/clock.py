@@ -1,4 +1,7 @@
-"""The clock, kept out of the pure verification module: ``verify`` is ``verify_at_time(now)``."""
+"""The clock, kept out of the pure verification module: ``verify`` is ``verify_at_time(now)``.
+
+The order of the checks: docs/token-format.md, *Verification, in order*.
+"""
 
 from __future__ import annotations
 

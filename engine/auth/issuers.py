@@ -1,12 +1,9 @@
 """Identity-provider JWTs: the configured issuer, its key, verification and claim mapping.
 
-What the token exchange (engine/admin/exchange.py) needs to trust a JWT
-(RFC 7519) from an ``[[issuers]]`` entry of the policy (:class:`policy.Issuer`):
-the unverified ``iss`` only chooses the issuer, whose fixed algorithms, audience,
-leeway and key file (a JWKS or a PEM public key, relative to the chit home, read
-here: the policy package stays pure) verify it; the first mapping whose claims
-all hold decides the agent. Every refusal is a :class:`~engine.errors.ChitError`
-(docs/exchange.md, *Flow* and *Refusals*).
+What the token exchange (engine/admin/exchange.py) needs to trust a JWT from an
+``[[issuers]]`` entry of the policy (:class:`policy.Issuer`); the key files are
+read here, so the policy package stays pure. Every refusal is a
+:class:`~engine.errors.ChitError` (docs/exchange.md, *Flow* and *Refusals*).
 """
 
 from __future__ import annotations

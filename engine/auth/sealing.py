@@ -1,31 +1,9 @@
 """Protected content sealed at rest: the ``chit-seal/1`` blob format (docs/sealing.md).
 
-A file at a path the policy lists under ``[paths] protected`` is stored in git
-as a sealed blob, so the repository holds ciphertext and plain ``git show``
-reveals nothing. The engine seals in its commit path (``engine/vcs.py``) and
-opens on every read; staged content stays plaintext in the engine's memory.
-
-Layout (all integers unsigned, one byte)::
-
-    offset  size  field
-    0       10    magic      00 63 68 69 74 2d 73 65 61 6c   (NUL, then "chit-seal")
-    10      1     version    01
-    11      1     n          length of the key id, 1 to 64
-    12      n     kid        the sealing key's id, ASCII [A-Za-z0-9_-]
-    12+n    12    nonce      random (os.urandom via secrets), never reused under one key
-    24+n    ...   ciphertext || 16-byte tag   (AES-256-GCM, NIST SP 800-38D)
-
-The associated data is the header up to and including the key id, followed by
-the repository path in UTF-8: the format version, the key id and the path are
-bound, so a sealed blob moved to another path (or relabelled with another key
-id) fails to open. The leading NUL makes git treat every sealed blob as binary:
-``git show``, ``git diff`` and ``git log -p`` print no ciphertext as text, and
-git never line-merges one.
-
-The functions here are pure (bytes and keys in, bytes out; only the random
-nonce comes from the operating system, through ``secrets``); :class:`Sealing`
-binds them to a key source and the policy's notion of which paths are
-protected.
+The functions here seal and open one blob (pure: bytes and keys in, bytes out;
+only the random nonce comes from the operating system); :class:`Sealing` binds
+them to a key source and the policy's protected paths, for the commit path
+(engine/git/commit.py) and every read.
 """
 
 from __future__ import annotations

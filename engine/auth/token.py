@@ -1,17 +1,10 @@
-"""chit tokens: macaroon-style bearer capabilities (format ``chit-token/1``).
+"""chit tokens (``chit-token/1``): the text form, parsing, minting, attenuation, delegation.
 
-A token is a chain of blocks. The first (root) block is minted by the engine
-under a root key chosen by key id; every further block can only narrow what the
-token grants. Each block is a ``chit-det/1`` CBOR map carried as an opaque byte
-string, and the chain is authenticated with HMAC-SHA256 in the macaroon
-construction (Birgisson et al., NDSS 2014; engine/auth/_mac.py). The full byte
-format, caveat semantics and verification order are in ``docs/token-format.md``.
-
-This module reads and writes the format: :func:`parse` gives an
-:class:`UnverifiedToken`, which may be inspected but grants nothing
-(:func:`engine.auth.verify.verify_at_time` checks it); :func:`mint`,
-:func:`attenuate` and :func:`delegate` make tokens. Pure: bytes and keys in, a
-value or an error out.
+:func:`parse` gives an :class:`UnverifiedToken`, which may be inspected but
+grants nothing (:func:`engine.auth.verify.verify_at_time` checks it); :func:`mint`,
+:func:`attenuate` and :func:`delegate` make tokens, chained with the MACs of
+engine/auth/_mac.py. Pure: bytes and keys in, a value or an error out. The
+format: docs/token-format.md.
 """
 
 from __future__ import annotations
