@@ -1,21 +1,10 @@
 """Token exchange: a JWT from the organisation's identity provider for a root chit token.
 
-The shape is RFC 8693's (``docs/exchange.md``). This module runs an exchange:
-engine/auth/issuers.py verifies the JWT against its ``[[issuers]]`` entry and
-picks the mapping; then the JWT's ``(issuer, jti)`` is claimed in the state
-store's replay cache (:meth:`engine.state.Store.claim_jti`, kept until the JWT's
-``exp`` plus :data:`policy.MAX_LEEWAY_SECONDS`, released if no token comes of
-it), the engine's newest root key mints the token, and the attempt, minted or
-refused, is appended to the signed call log (engine/audit/calllog.py) before the
-answer is given. Neither the JWT nor the minted token is ever written; if the
-entry cannot be written, the exchange fails with ``internal_error`` and returns
-no token.
-
-Every refusal is a :class:`~engine.errors.ChitError`: ``token_invalid_signature``,
-``token_expired``, ``token_not_yet_valid``, or ``exchange_refused`` with a
-``reason`` hint (``malformed``, ``unknown_issuer``, ``algorithm``, ``audience``,
-``issuer``, ``claim_missing``, ``unknown_key``, ``issuer_key_unavailable``,
-``no_mapping``, ``agent_invalid``, ``claim_invalid``, ``replayed``, ``invalid``).
+:class:`TokenExchange` runs the RFC 8693 exchange of docs/exchange.md: the JWT
+verified and mapped (engine/auth/issuers.py), its ``(issuer, jti)`` claimed once
+in the state store's replay cache, the token minted with the newest root key,
+and every attempt, minted or refused, in the signed call log before the answer.
+Its refusals: docs/exchange.md, *Refusals*, and docs/errors.md.
 """
 
 from __future__ import annotations
@@ -107,7 +96,7 @@ class TokenExchange:
         """Verify an identity provider's JWT and mint the root token its mapping grants.
 
         RFC 8693 token exchange with a JWT subject token (RFC 7519), verified as
-        the module docstring says; each ``(issuer, jti)`` is exchanged once.
+        docs/exchange.md (*Flow*) says; each ``(issuer, jti)`` is exchanged once.
         The attempt is in the call log before this returns or raises.
 
         Args:

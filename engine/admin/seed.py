@@ -1,7 +1,7 @@
-"""Create a repository whose ``main`` holds given files (for the demo and tests).
+"""Create a repository whose ``main`` holds given files (for ``chit demo`` and tests).
 
 Uses git object space only (an in-memory index), then checks ``main`` out so the
-working tree looks like any clone.
+working tree looks like any clone (README.md, "The two commands").
 """
 
 from __future__ import annotations

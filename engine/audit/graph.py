@@ -1,23 +1,10 @@
 """The provenance graph: tokens, delegations, sessions, commits and files.
 
-Built from verified provenance records only (docs/provenance-format.md): a commit
-joins the graph once it passes every commit check of ``chit audit verify``
-(record present, hash, signature, the record describes exactly this commit,
-trailers, chain); anything else is counted as ``unverified`` and left out. The
-same graph serves the ``provenance_graph`` tool (pruned to the caller's scope)
-and ``chit audit graph`` (whole).
-
-Nodes (``id`` / ``kind`` / ``label``):
-
-- ``token:<block id>`` / ``token`` / the agent: each hop of a delegation chain;
-- ``session:<id>`` / ``session`` / the session id;
-- ``commit:<id>`` / ``commit`` / ``<short id> <summary line>``;
-- ``file:<path>`` / ``file`` / the path.
-
-Edges (``source`` -> ``target`` / ``kind``): ``delegated`` (parent hop to child
-hop), ``opened`` (the token that presented a session), ``made`` (session to
-commit), ``parent`` (commit to the commit it builds on, when both are shown),
-``changed`` (commit to each file it changed).
+Built from verified provenance records only: a commit that fails a commit check
+of ``chit audit verify`` is counted as ``unverified`` and left out. The same
+graph serves the ``provenance_graph`` tool (pruned to the caller's scope) and
+``chit audit graph`` (whole; also as Mermaid or Graphviz). Its nodes, edges and
+formats: docs/audit.md §7.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """Provenance records: ``chit-provenance/1``, signed with the engine's Ed25519 key.
 
-Every commit the engine makes carries one record of who made it, under which
-authority, having been offered which tools, and what it changed; the commit's
-``Chit-Provenance`` trailer is the SHA-256 of the signed envelope, and the record
-holds what the commit id is made of, which binds the two both ways. This module
-builds the delegation chain, hashes the policy, seals and opens envelopes
-(the record's shape: engine/audit/recordshape.py) and checks the chain's
-narrowing. Format: docs/provenance-format.md.
-
-This module is pure: bytes and keys in, a value or a :class:`ProvenanceError`
-out. Reading the repository is :mod:`engine.audit.verify`'s job.
+This module builds a record's delegation chain, hashes the policy, seals and
+opens envelopes (the record's shape: engine/audit/recordshape.py) and checks the
+chain's narrowing. Pure: bytes and keys in, a value or a :class:`ProvenanceError`
+out; reading the repository is :mod:`engine.audit.verify`'s job. The format:
+docs/provenance-format.md.
 """
 
 from __future__ import annotations
