@@ -1,14 +1,10 @@
 """The tool catalog: every tool declared once, and the ``chit-catalog/1`` encoding.
 
 Each :class:`ToolSpec` holds a tool's name, description, input and output models,
-required operations and annotations; it names no handler (``engine.tools.table``
-does), so declarations never import implementations. ``tools/list``, dispatch,
-the docs table and the catalog hash all derive from :data:`TOOLS`.
-
-``chit-catalog/1`` (docs/catalog-encoding.md): the offered tools, sorted by name,
-each as a map of name, description, input and output JSON Schema, annotations and
-requirements, wrapped in a map that names the encoding; encoded under
-``chit-det/1`` and hashed with SHA-256. The hash is written ``sha256:<hex>``.
+required operations and annotations, and names no handler (``engine.tools.table``
+does), so declarations never import implementations; ``tools/list``, dispatch,
+the docs table and the catalog hash derive from :data:`TOOLS`. The tools:
+docs/tools.md; the encoding: docs/catalog-encoding.md.
 """
 
 from __future__ import annotations

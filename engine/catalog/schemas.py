@@ -1,4 +1,4 @@
-"""Input and output models of every tool (pydantic v2).
+"""Input and output models of every tool (pydantic v2; docs/tools.md, "Arguments and results").
 
 Inputs are strict and closed (``extra="forbid"``): an unknown argument is an
 ``invalid_argument`` refusal, never ignored. Outputs are what handlers return and

@@ -2,7 +2,8 @@
 
 Every grammar comes from its PyPI wheel (``tree-sitter-python`` and friends),
 loaded in process; nothing is downloaded or compiled at run time. A parser is
-made per thread (tree-sitter parsers are not shared between threads).
+made per thread (tree-sitter parsers are not shared between threads). What each
+language's index holds: docs/semantic.md, "Languages".
 """
 
 from __future__ import annotations

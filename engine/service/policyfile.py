@@ -1,14 +1,9 @@
 """The running engine's policy: ``<home>/policy.toml``, reloaded when it changes.
 
-Every call takes one ``stat`` of the file (``os.stat`` by path). When its device,
-inode, size, modification or change time differ from the loaded version, the
-file is read again (``fstat`` of the open file names the version read). A valid
-new policy applies from that call on; an invalid, unreadable or missing one makes
-the engine fail closed: :meth:`PolicyFile.current` raises ``policy_denied`` (rule
-``policy``) for every call until the file is fixed, and the reason is logged
-once per version of the file. The engine never keeps serving under the previous
-policy without saying so: a policy that did not load cannot be told apart from
-one that was meant to be stricter (docs/policy.md, "Changing the policy").
+Every call takes one ``stat`` of the file and reads it again when it changed. An
+invalid, unreadable or missing file makes :meth:`PolicyFile.current` refuse every
+call (``policy_denied``, rule ``policy``) until it is fixed; the engine never
+serves the previous policy instead (docs/policy.md, "Changing the policy").
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Rate limits of the organisation policy, counted in this engine process's memory.
 
-The policy is pure, so it only says which ``[[rate_limits]]`` entries apply to a
-call (:func:`policy.rate_limits_for`); the counting lives here. Each entry keeps,
-per agent, the times of the calls it admitted in its last ``per_seconds``
-seconds (a sliding window log: no window of that length ever holds more than
-``calls`` admitted calls). A call is admitted only if every applicable entry has
-room, and then counts against all of them.
-
-The counts are per engine process and start empty with it: ``chit mcp`` serves one
-connection per process, so there a budget holds per connection (docs/policy.md,
-"Rate limits"). An entry is identified by its index and its content, so a policy
-reload keeps the counts of every entry that stays the same at the same place.
+The pure policy only says which ``[[rate_limits]]`` apply to a call
+(:func:`policy.rate_limits_for`); :class:`RateLimiter` keeps, per entry and
+agent, the times of the calls it admitted (a sliding window log) and admits a
+call only if every applicable entry has room (docs/policy.md, "Rate limits").
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """The state store on SQLite: ``<home>/state.db``, WAL mode, shared by every process of a home.
 
-Every engine process and CLI command on one host opens the same file: ``chit
-revoke`` or ``chit freeze on`` in one process takes effect on the next call
-served by another, and an intent declared through one ``chit mcp`` is seen by
-``project_context`` in another. Each operation is one short transaction; there is
-no read-modify-write of a file. Call-log appends and replay-cache claims run in
-``BEGIN IMMEDIATE`` transactions, so appends from several processes never fork
-the chain and of two exchanges of one JWT exactly one finds it new. The contract
-is :class:`~engine.state.store.Store`.
+Every engine process and CLI command of a home opens the same file, so what one
+records (a revocation, the freeze, an intent) the others see on their next call.
+Each operation is one short transaction; call-log appends and replay-cache claims
+run under ``BEGIN IMMEDIATE`` (docs/audit.md §8; docs/exchange.md, "Replay
+protection"). The contract: :class:`~engine.state.store.Store`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The SQLite store's schema: its tables, and the statements on the two intent tables.
 
 Every table is created if missing when a store opens; the statements on declared
-intents and on sessions' staged paths are one set over two tables of one shape.
+intents and on sessions' staged paths are one set over two tables of one shape
+(docs/semantic.md, "Intents").
 """
 
 from __future__ import annotations

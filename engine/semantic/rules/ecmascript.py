@@ -1,4 +1,7 @@
-"""The JavaScript and TypeScript rules: definitions, callees and imports."""
+"""The JavaScript and TypeScript rules: definitions, callees and imports.
+
+What they find: docs/semantic.md, "Languages".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The Go rules: definitions (methods scoped by their receiver), callees and imports."""
+"""The Go rules: definitions (methods scoped by their receiver), callees and imports.
+
+What they find: docs/semantic.md, "Languages".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The Java rules: definitions, callees and imports."""
+"""The Java rules: definitions, callees and imports.
+
+What they find: docs/semantic.md, "Languages".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The Python rules: definitions, docstrings, imports and callees."""
+"""The Python rules: definitions, docstrings, imports and callees.
+
+What they find: docs/semantic.md, "Languages".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The Rust rules: definitions, ``impl`` scopes and traits, callees and ``use`` imports."""
+"""The Rust rules: definitions, ``impl`` scopes and traits, callees and ``use`` imports.
+
+What they find: docs/semantic.md, "Languages".
+"""
 
 from __future__ import annotations
 
