@@ -1,4 +1,4 @@
-"""The edges of chit: the MCP server for agents and the ``chit`` CLI."""
+"""The edges of chit: the MCP server for agents and the ``chit`` CLI (docs/architecture.md)."""
 
 from importlib.metadata import PackageNotFoundError, version
 

@@ -1,17 +1,10 @@
-"""``chit demo``: the main job, end to end, on real code.
+"""``chit demo``: the main job, end to end, on real code (README.md, "The two commands").
 
-1. A temporary git repository whose ``main`` holds the source of the installed
-   ``starlette`` package (code this project did not write).
-2. ``chit init`` and ``chit mint`` (subprocesses of the real CLI).
-3. ``chit mcp`` started as a subprocess; the official MCP client connects over
-   stdio and narrates: the offer, a read in scope, a read out of scope refused,
-   a write, the diff, a commit on ``agent/<name>``, a widening delegation
-   refused and a narrower one issued to a helper agent.
-4. The helper connects with its own token and commits on its own lane.
-5. ``chit audit verify`` passing with only the exported public keys, and the
-   provenance graph from the lead's token to both commits (``chit audit graph``);
-   ``chit revoke`` of the helper's token, after which its next call fails.
-6. A read-only token offered only the read tools, and refused a write.
+A temporary repository holding the installed ``starlette`` sources; the real CLI
+as subprocesses (``chit init``, ``mint``, ``mcp``, ``audit verify``, ``audit
+graph``, ``revoke``) and the official MCP client over stdio for the lead agent
+and its helper. Each step is narrated and checked: the demo fails if one did not
+behave as expected.
 """
 
 from __future__ import annotations

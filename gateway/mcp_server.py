@@ -1,18 +1,9 @@
 """The MCP edge: the official SDK's low-level server in front of the engine.
 
-The edge holds no authority. It reads the agent's token once, re-presents it on
-every request, asks the engine for the offer on ``tools/list`` and for the result
-on ``tools/call``, and translates the engine's typed answers into MCP:
-
-- a refusal is a ``CallToolResult`` with ``isError: true`` whose text is JSON
-  ``{"error": CODE, "message": ..., ...hints}``;
-- a tool outside the offer is the MCP unknown-tool error (JSON-RPC -32602) with
-  ``data = {"error": "tool_not_offered", "offered": [...]}``;
-- a token the engine refuses on ``tools/list`` is JSON-RPC error -32001 with the
-  refusal as ``data``.
-
-No exception text ever reaches the client: every failure goes through the
-engine's codes or a fixed ``internal_error``.
+The edge holds no authority: it re-presents the agent's token on every request,
+asks the engine for the offer on ``tools/list`` and for the result on
+``tools/call``, and translates the engine's typed answers into MCP results and
+errors (docs/errors.md). No exception text ever reaches the client.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The edge's side of ``chit-engine/1``: the engine's interface over HTTP.
 
 :class:`RemoteEngine` has :class:`engine.service.Engine`'s ``offer`` and
-``invoke`` and returns the engine's typed answers, read from the wire with
-validation, so the MCP server runs the same code embedded or remote. It holds no
-key, no repository and no state but the connection; the token is forwarded on
-every call, in the request body.
-
-It never raises for a failure of the engine or the transport: an unreachable
-engine, a timeout, or an answer it cannot read becomes the stable refusal
-``internal_error``, so the agent's MCP session keeps running. A call cut off
-after it was sent is not retried (a ``commit`` may have landed): the message
-says to check ``status`` first.
+``invoke`` and returns its typed answers, read from the wire with validation, so
+the MCP server runs the same code embedded or remote. It holds nothing but the
+connection and never raises for the engine or the transport: those failures are
+``internal_error`` (docs/engine-api.md, "The edge: what it holds").
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""The ``chit`` command line, for operators, agent hosts and auditors.
+"""The ``chit`` command line, for operators, agent hosts and auditors (README.md).
 
-Commands (docs/architecture.md): ``init``, ``mint``, ``attenuate``, ``inspect``,
-``revoke``, ``keys list|rotate|retire|export-public``, ``freeze on|off|status``,
-``policy check``, ``exchange``, ``mcp`` (stdio, ``--http``, ``--engine``),
-``engine serve``, ``audit verify``, ``audit graph``, ``audit log verify|show``
-and ``demo``.
 Every engine error is caught in one place (:func:`main`), printed as its code
 and message (never a traceback, never a token or key) and turned into exit
-status 2; a failed audit exits 1. Each command group has its module (its
-arguments and its handlers), :mod:`gateway.cli.parser` puts them together.
+status 2; a failed audit exits 1 (docs/errors.md). Each command group has its
+module (its arguments and its handlers); :mod:`gateway.cli.parser` puts them
+together.
 """
 
 from __future__ import annotations

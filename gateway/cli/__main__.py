@@ -1,4 +1,4 @@
-"""``python -m gateway.cli``: the ``chit`` command."""
+"""``python -m gateway.cli``: the ``chit`` command (README.md)."""
 
 import sys
 
