@@ -3,7 +3,7 @@
 ``chit init`` creates the home (keyring and default policy), every other
 operator command first checks it holds a keyring, ``chit init --repo`` and
 ``chit audit graph`` open the repository, ``chit policy check`` checks a policy
-file. The home's layout is in docs/architecture.md.
+file. The home's layout is in keys/README.md.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ __all__ = ["check_policy", "ensure_home", "init_home", "open_repository", "resol
 
 
 def resolve_home(home: str | os.PathLike[str] | None) -> Path:
-    """Return ``home``, else ``$CHIT_HOME``, else ``~/.chit`` (docs/architecture.md)."""
+    """Return ``home``, else ``$CHIT_HOME``, else ``~/.chit`` (keys/README.md)."""
     if home:
         return Path(home)
     env = os.environ.get("CHIT_HOME")

@@ -1,6 +1,6 @@
 """``chit init``, ``chit policy check`` and ``chit demo``: set up a home, check it, try it.
 
-What a home holds is in docs/architecture.md; the policy file in docs/policy.md.
+What a home holds is in keys/README.md; the policy file in docs/policy.md.
 """
 
 from __future__ import annotations
