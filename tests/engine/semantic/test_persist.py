@@ -8,7 +8,6 @@ protected (sealed) file's names or docs land on disk in the clear.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -36,6 +35,7 @@ from engine.semantic.persist import (
 )
 from engine.service import Engine
 from tests.conftest import World
+from tests.engine.engine_calls import Caller
 
 ROOT = Path(__file__).resolve().parents[3]
 STARLETTE = Path(starlette.__file__).parent
@@ -46,12 +46,7 @@ CODE = {
 }
 
 
-def call(engine: Engine, token: str, tool: str, args: dict[str, Any], session: str = "s") -> Any:
-    listed = engine.offer(token)["catalog_hash"]
-    session = f"{session}-{hashlib.sha256(token.encode()).hexdigest()[:12]}"
-    answer = engine.invoke(token, tool, args, session=session, offered_catalog_hash=listed)
-    assert answer["ok"] is True, answer
-    return answer["result"]
+call = Caller(session="s", per_token=12).ok  # the result of a call that must succeed
 
 
 def db_path(repo: Path) -> Path:

@@ -6,11 +6,9 @@ row breaks ``project_context`` for everyone.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,6 +17,7 @@ from engine.state import Intent
 from engine.state import sqlite as state
 from engine.state.sqlite import SQLiteStore
 from tests.conftest import World
+from tests.engine.engine_calls import Caller
 
 
 def intent(session: str, expires_at: int, repo: str = "/r", paths: tuple[str, ...] = ("a",)
@@ -84,12 +83,7 @@ def test_a_malformed_row_is_skipped(tmp_path: Path) -> None:
     assert [i.session for i in store.intents("/r", now=0)] == ["good"]
 
 
-def call(engine: Engine, token: str, tool: str, args: dict[str, Any], session: str) -> Any:
-    listed = engine.offer(token)["catalog_hash"]
-    session = f"{session}-{hashlib.sha256(token.encode()).hexdigest()[:12]}"
-    answer = engine.invoke(token, tool, args, session=session, offered_catalog_hash=listed)
-    assert answer["ok"] is True, answer
-    return answer["result"]
+call = Caller(per_token=12).ok  # the result of a call that must succeed
 
 
 def test_an_intent_ends_with_its_token_or_after_an_hour(world: World) -> None:
