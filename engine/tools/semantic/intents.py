@@ -13,22 +13,17 @@ import os
 import sqlite3
 
 from engine import git
+from engine.limits import LIMITS
 from engine.state import MAX_INTENT_PATHS, Intent
 from engine.tools.context import CallContext, Session
 
 __all__ = [
-    "INTENT_MAX_BYTES",
-    "INTENT_TTL_SECONDS",
     "bounded",
     "repo_id",
     "share_staged_paths",
     "staged_paths",
 ]
 
-INTENT_TTL_SECONDS = 3_600
-"""How long an intent or a session's shared staged paths stay listed (at most the token's life)."""
-INTENT_MAX_BYTES = 16_384
-"""UTF-8 bytes of paths one intent (or one session's shared staged paths) keeps."""
 
 logger = logging.getLogger("chit.engine")
 
@@ -53,7 +48,7 @@ def share_staged_paths(ctx: CallContext, before: tuple[str, ...]) -> None:
     after = staged_paths(ctx.session)
     if after == before:
         return
-    expires = min(ctx.now + INTENT_TTL_SECONDS, int(ctx.token.expires_at))
+    expires = min(ctx.now + LIMITS.intent_ttl_seconds, int(ctx.token.expires_at))
     intent = Intent(
         repo=repo_id(ctx.repo),
         session=ctx.session.session_id,
@@ -69,7 +64,7 @@ def share_staged_paths(ctx: CallContext, before: tuple[str, ...]) -> None:
 
 
 def bounded(paths: tuple[str, ...]) -> tuple[str, ...]:
-    """The first paths that fit :data:`~engine.state.MAX_INTENT_PATHS` and :data:`INTENT_MAX_BYTES`.
+    """The first paths that fit :data:`~engine.state.MAX_INTENT_PATHS` and the byte bound.
 
     Every peer's ``project_context`` reads every live intent, so what one
     session leaves there is kept small whatever its paths' lengths.
@@ -78,7 +73,7 @@ def bounded(paths: tuple[str, ...]) -> tuple[str, ...]:
     used = 0
     for path in paths[:MAX_INTENT_PATHS]:
         used += len(path.encode())
-        if used > INTENT_MAX_BYTES:
+        if used > LIMITS.intent_paths_bytes:
             break
         out.append(path)
     return tuple(out)
