@@ -14,7 +14,7 @@ import sqlite3
 
 from engine import git
 from engine.limits import LIMITS
-from engine.state import MAX_INTENT_PATHS, Intent
+from engine.state import Intent
 from engine.tools.context import CallContext, Session
 
 __all__ = [
@@ -32,7 +32,7 @@ def share_staged_paths(ctx: CallContext, before: tuple[str, ...]) -> None:
     """Publish the session's staged paths to its peers, if a write call changed them.
 
     Called by the engine after every successful call that is not read-only.
-    The paths (never content; the first :data:`~engine.state.MAX_INTENT_PATHS`)
+    The paths (never content; the first ``LIMITS.intent_paths``)
     go to the state store's ``staged_paths`` table, read by ``project_context``
     in every engine process of the chit home, until the token expires or an
     hour after the last change, whichever is first; an empty staged change
@@ -64,14 +64,14 @@ def share_staged_paths(ctx: CallContext, before: tuple[str, ...]) -> None:
 
 
 def bounded(paths: tuple[str, ...]) -> tuple[str, ...]:
-    """The first paths that fit :data:`~engine.state.MAX_INTENT_PATHS` and the byte bound.
+    """The first paths that fit ``LIMITS.intent_paths`` and ``LIMITS.intent_paths_bytes``.
 
     Every peer's ``project_context`` reads every live intent, so what one
     session leaves there is kept small whatever its paths' lengths.
     """
     out: list[str] = []
     used = 0
-    for path in paths[:MAX_INTENT_PATHS]:
+    for path in paths[: LIMITS.intent_paths]:
         used += len(path.encode())
         if used > LIMITS.intent_paths_bytes:
             break
