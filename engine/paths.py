@@ -20,7 +20,6 @@ from policy.paths import (
 from policy.paths import validate_path as _validate_path
 
 __all__ = [
-    "MAX_GLOB_CHARS",
     "MAX_PATH_BYTES",
     "MAX_SEGMENT_BYTES",
     "glob_contained",
@@ -30,9 +29,6 @@ __all__ = [
     "validate_glob",
     "validate_path",
 ]
-
-MAX_GLOB_CHARS = 1024
-"""Longest glob a token may carry: bounds the matcher's worst case."""
 
 
 def validate_path(path: object) -> str:

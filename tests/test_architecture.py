@@ -24,6 +24,7 @@ PURE = [
     "engine/auth/cbor.py",
     "engine/auth/_mac.py",
     "engine/paths.py",
+    "engine/limits.py",
     "engine/auth/sealing.py",
     "engine/audit/recordshape.py",
     "policy/__init__.py",

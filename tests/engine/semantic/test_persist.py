@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ import starlette
 from engine import admin
 from engine import git as vcs
 from engine.admin.seed import create_repository, files_from_directory
+from engine.limits import LIMITS
 from engine.semantic import indexer_for
 from engine.semantic.database import EXPECTED_SCHEMA
 from engine.semantic.indexer import Indexer
@@ -224,7 +226,7 @@ def test_staged_files_are_not_persisted(code_world: World) -> None:
 def test_the_bound_keeps_the_newest_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from engine.semantic import persist
 
-    monkeypatch.setattr(persist, "MAX_ROWS", 5)
+    monkeypatch.setattr(persist, "LIMITS", replace(LIMITS, semantic_rows=5))
     store = PersistedIndex(tmp_path, lambda: b"k" * 32)
     store.store([(f"f{i}.py", "0" * 40, b"[]", b"[]") for i in range(8)], now=100)
     store.store([(f"g{i}.py", "0" * 40, b"[]", b"[]") for i in range(3)], now=200)

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from engine.limits import LIMITS
 from engine.service import Engine
 from engine.state import Intent
 from engine.state import sqlite as state
@@ -40,7 +42,7 @@ def test_intents_expire_and_replace(tmp_path: Path) -> None:
 
 
 def test_intents_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(state, "MAX_INTENTS", 3)
+    monkeypatch.setattr(state, "LIMITS", replace(LIMITS, intents_per_repository=3))
     store = SQLiteStore(tmp_path / "state.db")
     for k in range(6):
         store.put_intent(intent(f"s{k}", 1000 + k), now=0)
@@ -53,11 +55,11 @@ def test_one_token_keeps_only_its_latest_intents(tmp_path: Path) -> None:
     """Threat: one agent filling the shared table every peer's project_context reads."""
     store = SQLiteStore(tmp_path / "state.db")
     store.put_intent(Intent("/r", "peer", "p" * 32, "bob", ("a",), 5000), now=0)
-    for k in range(state.MAX_INTENTS_PER_TOKEN + 10):
+    for k in range(LIMITS.intents_per_token + 10):
         store.put_intent(intent(f"flood{k:03d}", 1000 + k), now=0)
     live = store.intents("/r", now=0)
     flood = sorted(i.session for i in live if i.agent == "alice")
-    assert flood == [f"flood{k:03d}" for k in range(10, state.MAX_INTENTS_PER_TOKEN + 10)]
+    assert flood == [f"flood{k:03d}" for k in range(10, LIMITS.intents_per_token + 10)]
     assert [i.session for i in live if i.agent == "bob"] == ["peer"]  # others untouched
 
 
