@@ -21,7 +21,6 @@ from policy.paths import (
 from policy.paths import validate_path as _validate_path
 
 __all__ = [
-    "MAX_GLOB_CHARS",
     "MAX_PATH_BYTES",
     "MAX_SEGMENT_BYTES",
     "glob_contained",
@@ -31,9 +30,6 @@ __all__ = [
     "validate_glob",
     "validate_path",
 ]
-
-MAX_GLOB_CHARS = 1024
-"""Longest glob a token may carry: bounds the matcher's worst case."""
 
 
 def validate_path(path: object) -> str:

@@ -113,7 +113,7 @@ ISSUER_ALGORITHMS = frozenset({"RS256", "PS256", "ES256", "EdDSA"})
 """JWT algorithms an issuer may be configured with: asymmetric only, never HS* or none."""
 
 MAX_MESSAGE_CHARS = 16_384
-"""Longest commit message the engine accepts (``engine.catalog.schemas.MAX_MESSAGE_CHARS``)."""
+"""Longest commit message the engine accepts (``engine.limits.Limits.message_chars``)."""
 
 
 # --- field helpers -------------------------------------------------------------

@@ -5,13 +5,15 @@ and :mod:`engine.errors` (docs/architecture.md), and never handles keys itself:
 it calls these. In the embedded deployment they share the CLI's process;
 docs/threat-model.md says what that means. The token exchange is exported as
 :class:`TokenExchange`, not as its one-shot ``exchange()``, whose name would
-hide the :mod:`engine.admin.exchange` module.
+hide the :mod:`engine.admin.exchange` module. The engine's
+:data:`~engine.limits.LIMITS` are exported too, for the bounds the CLI applies
+before it calls in (how much of stdin it reads for a JWT, say).
 """
 
-from engine.admin.audit import GRAPH_MAX_COMMITS, provenance_graph, render_graph, verify_lanes
+from engine.admin.audit import provenance_graph, render_graph, verify_lanes
 from engine.admin.calllog import call_log_entries, parse_anchor, parse_since, verify_call_log
-from engine.admin.exchange import MAX_JWT_CHARS, TokenExchange
-from engine.admin.freeze import MAX_REASON_CHARS, freeze_status, set_freeze
+from engine.admin.exchange import TokenExchange
+from engine.admin.freeze import freeze_status, set_freeze
 from engine.admin.home import check_policy, ensure_home, init_home, open_repository, resolve_home
 from engine.admin.keys import (
     export_public,
@@ -30,11 +32,10 @@ from engine.admin.tokens import (
     parse_duration,
     revoke,
 )
+from engine.limits import LIMITS
 
 __all__ = [
-    "GRAPH_MAX_COMMITS",
-    "MAX_JWT_CHARS",
-    "MAX_REASON_CHARS",
+    "LIMITS",
     "TokenExchange",
     "attenuate_token",
     "call_log_entries",

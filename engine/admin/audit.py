@@ -17,10 +17,7 @@ from engine import git
 from engine.audit import graph
 from engine.audit.verify import verify_repository
 
-__all__ = ["GRAPH_MAX_COMMITS", "provenance_graph", "render_graph", "verify_lanes"]
-
-GRAPH_MAX_COMMITS = graph.MAX_COMMITS
-"""The lane commits :func:`provenance_graph` reads at most."""
+__all__ = ["provenance_graph", "render_graph", "verify_lanes"]
 
 
 def verify_lanes(
@@ -62,7 +59,7 @@ def provenance_graph(
         ``(graph, unverified, truncated)``: the graph (``{"nodes", "edges",
         "pruned"}``, :func:`engine.audit.graph.build_graph`), how many lane
         commits were left out for lack of verified provenance, and whether the
-        walk stopped at :data:`GRAPH_MAX_COMMITS` commits.
+        walk stopped at ``LIMITS.graph_commits`` commits.
 
     Raises:
         RepositoryError: ``not_found`` if nothing matches the handle.

@@ -21,6 +21,7 @@ from engine.admin.tokens import mint_token
 from engine.audit import calllog, provenance, redact
 from engine.auth import issuers
 from engine.errors import ChitError, TokenError
+from engine.limits import LIMITS
 from engine.service.policyfile import load_policy
 from engine.state.sqlite import SQLiteStore, open_store
 
@@ -29,7 +30,6 @@ __all__ = [
     "CHANNELS",
     "GRANT_TYPE",
     "JWT_TOKEN_TYPE",
-    "MAX_JWT_CHARS",
     "TokenExchange",
     "exchange",
 ]
@@ -39,8 +39,6 @@ logger = logging.getLogger("chit.exchange")
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
 JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"  # noqa: S105
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"  # noqa: S105
-MAX_JWT_CHARS = 16_384
-"""Longest subject token accepted."""
 
 CHANNELS: Final = frozenset({"cli", "token_endpoint"})
 """How an exchange arrived, as the call log records it (``via``)."""
@@ -101,7 +99,7 @@ class TokenExchange:
 
         Args:
             subject_token: The JWT, compact serialisation (at most
-                :data:`MAX_JWT_CHARS` characters).
+                ``LIMITS.jwt_chars`` characters).
             now: Issue time of the chit token and time of the log entry, unix
                 seconds (default: the clock). The JWT's own times, and the
                 replay cache's, follow the clock, as pyjwt checks them.
@@ -147,9 +145,9 @@ class TokenExchange:
         if not isinstance(subject_token, str) or not subject_token.strip():
             raise issuers.refused("malformed", "the subject token is empty")
         text = subject_token.strip()
-        if len(text) > MAX_JWT_CHARS:
+        if len(text) > LIMITS.jwt_chars:
             raise issuers.refused(
-                "malformed", f"the subject token exceeds {MAX_JWT_CHARS} characters"
+                "malformed", f"the subject token exceeds {LIMITS.jwt_chars} characters"
             )
         pol = load_policy(self._home)
         facts.policy_hash = provenance.policy_hash(pol)

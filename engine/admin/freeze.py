@@ -14,12 +14,11 @@ from typing import Any
 
 from engine.audit import calllog, provenance, redact
 from engine.errors import ConfigurationError
+from engine.limits import LIMITS
 from engine.service.policyfile import load_policy
 from engine.state.sqlite import open_store
 
-__all__ = ["MAX_REASON_CHARS", "freeze_status", "set_freeze"]
-
-MAX_REASON_CHARS = 500
+__all__ = ["freeze_status", "set_freeze"]
 
 
 def set_freeze(home: str | os.PathLike[str], frozen: bool, *, reason: str = "") -> dict[str, Any]:
@@ -40,8 +39,9 @@ def set_freeze(home: str | os.PathLike[str], frozen: bool, *, reason: str = "") 
     Raises:
         ValueError: If the reason is too long or holds control characters.
     """
-    if len(reason) > MAX_REASON_CHARS or any(ord(c) < 0x20 or ord(c) == 0x7F for c in reason):
-        raise ValueError(f"--reason is one line of at most {MAX_REASON_CHARS} characters")
+    most = LIMITS.freeze_reason_chars
+    if len(reason) > most or any(ord(c) < 0x20 or ord(c) == 0x7F for c in reason):
+        raise ValueError(f"--reason is one line of at most {most} characters")
     now = int(time.time())
     store = open_store(home)
     state = store.set_freeze(frozen, now=now, reason=reason)

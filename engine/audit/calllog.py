@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine.auth import cbor, signkeys
 from engine.errors import ProfileError
+from engine.limits import LIMITS
 from engine.state import LogAppend, Store
 
 __all__ = [
@@ -53,8 +54,6 @@ an entry with this agent was written by the exchange, whatever its tool says.
 """
 EXCHANGE_TOOL: Final = "token_exchange"
 """The tool recorded for token exchanges (not a tool of the catalog)."""
-MAX_ENTRY_BYTES: Final = 65536
-MAX_HEAD_BYTES: Final = 4096
 
 _ENTRY_KEYS = {
     "v": str,
@@ -246,7 +245,7 @@ def decode_entry(data: object) -> dict[str, Any]:
     if not isinstance(data, bytes):
         raise ValueError("the stored entry is not bytes")
     try:
-        value = cbor.decode(data, max_size=MAX_ENTRY_BYTES)
+        value = cbor.decode(data, max_size=LIMITS.calllog_entry_bytes)
     except ProfileError as exc:
         raise ValueError(f"not chit-det/1: {exc.reason}") from None
     entry = _shaped(value, _ENTRY_KEYS)
@@ -274,7 +273,11 @@ def decode_head(data: object) -> dict[str, Any]:
         ValueError: If the bytes are not a ``chit-call-log/1`` chain head.
     """
     try:
-        value = cbor.decode(data, max_size=MAX_HEAD_BYTES) if isinstance(data, bytes) else None
+        value = (
+            cbor.decode(data, max_size=LIMITS.calllog_head_bytes)
+            if isinstance(data, bytes)
+            else None
+        )
     except ProfileError:
         value = None
     decoded = _shaped(value, _HEAD_KEYS)

@@ -22,12 +22,12 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from engine import git
 from engine.audit.verify import Auditor
 from engine.errors import ChitError, InvalidRequestError, RepositoryError
+from engine.limits import LIMITS
 
 __all__ = ["Entry", "build_graph", "collect", "to_dot", "to_mermaid"]
 
 _HEX_COMMIT = re.compile(r"^[0-9a-f]{7,40}$")
 _TOKEN_ID = re.compile(r"^[0-9a-f]{32}$")
-MAX_COMMITS = 5000
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,6 @@ class Entry:
 
 
 _VERDICTS: dict[tuple[str, str, str, str], Mapping[str, Any] | None] = {}
-_VERDICTS_MAX = 65536
 
 
 def collect(
@@ -63,7 +62,7 @@ def collect(
     Returns:
         ``(entries, unverified, truncated)``: the commits that verified, how many
         lane commits were left out because they did not, and whether the walk
-        stopped at :data:`MAX_COMMITS` commits.
+        stopped at ``LIMITS.graph_commits`` commits.
     """
     auditor = Auditor(repo, public_keys)
     keyset = ",".join(sorted(f"{k}:{_raw(v).hex()}" for k, v in public_keys.items()))
@@ -75,13 +74,13 @@ def collect(
         except (ChitError, pygit2.GitError, KeyError, ValueError):
             continue  # a lane that is not a direct reference to a commit: the audit reports it
         for commit in commits:
-            if len(entries) + unverified >= MAX_COMMITS:
+            if len(entries) + unverified >= LIMITS.graph_commits:
                 return entries, unverified, True
             record = _verdict(auditor, repo, keyset, agent, commit)
             if record is None:
                 unverified += 1
                 continue
-            summary = commit.message.split("\n", 1)[0][:80]
+            summary = commit.message.split("\n", 1)[0][: LIMITS.graph_summary_chars]
             entries.append(Entry(agent, str(commit.id), summary, record))
     return entries, unverified, False
 
@@ -104,7 +103,7 @@ def _verdict(
     if key not in _VERDICTS:
         report = auditor.verify_commit(agent, commit)
         commit_checks = {f.check for f in report.findings} - _CATALOG_CHECKS
-        if len(_VERDICTS) >= _VERDICTS_MAX:
+        if len(_VERDICTS) >= LIMITS.graph_verdict_cache_entries:
             _VERDICTS.clear()
         _VERDICTS[key] = report.record if not commit_checks else None
     return _VERDICTS[key]

@@ -24,6 +24,7 @@ from engine.auth import cbor
 from engine.auth.signkeys import SIGNING_ALG, SigningKey
 from engine.auth.verify import VerifiedToken, grant_of_blocks
 from engine.errors import ProfileError
+from engine.limits import LIMITS
 
 __all__ = [
     "PROVENANCE_TRAILER",
@@ -43,7 +44,6 @@ RECORD_VERSION: Final = "chit-provenance/1"
 PROVENANCE_TRAILER: Final = "Chit-Provenance"
 SIGNATURE_CONTEXT: Final = b"chit-provenance/1 signature\x00"
 """Prefixed to the record bytes before signing (domain separation)."""
-MAX_RECORD_BYTES: Final = 1 << 20
 _TRAILER_LINE = re.compile(r"\nChit-Provenance: (sha256:[0-9a-f]{64})\n\Z")
 
 
@@ -216,7 +216,7 @@ def open_envelope(
             the signature does not verify.
     """
     try:
-        env = cbor.decode(untrusted, max_size=MAX_RECORD_BYTES)
+        env = cbor.decode(untrusted, max_size=LIMITS.provenance_record_bytes)
     except ProfileError as exc:
         reason = f"envelope is not chit-det/1: {exc.reason}"
         raise ProvenanceError("record_decodes", reason) from None
@@ -238,7 +238,7 @@ def open_envelope(
     except InvalidSignature:
         raise ProvenanceError("signature", "the signature does not verify") from None
     try:
-        record = cbor.decode(env["record"], max_size=MAX_RECORD_BYTES)
+        record = cbor.decode(env["record"], max_size=LIMITS.provenance_record_bytes)
     except ProfileError as exc:
         raise ProvenanceError("record_decodes", f"record is not chit-det/1: {exc.reason}") from None
     if not isinstance(record, dict) or record.get("v") != RECORD_VERSION:

@@ -18,25 +18,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from engine.auth import cbor
+from engine.limits import LIMITS
 
 __all__ = [
     "CONTENT_FIELDS",
-    "MAX_ARGUMENTS_BYTES",
-    "MAX_ARGUMENT_DEPTH",
-    "MAX_ITEMS",
-    "MAX_KEY_CHARS",
-    "MAX_LABEL_CHARS",
-    "MAX_TEXT_CHARS",
     "redact_arguments",
     "redact_label",
 ]
 
-MAX_TEXT_CHARS: Final = 256
-MAX_LABEL_CHARS: Final = 128
-MAX_KEY_CHARS: Final = 64
-MAX_ITEMS: Final = 32
-MAX_ARGUMENT_DEPTH: Final = 4
-MAX_ARGUMENTS_BYTES: Final = 8192
 CONTENT_FIELDS: Final = frozenset({"content"})
 """Argument names whose value is file content: logged as ``{size, sha256}`` only."""
 
@@ -70,30 +59,30 @@ def redact_label(value: object) -> str:
         value: Whatever the edge sent (untrusted).
 
     Returns:
-        ``value`` if it is text of at most :data:`MAX_LABEL_CHARS` characters,
+        ``value`` if it is text of at most ``LIMITS.calllog_label_chars`` characters,
         NFC and token-free; otherwise ``~not-text``, ``~token-like``,
         ``~too-long`` or ``~not-nfc``.
     """
     if not isinstance(value, str):
         return "~not-text"
-    if _clean_text(value, MAX_LABEL_CHARS):
+    if _clean_text(value, LIMITS.calllog_label_chars):
         return value
     if _TOKEN_LIKE.search(value):
         return "~token-like"
-    return "~too-long" if len(value) > MAX_LABEL_CHARS else "~not-nfc"
+    return "~too-long" if len(value) > LIMITS.calllog_label_chars else "~not-nfc"
 
 
 def _text(value: str) -> Any:
-    if _clean_text(value, MAX_TEXT_CHARS):
+    if _clean_text(value, LIMITS.calllog_text_chars):
         return value
     if _TOKEN_LIKE.search(value):
         return {"redacted": "token-like text", "chars": len(value)}
     raw = value.encode("utf-8", "surrogatepass")
     out: dict[str, Any] = _digest(raw)
-    prefix = value[:MAX_TEXT_CHARS]
-    if len(value) > MAX_TEXT_CHARS and _clean_text(prefix, MAX_TEXT_CHARS):
+    prefix = value[: LIMITS.calllog_text_chars]
+    if len(value) > LIMITS.calllog_text_chars and _clean_text(prefix, LIMITS.calllog_text_chars):
         out["prefix"] = prefix
-    elif len(value) <= MAX_TEXT_CHARS:
+    elif len(value) <= LIMITS.calllog_text_chars:
         out["text"] = "not NFC UTF-8"
     return out
 
@@ -127,15 +116,15 @@ def _value(value: object, depth: int, sealed: Callable[[str], bool] | None = Non
     if isinstance(value, float):
         return {"float": repr(value)}
     if isinstance(value, list | tuple | dict):
-        if depth >= MAX_ARGUMENT_DEPTH:
+        if depth >= LIMITS.calllog_argument_depth_levels:
             return {"omitted": "nested too deep"}
         if isinstance(value, dict):
             return _object(value, depth, sealed)
-        items = [_value(v, depth + 1, sealed) for v in value[:MAX_ITEMS]]
-        if len(value) > MAX_ITEMS:
-            items.append({"omitted_items": len(value) - MAX_ITEMS})
+        items = [_value(v, depth + 1, sealed) for v in value[: LIMITS.calllog_items]]
+        if len(value) > LIMITS.calllog_items:
+            items.append({"omitted_items": len(value) - LIMITS.calllog_items})
         return items
-    return {"type": type(value).__name__[:MAX_KEY_CHARS]}
+    return {"type": type(value).__name__[: LIMITS.calllog_key_chars]}
 
 
 def _object(
@@ -144,10 +133,11 @@ def _object(
     out: dict[str, Any] = {}
     encoding = value.get("encoding")
     for i, (key, item) in enumerate(value.items()):
-        if i >= MAX_ITEMS:
-            out["~omitted"] = len(value) - MAX_ITEMS
+        if i >= LIMITS.calllog_items:
+            out["~omitted"] = len(value) - LIMITS.calllog_items
             break
-        name = key if isinstance(key, str) and _clean_text(key, MAX_KEY_CHARS) else f"~{i}"
+        clean = isinstance(key, str) and _clean_text(key, LIMITS.calllog_key_chars)
+        name = key if clean else f"~{i}"
         while name in out:
             name += "~"
         if name in CONTENT_FIELDS:
@@ -173,11 +163,11 @@ def redact_arguments(arguments: object, sealed: Callable[[str], bool] | None = N
 
     Every field named ``content`` (at any depth, under any tool name) becomes
     ``{"size", "sha256"}`` of the bytes it would write (base64 decoded when the
-    sibling ``encoding`` is ``base64``). Text longer than :data:`MAX_TEXT_CHARS`
+    sibling ``encoding`` is ``base64``). Text longer than ``LIMITS.calllog_text_chars``
     keeps its size, SHA-256 and a prefix; text holding anything token-like keeps
-    only its length; lists and objects keep :data:`MAX_ITEMS` members and
-    :data:`MAX_ARGUMENT_DEPTH` levels; floats and huge integers are described.
-    If the result still encodes to more than :data:`MAX_ARGUMENTS_BYTES`, only
+    only its length; lists and objects keep ``LIMITS.calllog_items`` members and
+    ``LIMITS.calllog_argument_depth_levels`` levels; floats and huge integers are described.
+    If the result still encodes to more than ``LIMITS.calllog_arguments_bytes``, only
     its size and hash are kept.
 
     Content written to a path ``sealed`` says is protected (sealed at rest) keeps
@@ -195,9 +185,9 @@ def redact_arguments(arguments: object, sealed: Callable[[str], bool] | None = N
     # repr() is never shorter than a quarter of the encoding (UTF-8 takes at most
     # 4 bytes per character, and each CBOR head is matched by repr's quotes,
     # brackets or separators), so small arguments skip the exact check.
-    if len(repr(out)) * 4 <= MAX_ARGUMENTS_BYTES:
+    if len(repr(out)) * 4 <= LIMITS.calllog_arguments_bytes:
         return out
     encoded = cbor.encode(out)
-    if len(encoded) > MAX_ARGUMENTS_BYTES:
+    if len(encoded) > LIMITS.calllog_arguments_bytes:
         return {"omitted": "arguments too large", **_digest(encoded)}
     return out

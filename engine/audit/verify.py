@@ -58,6 +58,7 @@ from engine.catalog.declarations import (
     tool_by_name,
 )
 from engine.errors import ChitError, ProfileError
+from engine.limits import LIMITS
 from engine.paths import in_scope
 
 __all__ = ["REQUIRED_TRAILERS", "Auditor", "CommitReport", "Finding", "verify_repository"]
@@ -405,7 +406,9 @@ class Auditor:
         if hashlib.sha256(data).hexdigest() != match.group(1):
             return ("catalog_hash", "the stored catalog bytes do not hash to the recorded hash")
         try:
-            doc = cbor.decode(data, max_size=len(data) or 1, max_depth=cbor.MAX_DEPTH_DEFAULT)
+            doc = cbor.decode(
+                data, max_size=len(data) or 1, max_depth=LIMITS.cbor_default_depth_levels
+            )
         except ProfileError as exc:
             return ("catalog_decodes", f"catalog is not chit-det/1: {exc.reason}")
         if not isinstance(doc, dict) or doc.get("encoding") != CATALOG_ENCODING:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from engine.errors import ConfigurationError
+from engine.limits import LIMITS
 
 __all__ = [
     "FolderWatch",
@@ -35,10 +36,6 @@ __all__ = [
     "unb64",
     "write_key_doc",
 ]
-
-FULL_CHECK_SECONDS = 1.0
-"""Longest time a running engine trusts a key folder's modification time alone."""
-
 
 class _Dated(Protocol):
     @property
@@ -178,7 +175,7 @@ class FolderWatch:
     modification time: that single ``stat`` is checked on every call. A full
     re-read of every file's metadata (to notice, say, a ``chmod`` that makes a
     key file readable by others) happens at least every
-    :data:`FULL_CHECK_SECONDS`.
+    ``LIMITS.keyring_full_check_seconds``.
 
     Args:
         folder: The key folder.
@@ -206,7 +203,8 @@ class FolderWatch:
         """
         now = time.monotonic()
         dir_mtime = self._dir.stat().st_mtime_ns
-        if dir_mtime == self._dir_mtime and now - self._checked_at < FULL_CHECK_SECONDS:
+        recent = now - self._checked_at < LIMITS.keyring_full_check_seconds
+        if dir_mtime == self._dir_mtime and recent:
             return None
         self._dir_mtime, self._checked_at = dir_mtime, now
         found = []

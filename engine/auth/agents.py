@@ -8,10 +8,10 @@ a name or an error out.
 
 from __future__ import annotations
 
-__all__ = ["MAX_AGENT_CHARS", "is_agent_name", "validate_agent_name"]
+from engine.limits import LIMITS
 
-MAX_AGENT_CHARS = 64
-"""Longest agent name, in characters, a delegated agent's dotted name included."""
+__all__ = ["is_agent_name", "validate_agent_name"]
+
 _AGENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
@@ -44,13 +44,13 @@ def validate_agent_name(name: object, *, parent: str | None = None) -> str:
     prefix = parent + "."
     if (
         not isinstance(name, str)
-        or len(name) > MAX_AGENT_CHARS
+        or len(name) > LIMITS.agent_name_chars
         or not name.startswith(prefix)
         or not _is_label(name[len(prefix) :])
     ):
         raise ValueError(
             f"a delegated agent is named {parent}.<label> (label: a-z, 0-9, '-', '_'; "
-            f"at most {MAX_AGENT_CHARS} characters in all)"
+            f"at most {LIMITS.agent_name_chars} characters in all)"
         )
     return name
 
@@ -58,7 +58,7 @@ def validate_agent_name(name: object, *, parent: str | None = None) -> str:
 def _is_label(name: object) -> bool:
     return (
         isinstance(name, str)
-        and 1 <= len(name) <= MAX_AGENT_CHARS
+        and 1 <= len(name) <= LIMITS.agent_name_chars
         and set(name) <= _AGENT_CHARS
         and name[0].isalnum()
         and name != "lock"
@@ -67,4 +67,4 @@ def _is_label(name: object) -> bool:
 
 def is_agent_name(name: str) -> bool:
     """True iff ``name`` is a root agent name or a dotted chain of labels (a lane name)."""
-    return len(name) <= MAX_AGENT_CHARS and all(_is_label(p) for p in name.split("."))
+    return len(name) <= LIMITS.agent_name_chars and all(_is_label(p) for p in name.split("."))

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import CaveatError
-from engine.paths import MAX_GLOB_CHARS, validate_glob
+from engine.limits import LIMITS
+from engine.paths import validate_glob
 
 __all__ = [
-    "MAX_GLOBS",
-    "MAX_TIME",
     "OPERATIONS",
     "Caveats",
     "Grant",
@@ -31,10 +30,6 @@ __all__ = [
 ]
 
 OPERATIONS: frozenset[str] = frozenset({"read", "write", "commit", "sub-token:issue"})
-MAX_GLOBS = 64
-"""Most globs one ``paths`` caveat may hold."""
-# 2**37 seconds is year 6325; anything later is not a real instant.
-MAX_TIME = 2**37
 _CAVEAT_TYPES = frozenset({"ops", "paths", "exp", "nbf", "deleg"})
 
 
@@ -123,7 +118,7 @@ def interpret(items: list[Any]) -> Caveats:
     return Caveats(ops, tuple(path_lists), exp, nbf, deleg)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=LIMITS.grant_cache_entries)
 def intersect(per_block: tuple[Caveats, ...]) -> Grant:
     """The intersection of the given blocks' caveats (memoised: a pure function).
 
@@ -160,10 +155,12 @@ def _check_ops(value: object) -> frozenset[str]:
 
 
 def _check_paths(value: object) -> tuple[str, ...]:
-    if not isinstance(value, list) or len(value) > MAX_GLOBS:
-        raise _caveat_malformed("paths", f"must be a list of at most {MAX_GLOBS} globs")
-    if not all(isinstance(v, str) and len(v) <= MAX_GLOB_CHARS for v in value):
-        raise _caveat_malformed("paths", f"globs are text of at most {MAX_GLOB_CHARS} characters")
+    if not isinstance(value, list) or len(value) > LIMITS.caveat_globs:
+        raise _caveat_malformed("paths", f"must be a list of at most {LIMITS.caveat_globs} globs")
+    if not all(isinstance(v, str) and len(v) <= LIMITS.glob_chars for v in value):
+        raise _caveat_malformed(
+            "paths", f"globs are text of at most {LIMITS.glob_chars} characters"
+        )
     try:
         return tuple(validate_glob(v) for v in value)
     except ValueError:
@@ -171,7 +168,8 @@ def _check_paths(value: object) -> tuple[str, ...]:
 
 
 def _check_time(kind: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < MAX_TIME:
+    ceiling = LIMITS.caveat_time_ceiling_seconds
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < ceiling:
         raise _caveat_malformed(kind, "must be an integer number of seconds since the epoch")
     return value
 
@@ -192,31 +190,34 @@ def encode_ops(operations: Iterable[str]) -> list[str]:
 
 
 def encode_paths(paths: Sequence[str]) -> list[str]:
-    """The value of a ``paths`` caveat: 1 to :data:`MAX_GLOBS` valid NFC globs.
+    """The value of a ``paths`` caveat: 1 to ``LIMITS.caveat_globs`` valid NFC globs.
 
     Raises:
         ValueError: If ``paths`` is one string, empty or too long, or a glob is
-            not NFC text of at most ``MAX_GLOB_CHARS`` characters or is invalid.
+            not NFC text of at most ``LIMITS.glob_chars`` characters or is invalid.
     """
     if isinstance(paths, str):
         raise ValueError("paths must be a list of globs, not one string")
-    if not 1 <= len(paths) <= MAX_GLOBS:
-        raise ValueError(f"give 1 to {MAX_GLOBS} path globs")
+    if not 1 <= len(paths) <= LIMITS.caveat_globs:
+        raise ValueError(f"give 1 to {LIMITS.caveat_globs} path globs")
     for glob in paths:
-        if not isinstance(glob, str) or len(glob) > MAX_GLOB_CHARS:
-            raise ValueError(f"globs are text of at most {MAX_GLOB_CHARS} characters")
+        if not isinstance(glob, str) or len(glob) > LIMITS.glob_chars:
+            raise ValueError(f"globs are text of at most {LIMITS.glob_chars} characters")
         if not unicodedata.is_normalized("NFC", glob):
             raise ValueError("globs must be NFC-normalised text")
     return [validate_glob(p) for p in paths]
 
 
 def encode_time(t: int) -> int:
-    """The value of an ``exp`` or ``nbf`` caveat: unix seconds, ``0 < t <`` :data:`MAX_TIME`.
+    """The value of an ``exp`` or ``nbf`` caveat: unix seconds below the ceiling.
+
+    The ceiling is ``LIMITS.caveat_time_ceiling_seconds`` (year 6325).
 
     Raises:
-        ValueError: If ``t`` is not a positive integer below :data:`MAX_TIME`.
+        ValueError: If ``t`` is not a positive integer below the ceiling.
     """
-    if isinstance(t, bool) or not isinstance(t, int) or not 0 < t < MAX_TIME:
+    ceiling = LIMITS.caveat_time_ceiling_seconds
+    if isinstance(t, bool) or not isinstance(t, int) or not 0 < t < ceiling:
         raise ValueError("times are positive integer unix seconds")
     return t
 

@@ -14,24 +14,15 @@ from typing import TypeAlias
 import cbor2
 
 from engine.errors import ProfileError
+from engine.limits import LIMITS
 
-__all__ = ["MAX_DEPTH_DEFAULT", "MAX_SIZE_DEFAULT", "PROFILE", "decode", "encode"]
+__all__ = ["PROFILE", "decode", "encode"]
 
 PROFILE = "chit-det/1"
 """Name of this profile; part of every hashed structure that uses it."""
 
-MAX_SIZE_DEFAULT = 65536
-"""Default largest input :func:`decode` accepts, in bytes."""
-
-MAX_DEPTH_DEFAULT = 16
-"""Default deepest nesting of arrays and maps (a bare scalar has depth 0)."""
-
 Value: TypeAlias = "bool | int | str | bytes | list[Value] | dict[str, Value] | None"
 """A value of the profile's data model, as :func:`decode` returns it."""
-
-# Hard ceiling for ``max_depth`` so that the recursive walkers stay far below
-# Python's recursion limit whatever a caller passes (one frame per level).
-_DEPTH_CEILING = 256
 
 _UINT_MAX = 2**64 - 1
 _NINT_MIN = -(2**64)
@@ -108,7 +99,7 @@ def _check_value(value: object, depth: int, max_depth: int) -> None:
     raise ProfileError(f"type not allowed: {type(value).__name__}")
 
 
-def encode(value: object, *, max_depth: int = MAX_DEPTH_DEFAULT) -> bytes:
+def encode(value: object, *, max_depth: int = LIMITS.cbor_default_depth_levels) -> bytes:
     """Encode ``value`` under ``chit-det/1``.
 
     The value is first checked against the profile; the bytes are then written
@@ -140,7 +131,7 @@ def encode(value: object, *, max_depth: int = MAX_DEPTH_DEFAULT) -> bytes:
         ValueError: If ``max_depth`` is not an int in 0..256.
 
     """
-    _check_limit("max_depth", max_depth, _DEPTH_CEILING)
+    _check_limit("max_depth", max_depth, LIMITS.cbor_depth_ceiling_levels)
     _check_value(value, 0, max_depth)
     return cbor2.dumps(value, canonical=True)
 
@@ -277,8 +268,8 @@ class _Decoder:
 def decode(
     data: bytes | bytearray,
     *,
-    max_size: int = MAX_SIZE_DEFAULT,
-    max_depth: int = MAX_DEPTH_DEFAULT,
+    max_size: int = LIMITS.cbor_default_size_bytes,
+    max_depth: int = LIMITS.cbor_default_depth_levels,
 ) -> Value:
     """Decode one ``chit-det/1`` data item, refusing anything non-canonical.
 
@@ -319,7 +310,7 @@ def decode(
     if not isinstance(data, bytes | bytearray):
         raise TypeError("data must be bytes")
     _check_limit("max_size", max_size, None)
-    _check_limit("max_depth", max_depth, _DEPTH_CEILING)
+    _check_limit("max_depth", max_depth, LIMITS.cbor_depth_ceiling_levels)
     if len(data) > max_size:
         raise ProfileError("input larger than max_size")
     decoder = _Decoder(bytes(data), max_depth)

@@ -9,8 +9,9 @@ import time
 from collections.abc import Callable, Iterable
 
 from engine.auth.token import UnverifiedToken
-from engine.auth.verify import DEFAULT_DEPTH_LIMIT, KeyLookup, VerifiedToken
+from engine.auth.verify import KeyLookup, VerifiedToken
 from engine.auth.verify import verify_at_time as _verify_at_time
+from engine.limits import LIMITS
 
 __all__ = ["now", "verify"]
 
@@ -25,7 +26,7 @@ def verify(
     keys: KeyLookup,
     *,
     is_revoked: Callable[[Iterable[str]], bool] = lambda _ids: False,
-    depth_limit: int = DEFAULT_DEPTH_LIMIT,
+    depth_limit: int = LIMITS.delegation_depth_blocks,
 ) -> VerifiedToken:
     """Verify a token at the current time (see :func:`engine.auth.verify.verify_at_time`).
 

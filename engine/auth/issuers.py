@@ -22,10 +22,9 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 import policy
 from engine.auth.agents import validate_agent_name
 from engine.errors import ChitError, TokenError
+from engine.limits import LIMITS
 
 __all__ = [
-    "MAX_JTI_CHARS",
-    "MAX_KEY_FILE_BYTES",
     "PublicKey",
     "agent_name",
     "issuer_key",
@@ -39,10 +38,6 @@ __all__ = [
 
 logger = logging.getLogger("chit.exchange")
 
-MAX_JTI_CHARS = 256
-"""Longest ``jti`` accepted (a UUID has 36 characters); a longer one is ``claim_invalid``."""
-MAX_KEY_FILE_BYTES = 1 << 20
-"""Largest issuer key file (JWKS or PEM) read."""
 _REQUIRED = ["iss", "aud", "exp", "iat"]
 _TEMPLATE_FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _CLAIM_VALUE = re.compile(r"[A-Za-z0-9_-]{1,64}", re.ASCII)
@@ -120,14 +115,14 @@ def issuer_key(home: Path, issuer: policy.Issuer, kid: object) -> PublicKey:
 
     Raises:
         ChitError: ``exchange_refused`` with reason ``issuer_key_unavailable``
-            (the key file is missing, over :data:`MAX_KEY_FILE_BYTES` or unusable:
+            (the key file is missing, over ``LIMITS.issuer_key_file_bytes`` or unusable:
             logged for the operator) or ``unknown_key``.
     """
     path = home / (issuer.jwks_file or issuer.public_key_pem_file or "")
     try:
         with path.open("rb") as fh:
-            data = fh.read(MAX_KEY_FILE_BYTES + 1)
-        if len(data) > MAX_KEY_FILE_BYTES:
+            data = fh.read(LIMITS.issuer_key_file_bytes + 1)
+        if len(data) > LIMITS.issuer_key_file_bytes:
             raise ValueError("key file too large")
         if issuer.public_key_pem_file is not None:
             loaded = load_pem_public_key(data)
@@ -241,7 +236,7 @@ def verified_jti(issuer: policy.Issuer, claims: dict[str, Any]) -> str | None:
         claims: The verified claims (:func:`verify_jwt`).
 
     Returns:
-        The ``jti``: text of 1 to :data:`MAX_JTI_CHARS` characters, UTF-8
+        The ``jti``: text of 1 to ``LIMITS.jti_chars`` characters, UTF-8
         encodable; ``None`` only if absent and the issuer does not require one.
 
     Raises:
@@ -257,9 +252,9 @@ def verified_jti(issuer: policy.Issuer, claims: dict[str, Any]) -> str | None:
             )
         return None
     value = claims["jti"]
-    if not isinstance(value, str) or not 1 <= len(value) <= MAX_JTI_CHARS:
+    if not isinstance(value, str) or not 1 <= len(value) <= LIMITS.jti_chars:
         raise refused(
-            "claim_invalid", f"the 'jti' claim must be text of 1 to {MAX_JTI_CHARS} characters",
+            "claim_invalid", f"the 'jti' claim must be text of 1 to {LIMITS.jti_chars} characters",
             claim="jti",
         )
     try:

@@ -22,13 +22,12 @@ from engine.auth._mac import TAG_BYTES, chain_tags, delegation_key, hmac_sha256,
 from engine.auth.agents import validate_agent_name
 from engine.auth.caveats import encode_ops, encode_paths, encode_time, root_caveats
 from engine.errors import MalformedDataError, ProfileError
+from engine.limits import LIMITS
 
 __all__ = [
     "ALGORITHM",
     "BLOCK_ID_BYTES",
     "FORMAT_VERSION",
-    "MAX_BLOCKS",
-    "MAX_TOKEN_CHARS",
     "TEXT_PREFIX",
     "UnverifiedToken",
     "attenuate",
@@ -42,8 +41,6 @@ __all__ = [
 TEXT_PREFIX = "chit_"
 FORMAT_VERSION = 1
 ALGORITHM = "hmac-sha256"
-MAX_TOKEN_CHARS = 8192
-MAX_BLOCKS = 16
 BLOCK_ID_BYTES = 16
 _ENVELOPE_KEYS = frozenset({"v", "alg", "kid", "blocks", "tag"})
 
@@ -102,7 +99,7 @@ def parse(text: object) -> UnverifiedToken:
 
     Args:
         text: ``chit_`` followed by unpadded base64url (RFC 4648 §5) of the
-            envelope, at most :data:`MAX_TOKEN_CHARS` characters.
+            envelope, at most ``LIMITS.token_chars`` characters.
 
     Returns:
         The :class:`UnverifiedToken`.
@@ -118,18 +115,18 @@ def parse(text: object) -> UnverifiedToken:
 
 
 # Parsing is a pure function of the text and its result immutable: memoised.
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=LIMITS.token_parse_cache_entries)
 def _parse(text: str) -> UnverifiedToken:
     """:func:`parse` for a ``str`` (memoised; exceptions are never cached)."""
     text = text.strip()
-    if len(text) > MAX_TOKEN_CHARS:
+    if len(text) > LIMITS.token_chars:
         raise malformed("too long")
     if not text.startswith(TEXT_PREFIX):
         raise malformed(f"missing the {TEXT_PREFIX!r} prefix")
     body = text[len(TEXT_PREFIX) :]
     raw = _b64url_decode(body)
     try:
-        envelope = cbor.decode(raw, max_size=MAX_TOKEN_CHARS)
+        envelope = cbor.decode(raw, max_size=LIMITS.token_chars)
     except ProfileError as exc:
         raise malformed(exc.reason) from None
     if not isinstance(envelope, dict) or set(envelope) != _ENVELOPE_KEYS:
@@ -142,8 +139,8 @@ def _parse(text: str) -> UnverifiedToken:
         raise malformed("alg and kid must be text")
     if not isinstance(tag, bytes) or len(tag) != TAG_BYTES:
         raise malformed("tag must be 32 bytes")
-    if not isinstance(blocks, list) or not 1 <= len(blocks) <= MAX_BLOCKS:
-        raise malformed(f"blocks must be a list of 1 to {MAX_BLOCKS} byte strings")
+    if not isinstance(blocks, list) or not 1 <= len(blocks) <= LIMITS.token_blocks:
+        raise malformed(f"blocks must be a list of 1 to {LIMITS.token_blocks} byte strings")
     raw_blocks = tuple(b for b in blocks if isinstance(b, bytes))
     if len(raw_blocks) != len(blocks):
         raise malformed("blocks must be byte strings")
@@ -230,8 +227,8 @@ def attenuate(
     if not caveats:
         raise ValueError("nothing to attenuate: give operations, paths, expiry or drop delegation")
     block = cbor.encode({"id": secrets.token_bytes(BLOCK_ID_BYTES), "caveats": caveats})
-    if len(parsed.blocks) >= MAX_BLOCKS:
-        raise ValueError(f"a token holds at most {MAX_BLOCKS} blocks")
+    if len(parsed.blocks) >= LIMITS.token_blocks:
+        raise ValueError(f"a token holds at most {LIMITS.token_blocks} blocks")
     return _checked_length(
         _emit(parsed.key_id, (*parsed.blocks, block), hmac_sha256(parsed._tag, block))
     )
@@ -276,8 +273,8 @@ def delegate(
     """
     identities = [b for b in parent.unverified_blocks() if "agent" in b]
     validate_agent_name(agent, parent=identities[-1]["agent"] if identities else None)
-    if len(parent.blocks) >= MAX_BLOCKS:
-        raise ValueError(f"a token holds at most {MAX_BLOCKS} blocks")
+    if len(parent.blocks) >= LIMITS.token_blocks:
+        raise ValueError(f"a token holds at most {LIMITS.token_blocks} blocks")
     caveats: list[list[Any]] = [
         ["ops", encode_ops(operations)],
         ["paths", encode_paths(paths)],
@@ -306,7 +303,7 @@ def decode_block(raw: bytes) -> dict[str, Any]:
         MalformedDataError: ``token_malformed`` if it is not such a block.
     """
     try:
-        block = cbor.decode(raw, max_size=MAX_TOKEN_CHARS)
+        block = cbor.decode(raw, max_size=LIMITS.token_chars)
     except ProfileError as exc:
         raise malformed(f"block: {exc.reason}") from None
     if not isinstance(block, dict) or not {"id", "caveats"} <= set(block):
@@ -353,6 +350,6 @@ def _b64url_decode(body: str) -> bytes:
 
 
 def _checked_length(text: str) -> str:
-    if len(text) > MAX_TOKEN_CHARS:
-        raise ValueError(f"the token would exceed {MAX_TOKEN_CHARS} characters")
+    if len(text) > LIMITS.token_chars:
+        raise ValueError(f"the token would exceed {LIMITS.token_chars} characters")
     return text

@@ -27,10 +27,10 @@ from engine.auth.token import (
     parse,
 )
 from engine.errors import TokenError
+from engine.limits import LIMITS
 from engine.paths import in_scope
 
 __all__ = [
-    "DEFAULT_DEPTH_LIMIT",
     "KeyLookup",
     "VerifiedToken",
     "describe",
@@ -38,7 +38,6 @@ __all__ = [
     "verify_at_time",
 ]
 
-DEFAULT_DEPTH_LIMIT = 3
 _ROOT_KEYS = frozenset({"id", "agent", "caveats"})
 _ATTENUATION_KEYS = frozenset({"id", "caveats"})
 _DELEGATION_KEYS = frozenset({"id", "agent", "caveats", "proof"})
@@ -118,7 +117,7 @@ def verify_at_time(
     now: int,
     *,
     is_revoked: Callable[[Iterable[str]], bool] = lambda _ids: False,
-    depth_limit: int = DEFAULT_DEPTH_LIMIT,
+    depth_limit: int = LIMITS.delegation_depth_blocks,
     version: int = FORMAT_VERSION,
     algorithm: str = ALGORITHM,
 ) -> VerifiedToken:
@@ -281,7 +280,7 @@ class _Shape:
 
 # A pure function of the received block bytes, so memoised; everything that
 # needs the key, the clock or the revocation list happens in verify_at_time.
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=LIMITS.token_shape_cache_entries)
 def _analyse(raw_blocks: tuple[bytes, ...]) -> _Shape:
     blocks = tuple(_block(raw) for raw in raw_blocks)
     if blocks[0].keys != _ROOT_KEYS:
@@ -324,7 +323,7 @@ class _Block:
 
 # Decoding is a pure function of the block's bytes, so it is memoised; the MAC,
 # the proofs, time and revocation are still checked on every verification.
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=LIMITS.token_block_cache_entries)
 def _block(raw: bytes) -> _Block:
     block = decode_block(raw)
     core = {k: v for k, v in block.items() if k != "proof"}
@@ -337,6 +336,6 @@ def _block(raw: bytes) -> _Block:
     )
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=LIMITS.token_block_cache_entries)
 def _block_caveats(raw: bytes) -> Caveats:
     return interpret(decode_block(raw)["caveats"])

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from engine.auth import cbor
 from engine.catalog import schemas as s
+from engine.limits import LIMITS
 
 __all__ = [
     "CATALOG_ENCODING",
@@ -316,7 +317,7 @@ class Offer:
         return None
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=LIMITS.catalog_cache_entries)
 def offer_of(names: tuple[str, ...]) -> Offer:
     """The :class:`Offer` of the declared tools named in ``names`` (sorted, each declared).
 

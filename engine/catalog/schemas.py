@@ -12,14 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = [
-    "MAX_CONTENT_CHARS",
-    "MAX_MESSAGE_CHARS",
-]
-
-MAX_REF_CHARS = 256
-MAX_CONTENT_CHARS = 32 * 1024 * 1024
-MAX_MESSAGE_CHARS = 16_384
+from engine.limits import LIMITS
 
 _IN = ConfigDict(extra="forbid", strict=True, frozen=True)
 _OUT = ConfigDict(extra="forbid", frozen=True)
@@ -30,7 +23,7 @@ OptPath = Field(default=None, description="Repository path filter.")
 Ref = Field(
     default=None,
     min_length=1,
-    max_length=MAX_REF_CHARS,
+    max_length=LIMITS.ref_chars,
     description="A branch name (main, agent/NAME) or a commit id; default: your lane.",
 )
 
@@ -58,7 +51,9 @@ class LogArgs(BaseModel):
     model_config = _IN
     ref: str | None = Ref
     path: str | None = OptPath
-    limit: int = Field(default=20, ge=1, le=200, description="Most commits to return.")
+    limit: int = Field(
+        default=20, ge=1, le=LIMITS.log_commits, description="Most commits to return."
+    )
 
 
 class DiffArgs(BaseModel):
@@ -73,7 +68,7 @@ class SymbolContextArgs(BaseModel):
     """Arguments of symbol_context."""
 
     model_config = _IN
-    symbol: str = Field(min_length=1, max_length=512)
+    symbol: str = Field(min_length=1, max_length=LIMITS.symbol_chars)
     path: str | None = OptPath
 
 
@@ -81,7 +76,7 @@ class SymbolRelationsArgs(BaseModel):
     """Arguments of symbol_relations."""
 
     model_config = _IN
-    symbol: str = Field(min_length=1, max_length=512)
+    symbol: str = Field(min_length=1, max_length=LIMITS.symbol_chars)
     path: str | None = OptPath
     kinds: (
         list[Literal["callers", "callees", "references", "imports", "parents", "children"]] | None
@@ -92,17 +87,17 @@ class SearchSymbolsArgs(BaseModel):
     """Arguments of search_symbols."""
 
     model_config = _IN
-    query: str = Field(min_length=1, max_length=512, pattern=r"\S")
-    limit: int = Field(default=20, ge=1, le=200)
+    query: str = Field(min_length=1, max_length=LIMITS.symbol_chars, pattern=r"\S")
+    limit: int = Field(default=20, ge=1, le=LIMITS.search_results)
 
 
 class ChangeImpactArgs(BaseModel):
     """Arguments of change_impact. Neither given: the session's staged change."""
 
     model_config = _IN
-    paths: list[str] | None = Field(default=None, max_length=256)
-    symbols: list[Annotated[str, Field(min_length=1, max_length=512)]] | None = Field(
-        default=None, max_length=256
+    paths: list[str] | None = Field(default=None, max_length=LIMITS.argument_list_entries)
+    symbols: list[Annotated[str, Field(min_length=1, max_length=LIMITS.symbol_chars)]] | None = (
+        Field(default=None, max_length=LIMITS.argument_list_entries)
     )
 
 
@@ -110,14 +105,14 @@ class ProjectContextArgs(BaseModel):
     """Arguments of project_context."""
 
     model_config = _IN
-    paths: list[str] = Field(min_length=1, max_length=256)
+    paths: list[str] = Field(min_length=1, max_length=LIMITS.argument_list_entries)
 
 
 class ProvenanceGraphArgs(BaseModel):
     """Arguments of provenance_graph: a commit, session, token id or task handle."""
 
     model_config = _IN
-    handle: str = Field(min_length=1, max_length=256)
+    handle: str = Field(min_length=1, max_length=LIMITS.graph_handle_chars)
 
 
 class WriteFileArgs(BaseModel):
@@ -150,7 +145,7 @@ class ResolveConflictArgs(BaseModel):
     model_config = _IN
     path: str = Path
     resolution: Literal["ours", "theirs", "content"]
-    content: str | None = Field(default=None, max_length=MAX_CONTENT_CHARS)
+    content: str | None = Field(default=None, max_length=LIMITS.content_chars)
     encoding: Literal["utf-8", "base64"] = "utf-8"
 
 
@@ -158,16 +153,16 @@ class CommitArgs(BaseModel):
     """Arguments of commit."""
 
     model_config = _IN
-    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    message: str = Field(min_length=1, max_length=LIMITS.message_chars)
 
 
 class IssueSubTokenArgs(BaseModel):
     """Arguments of issue_sub_token."""
 
     model_config = _IN
-    agent: str = Field(min_length=1, max_length=64)
-    ops: list[str] = Field(max_length=8)
-    paths: list[str] = Field(max_length=64)
+    agent: str = Field(min_length=1, max_length=LIMITS.agent_name_chars)
+    ops: list[str] = Field(max_length=LIMITS.sub_token_ops_entries)
+    paths: list[str] = Field(max_length=LIMITS.caveat_globs)
     ttl_seconds: int = Field(gt=0)
     delegable: bool = False
 
@@ -436,7 +431,8 @@ class ProvenanceGraph(BaseModel):
     edges: list[GraphEdge]
     pruned: int
     truncated: bool = Field(
-        default=False, description="True if only the first 5000 lane commits were read."
+        default=False,
+        description=f"True if only the first {LIMITS.graph_commits} lane commits were read.",
     )
 
 

@@ -6,15 +6,13 @@ exported here.
 """
 
 from engine.git.handle import common_dir, private_folder
-from engine.git.history import LOG_LIMIT_MAX, LOG_SCAN_MAX, commit_trailers
+from engine.git.history import commit_trailers
 from engine.git.refs import LANE_PREFIX, MAIN, STORE_PREFIX, lane_ref
 from engine.git.repository import Repository
 from engine.git.views import MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, StagedChange
 
 __all__ = [
     "LANE_PREFIX",
-    "LOG_LIMIT_MAX",
-    "LOG_SCAN_MAX",
     "MAIN",
     "MODE_EXECUTABLE",
     "MODE_FILE",

@@ -13,16 +13,15 @@ import stat
 import sys
 import threading
 from collections import OrderedDict
-from typing import Final
 
 import pygit2
 from pygit2.enums import RepositoryOpenFlag
 
 from engine.auth.sealing import Sealing
 from engine.errors import ConfigurationError, RepositoryError
+from engine.limits import LIMITS
 
 __all__ = [
-    "GIT_OBJECT_CACHE_BYTES",
     "Handle",
     "common_dir",
     "private_folder",
@@ -40,10 +39,6 @@ __all__ = [
 # *index* through a name index per tree id (trees are immutable, so an index is
 # valid forever), and reference names handed to pygit2 are one long-lived
 # (interned) object per name, only for names of lanes, chit's store and main.
-GIT_OBJECT_CACHE_BYTES: Final = 4 << 20
-"""Ceiling of each libgit2 handle's parsed-object cache (``GIT_OPT_SET_CACHE_MAX_SIZE``)."""
-_TREE_INDEX_ENTRIES: Final = 32_768
-"""Entries of all kept name maps together (about 3 MiB); least recently used go first."""
 _tree_index: OrderedDict[pygit2.Oid, dict[str, int]] = OrderedDict()
 _tree_index_size = 0
 _tree_index_lock = threading.Lock()
@@ -70,7 +65,7 @@ def tree_names(tree: pygit2.Tree) -> dict[str, int]:
         if huge is not None and huge[0] == key:
             return huge[1]
     names = {entry.name: i for i, entry in enumerate(tree) if entry.name is not None}
-    if len(names) > _TREE_INDEX_ENTRIES // 4:
+    if len(names) > LIMITS.tree_index_entries // 4:
         with _tree_index_lock:
             _huge_tree = (key, names)
         return names
@@ -78,7 +73,7 @@ def tree_names(tree: pygit2.Tree) -> dict[str, int]:
         if key not in _tree_index:
             _tree_index[key] = names
             _tree_index_size += len(names)
-            while _tree_index_size > _TREE_INDEX_ENTRIES:
+            while _tree_index_size > LIMITS.tree_index_entries:
                 _old, dropped = _tree_index.popitem(last=False)
                 _tree_index_size -= len(dropped)
     return names
@@ -176,7 +171,7 @@ class Handle:
         # libgit2's process-wide ceiling (256 MiB by default): under steady
         # commits the engine's memory would climb for many minutes. The hot set
         # (lane heads and main, their trees) is small.
-        pygit2.settings.cache_max_size(GIT_OBJECT_CACHE_BYTES)
+        pygit2.settings.cache_max_size(LIMITS.git_object_cache_bytes)
         try:
             repo = pygit2.Repository(os.fspath(path), RepositoryOpenFlag.NO_SEARCH)
         except (pygit2.GitError, KeyError, OSError) as exc:

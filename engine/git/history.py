@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, Final
+from typing import Any
 
 import pygit2
 from pygit2.enums import SortMode
@@ -26,24 +26,14 @@ from engine.git.views import (
     same_content,
     session_view,
 )
+from engine.limits import LIMITS
 
 __all__ = [
-    "LOG_LIMIT_MAX",
-    "LOG_PATHS_MAX",
-    "LOG_SCAN_MAX",
-    "SUMMARY_MAX",
     "commit_trailers",
     "diff",
     "lane_commits",
     "log",
 ]
-
-LOG_LIMIT_MAX: Final = 200
-"""Largest ``limit`` accepted by :func:`log`."""
-LOG_SCAN_MAX: Final = 10_000
-"""Commits :func:`log` examines at most before it reports truncation."""
-LOG_PATHS_MAX: Final = 50
-SUMMARY_MAX: Final = 200
 
 _TRAILER = re.compile(r"([A-Za-z0-9-]+):[ \t]*(.*)")
 
@@ -163,7 +153,7 @@ def log(
     it changed a visible path (inside ``path`` if given; ``path`` is a file
     or folder, matched by whole segments); one whose matching changes are
     all invisible is counted in ``pruned`` and its message is not shown.
-    At most :data:`LOG_SCAN_MAX` commits are examined.
+    At most ``LIMITS.log_scan_commits`` commits are examined.
 
     Args:
         handle: The repository.
@@ -171,7 +161,7 @@ def log(
             ``None`` for the agent's head.
         agent: A validated agent name.
         path: A validated path restricting the listing, or ``None``.
-        limit: How many commits to list, 1 to :data:`LOG_LIMIT_MAX`.
+        limit: How many commits to list, 1 to ``LIMITS.log_commits``.
         visible: The caller's scope predicate over repository paths.
 
     Returns:
@@ -186,8 +176,9 @@ def log(
             ``rev``.
         RepositoryError: ``not_found`` for an unknown ``rev``.
     """
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= LOG_LIMIT_MAX:
-        raise InvalidRequestError("invalid_argument", f"limit must be 1 to {LOG_LIMIT_MAX}")
+    most = LIMITS.log_commits
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= most:
+        raise InvalidRequestError("invalid_argument", f"limit must be 1 to {most}")
     if path is not None:
         check_path(path)
     start = head_for(handle, agent) if rev is None else resolve(handle, rev)
@@ -196,7 +187,7 @@ def log(
     pruned = 0
     truncated = False
     for scanned, commit in enumerate(repo.walk(start.id, SortMode.TOPOLOGICAL | SortMode.TIME)):
-        if scanned >= LOG_SCAN_MAX:
+        if scanned >= LIMITS.log_scan_commits:
             truncated = True
             break
         changed = _changed_paths(repo, commit)
@@ -215,11 +206,11 @@ def log(
         commits.append(
             {
                 "id": str(commit.id),
-                "summary": (lines[0] if lines else "")[:SUMMARY_MAX],
+                "summary": (lines[0] if lines else "")[: LIMITS.log_summary_chars],
                 "author": _text(commit.author.raw_name),
                 "time": int(commit.author.time),
-                "paths": shown[:LOG_PATHS_MAX],
-                "paths_truncated": len(shown) > LOG_PATHS_MAX,
+                "paths": shown[: LIMITS.log_paths],
+                "paths_truncated": len(shown) > LIMITS.log_paths,
                 "trailers": commit_trailers(message),
             }
         )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import time as _time
-from typing import Final
 
 import pygit2
 from pygit2.enums import FileMode
@@ -20,6 +19,7 @@ from engine.errors import RepositoryError
 from engine.git.handle import Handle, tree_entry
 from engine.git.refs import STORE_PREFIX, CasUpdate, RefLocks, equals, ref_target
 from engine.git.views import MODE_FILE
+from engine.limits import LIMITS
 
 __all__ = [
     "get_blob_from_store",
@@ -29,7 +29,6 @@ __all__ = [
     "store_record",
 ]
 
-_STORE_RETRIES: Final = 8
 _STORE_NAME = re.compile(r"[0-9a-f]{64}")
 
 
@@ -176,7 +175,7 @@ def put_blob_in_store(
     with locks.hold(store_ref):
         repo = handle.repo
         blob = pygit2.hash(content)
-        for _ in range(_STORE_RETRIES):
+        for _ in range(LIMITS.store_attempts):
             current = ref_target(repo, store_ref)
             parent = None if current is None else handle.commit(current)
             if parent is not None:
@@ -200,7 +199,7 @@ def put_blob_in_store(
             try:
                 update(repo, store_ref, commit, equals(current), "chit: store")
             except RepositoryError:
-                _time.sleep(0.005)
+                _time.sleep(LIMITS.store_retry_pause_seconds)
                 continue
             return blob
     raise RepositoryError("conflict", "the store is busy; retry")

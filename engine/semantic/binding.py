@@ -3,7 +3,7 @@
 Relations are resolved by name, so where a name repeats they over-approximate.
 This module narrows them where the using file itself *proves* what a name is
 bound to (its own top-level definition, or an import from a module that
-resolves to files of the tree, followed up to :data:`MAX_HOPS` files deep),
+resolves to files of the tree, followed up to ``LIMITS.binding_hops`` files deep),
 and never otherwise. Which imports resolve, per language: docs/semantic.md,
 "Relations and impact".
 """
@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from engine.limits import LIMITS
 from engine.semantic.languages import language_for
 
 if TYPE_CHECKING:
@@ -22,7 +23,6 @@ if TYPE_CHECKING:
     from engine.semantic.tree import TreeIndex
 
 __all__ = [
-    "MAX_HOPS",
     "binds_elsewhere",
     "import_files",
     "import_points_elsewhere",
@@ -121,9 +121,6 @@ def _js_files(index: TreeIndex, importer: str, module: str) -> frozenset[str] | 
     return frozenset(c for c in candidates if c in index.indexed)
 
 
-MAX_HOPS = 4
-"""Files followed through re-exports when finding a name's origins."""
-
 _FAMILY = {"typescript": "javascript", "tsx": "javascript"}
 Visible = Callable[[str], bool]
 """A test of whether the caller may see a path."""
@@ -178,7 +175,7 @@ def origins(
     if _defines_at_top(index, path, name):
         return frozenset((path,))
     record = index.indexed.get(path)
-    if record is None or hops >= MAX_HOPS:
+    if record is None or hops >= LIMITS.binding_hops:
         return None
     stars: list[Import] = []
     for imp in record.imports:

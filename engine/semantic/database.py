@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from engine.git import private_folder
+from engine.limits import LIMITS
 
 __all__ = [
     "EXPECTED_SCHEMA",
@@ -179,7 +180,7 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, int]:
         os.fchmod(fd, 0o600)
     finally:
         os.close(fd)
-    db = sqlite3.connect(path, timeout=10.0, isolation_level=None)
+    db = sqlite3.connect(path, timeout=LIMITS.sqlite_busy_timeout_seconds, isolation_level=None)
     try:
         # Settings of this connection (they read nothing from the file): no
         # function a view or trigger of the file names may run unless marked

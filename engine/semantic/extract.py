@@ -5,7 +5,7 @@ calls and the nodes the language's rules need (engine/semantic/rules/); the
 walk applies the rules to those nodes only (engine/semantic/walk.py) and the
 identifiers are packed column by column (engine/semantic/packed.py). Names are
 what the source spells: nothing is resolved across files here. Bounds: the
-per-file ``MAX_*`` of engine/semantic/records.py and :data:`MAX_FILE_BYTES`.
+per-file fields of :data:`engine.limits.LIMITS` (docs/limits.md).
 See docs/semantic.md, "Building and reuse".
 """
 
@@ -16,6 +16,7 @@ from functools import cache
 
 from tree_sitter import Query, QueryCursor
 
+from engine.limits import LIMITS
 from engine.semantic.fileindex import FileIndex
 from engine.semantic.languages import grammar_for, parser_for
 from engine.semantic.packed import Extracted, pack
@@ -28,10 +29,8 @@ from engine.semantic.rules.python import PYTHON
 from engine.semantic.rules.rust import RUST
 from engine.semantic.walk import Walk, apply_rules, find_callees
 
-__all__ = ["MAX_FILE_BYTES", "extract", "extract_packed"]
+__all__ = ["extract", "extract_packed"]
 
-MAX_FILE_BYTES = 1_000_000
-"""Largest file indexed (bytes); a larger one gets an empty record that says ``truncated``."""
 
 _LANGS: dict[str, Lang] = {
     "python": PYTHON,
@@ -51,7 +50,7 @@ def extract(path: str, blob: str, data: bytes, language: str) -> FileIndex:
     Args:
         path: The file's repository path (it names the records' symbols).
         blob: The git blob id the content came from (hex), recorded as is.
-        data: The file's plaintext, at most :data:`MAX_FILE_BYTES` bytes.
+        data: The file's plaintext, at most ``LIMITS.semantic_file_bytes`` bytes.
         language: A name from ``engine.semantic.languages.LANGUAGES``.
 
     Returns:
@@ -100,9 +99,9 @@ def extract_packed(path: str, data: bytes, language: str) -> Extracted:
         language: A name from ``engine.semantic.languages.LANGUAGES``.
 
     Returns:
-        The records; empty and ``truncated`` for input over :data:`MAX_FILE_BYTES`.
+        The records; empty and ``truncated`` for input over ``LIMITS.semantic_file_bytes``.
     """
-    if len(data) > MAX_FILE_BYTES:
+    if len(data) > LIMITS.semantic_file_bytes:
         return Extracted(language, (), [], 0, array("i"), (), (), True)
     tree = parser_for(language).parse(data)
     captures = QueryCursor(_query(language)).captures(tree.root_node)

@@ -22,6 +22,7 @@ from functools import partial
 
 from engine import git
 from engine.errors import RepositoryError
+from engine.limits import LIMITS
 from engine.paths import glob_may_match_below, in_scope
 from engine.semantic.codec import (
     CodecError,
@@ -34,24 +35,16 @@ from engine.semantic.extract import extract
 from engine.semantic.fileindex import FileIndex, Repair
 from engine.semantic.languages import language_for
 from engine.semantic.persist import PersistedIndex
-from engine.semantic.pool import MIN_POOL_FILES, Item, ParsePool
+from engine.semantic.pool import Item, ParsePool
 from engine.semantic.tree import TreeIndex
 
 __all__ = [
-    "BLOB_CACHE_ENTRIES",
-    "MAX_INDEXED_FILES",
-    "MAX_LISTED_FILES",
-    "VIEW_CACHE_ENTRIES",
     "Indexer",
     "Scope",
     "git_blob_id",
     "indexer_for",
 ]
 
-BLOB_CACHE_ENTRIES = 50_000
-VIEW_CACHE_ENTRIES = 16
-MAX_INDEXED_FILES = 20_000
-MAX_LISTED_FILES = 200_000
 
 Scope = Sequence[Sequence[str]]
 """Path scopes: one glob list per token block (``VerifiedToken.path_scopes``)."""
@@ -192,9 +185,9 @@ class Indexer:
         self, persisted: PersistedIndex | None = None, pool: ParsePool | None = None
     ) -> None:
         self._lock = threading.Lock()
-        self._blobs = _LRU(BLOB_CACHE_ENTRIES)
-        self._views = _LRU(VIEW_CACHE_ENTRIES)
-        self._sizes = _LRU(4 * VIEW_CACHE_ENTRIES)  # listing -> over MAX_INDEXED_FILES?
+        self._blobs = _LRU(LIMITS.blob_cache_entries)
+        self._views = _LRU(LIMITS.view_cache_entries)
+        self._sizes = _LRU(4 * LIMITS.view_cache_entries)  # listing -> over LIMITS.indexed_files?
         self._pool = pool
         self.persisted = persisted
         self.parsed = 0  # files parsed so far (tests and benchmarks read it)
@@ -304,7 +297,7 @@ class Indexer:
                 items.append((path, blob, data, language))
         loaded_count = len(fresh)
         rows: list[tuple[str, str, bytes, bytes]] = []
-        if len(items) >= MIN_POOL_FILES:
+        if len(items) >= LIMITS.pool_min_files:
             pool = self._pool or _shared_pool()
             for (path, blob, data, language), payload in pool.parse(items):
                 try:
@@ -378,19 +371,19 @@ class Indexer:
         return record
 
     def _large(self, listing: object, files: dict[str, str]) -> bool:
-        """Whether a view has more files in a known language than :data:`MAX_INDEXED_FILES`.
+        """Whether a view has more files in a known language than ``LIMITS.indexed_files``.
 
         Kept per listing (tree id, staged paths and blob ids), so a call on a
         view already seen does not count its files again.
         """
-        if len(files) <= MAX_INDEXED_FILES:
+        if len(files) <= LIMITS.indexed_files:
             return False
         with self._lock:
             known = self._sizes.get(listing)
         if isinstance(known, bool):
             return known
         count = sum(1 for path in files if language_for(path) is not None)
-        large = count > MAX_INDEXED_FILES
+        large = count > LIMITS.indexed_files
         with self._lock:
             self._sizes.put(listing, large)
         return large
@@ -405,7 +398,7 @@ class Indexer:
     ) -> TreeIndex:
         """Index a view's files: all of them in a known language, up to the bound.
 
-        Past :data:`MAX_INDEXED_FILES`, the files ``scope`` matches come first
+        Past ``LIMITS.indexed_files``, the files ``scope`` matches come first
         (in path order), then the others in path order, so what a caller may
         not see never decides which of its own files are indexed. The files
         indexed are merged in path order.
@@ -413,21 +406,21 @@ class Indexer:
         indexable = sorted(path for path in files if language_for(path) is not None)
         left_out: list[str] = []
         may_see: Callable[[str], bool] | None = None
-        complete = len(indexable) <= MAX_INDEXED_FILES
+        complete = len(indexable) <= LIMITS.indexed_files
         if not complete:
             if scope is None:
                 ordered = indexable
-                left_out = indexable[MAX_INDEXED_FILES:]
+                left_out = indexable[LIMITS.indexed_files :]
             else:
                 may_see = _InScope(scope)
                 matched = [p for p in indexable if may_see(p)]
-                if len(matched) < MAX_INDEXED_FILES:
+                if len(matched) < LIMITS.indexed_files:
                     matched_set = set(matched)
                     ordered = matched + [p for p in indexable if p not in matched_set]
                 else:
                     ordered = matched
-                left_out = matched[MAX_INDEXED_FILES:]  # the others no caller of it may see
-            indexable = sorted(ordered[:MAX_INDEXED_FILES])
+                left_out = matched[LIMITS.indexed_files :]  # the others no caller of it may see
+            indexable = sorted(ordered[: LIMITS.indexed_files])
         chosen = {path: files[path] for path in indexable}
         with _gc_paused():
             records = self._records(repo, chosen, read, staged)
@@ -435,7 +428,7 @@ class Indexer:
                 files,
                 (records[p] for p in chosen if p in records),
                 left_out=left_out,
-                unlisted=len(files) >= MAX_LISTED_FILES,
+                unlisted=len(files) >= LIMITS.listed_files,
                 complete=complete,
                 may_see=may_see,
             )
@@ -454,7 +447,7 @@ class Indexer:
         their names touch are rebuilt.
 
         A view with more files in a known language than
-        :data:`MAX_INDEXED_FILES` indexes those ``scope`` matches first (see
+        ``LIMITS.indexed_files`` indexes those ``scope`` matches first (see
         :meth:`_build`); it is then kept per scope, and built in full for a
         staged change. Any other view is the same for every scope.
 
@@ -470,7 +463,7 @@ class Indexer:
             The view's :class:`TreeIndex`, shared by every session with the same
             view (and, for a view over the bound, the same scope).
         """
-        tree_id, files, read = repo.view_files(agent, staged, limit=MAX_LISTED_FILES)
+        tree_id, files, read = repo.view_files(agent, staged, limit=LIMITS.listed_files)
         changed = sorted(staged.changes) if staged is not None else []
         listing = (tree_id, tuple((p, files.get(p)) for p in changed))
         large = self._large(listing, files)
@@ -494,14 +487,15 @@ class Indexer:
             if base is None:
                 clean = git.StagedChange(base=staged.base)
                 base_tree, base_files, base_read = repo.view_files(
-                    agent, clean, limit=MAX_LISTED_FILES
+                    agent, clean, limit=LIMITS.listed_files
                 )
                 if not self._large((base_tree, ()), base_files):
                     base = self._build(repo, base_files, base_read, frozenset(), None)
                     if base_tree == tree_id:
                         with self._lock:
                             self._views.put(base_key, base)
-            if base is None or not base.complete or base.unlisted or len(files) >= MAX_LISTED_FILES:
+            unlisted = len(files) >= LIMITS.listed_files
+            if base is None or not base.complete or base.unlisted or unlisted:
                 index = self._build(repo, files, read, frozenset(changed), None)
             else:
                 present = {p: files[p] for p in changed if p in files}

@@ -12,12 +12,10 @@ import difflib
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 
+from engine.limits import LIMITS
 from engine.semantic.records import Definition
 
-__all__ = ["FUZZY_CANDIDATES", "NameIndex", "rank_key"]
-
-FUZZY_CANDIDATES = 150
-"""Names compared by edit ratio at most, per fuzzy query (those sharing most bigrams)."""
+__all__ = ["NameIndex", "rank_key"]
 
 
 class NameIndex:
@@ -28,7 +26,7 @@ class NameIndex:
     * substring: every lower-cased name in one newline-joined string, searched
       with ``str.find`` (in C);
     * fuzzy: names by the bigrams of their lower-cased form; a query compares
-      (``difflib`` ratio) only the :data:`FUZZY_CANDIDATES` names sharing the
+      (``difflib`` ratio) only the ``LIMITS.fuzzy_candidates`` names sharing the
       most bigrams with it (at least a third of the query's), of a length
       within the cutoff's reach.
 
@@ -89,7 +87,7 @@ class NameIndex:
             cutoff: The least ratio, 0 to 1.
             n: At most this many results.
             keep: If given, only lower-cased names it accepts are candidates;
-                applied before the :data:`FUZZY_CANDIDATES` cut, so names it
+                applied before the ``LIMITS.fuzzy_candidates`` cut, so names it
                 refuses never push others out.
 
         Returns:
@@ -115,7 +113,7 @@ class NameIndex:
         out: list[tuple[float, str]] = []
         taken = 0
         for _count, i in reach:
-            if taken >= FUZZY_CANDIDATES:
+            if taken >= LIMITS.fuzzy_candidates:
                 break
             if keep is not None and not keep(self.sorted[i]):
                 continue  # refused names take no candidate's place

@@ -17,7 +17,8 @@ from typing import NamedTuple
 
 from tree_sitter import Node
 
-from engine.semantic.records import MAX_NAME_CHARS, MAX_OCCURRENCES, Definition, Import, Role
+from engine.limits import LIMITS
+from engine.semantic.records import Definition, Import, Role
 from engine.semantic.walk import Walk
 
 __all__ = ["Extracted", "pack"]
@@ -72,8 +73,8 @@ def pack(walk: Walk, language: str, idents: list[Node]) -> Extracted:
     Every identifier that is a reference or a call becomes one occurrence,
     with the innermost scope around it by byte range; left out are
     definitions' names, zero-width tokens and whatever lies in an import.
-    Names over :data:`~engine.semantic.records.MAX_NAME_CHARS` and occurrences
-    past :data:`~engine.semantic.records.MAX_OCCURRENCES` are left out and the
+    Names over ``LIMITS.name_chars`` and occurrences
+    past ``LIMITS.occurrences_per_file`` are left out and the
     result says ``truncated``.
 
     Args:
@@ -104,8 +105,8 @@ def pack(walk: Walk, language: str, idents: list[Node]) -> Extracted:
     for at in compress(range(count), map(eq, starts, ends)):
         keep[at] = 0
     truncated = walk.truncated
-    if keep.count(1) > MAX_OCCURRENCES:
-        keep = keep[: [at for at, kept in enumerate(keep) if kept][MAX_OCCURRENCES]]
+    if keep.count(1) > LIMITS.occurrences_per_file:
+        keep = keep[: [at for at, kept in enumerate(keep) if kept][LIMITS.occurrences_per_file]]
         truncated = True
     if keep.count(0) or len(keep) < count:
         idents = list(compress(idents, keep))
@@ -115,8 +116,8 @@ def pack(walk: Walk, language: str, idents: list[Node]) -> Extracted:
     scopes = list(map(scope_at.__getitem__, map(partial(bisect_right, walk.bounds), starts)))
     keys = list(map(data.__getitem__, map(slice, starts, ends)))
     table = dict.fromkeys(keys)  # name bytes, first use first
-    if max(map(len, table), default=0) > MAX_NAME_CHARS:  # too long to record
-        long = {k for k in table if len(k.decode("utf-8", "replace")) > MAX_NAME_CHARS}
+    if max(map(len, table), default=0) > LIMITS.name_chars:  # too long to record
+        long = {k for k in table if len(k.decode("utf-8", "replace")) > LIMITS.name_chars}
         if long:
             short = bytes(map(long.__contains__, keys)).translate(_NOT)
             idents, starts, ends, scopes, keys = (

@@ -24,7 +24,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from engine.semantic.codec import FORMAT, MAX_PAYLOAD_BYTES
+from engine.limits import LIMITS
+from engine.semantic.codec import FORMAT
 from engine.semantic.database import (
     UntrustedSchemaError,
     check_schema,
@@ -36,7 +37,6 @@ from engine.semantic.database import (
 
 __all__ = [
     "DB_NAME",
-    "MAX_ROWS",
     "RECORD_VERSION",
     "PersistedIndex",
     "derive_key",
@@ -45,8 +45,6 @@ __all__ = [
 logger = logging.getLogger("chit.engine.semantic")
 
 DB_NAME = "semantic.db"
-MAX_ROWS = 200_000
-"""Rows kept; the oldest beyond it are deleted (ten times the files one view indexes)."""
 _BATCH = 400  # (path, blob) pairs per SELECT
 _KEY_INFO = b"chit-semantic-index/1"
 _OUTLINE_TAG = b"chit-semantic-outline\0"
@@ -70,7 +68,7 @@ _SOURCES = (
     "fileindex.py",
     "languages.py",
 )
-"""The modules (under engine/semantic/) whose code decides a row's bytes."""
+"""The modules (under engine/semantic/) whose code decides a row's bytes (and :data:`LIMITS`)."""
 
 
 def _record_version() -> str:
@@ -78,6 +76,9 @@ def _record_version() -> str:
     digest = hashlib.sha256(FORMAT.encode())
     for name in _SOURCES:
         digest.update(name.encode() + b"\0" + (here / name).read_bytes())
+    # The extractor's and codec's bounds decide a row's bytes too; they live in
+    # engine/limits.py with the others, so all of them are named here by value.
+    digest.update(repr(LIMITS).encode() + b"\0")
     for dist in (
         "tree-sitter",
         "tree-sitter-python",
@@ -279,7 +280,11 @@ class PersistedIndex:
                     marks = ",".join("(?,?)" for _ in chunk)
                     rows = db.execute(
                         query.format(marks=marks),
-                        (RECORD_VERSION, MAX_PAYLOAD_BYTES, *(x for pair in chunk for x in pair)),
+                        (
+                            RECORD_VERSION,
+                            LIMITS.semantic_payload_bytes,
+                            *(x for pair in chunk for x in pair),
+                        ),
                     ).fetchall()
                     for path, blob, mac, payload in rows:
                         if (
@@ -310,12 +315,11 @@ class PersistedIndex:
             rows: ``(path, blob id hex, outline, records)``: the bytes of
                 ``engine.semantic.codec.encode_outline`` and ``encode`` of one
                 file's records; rows with either over
-                :data:`~engine.semantic.codec.MAX_PAYLOAD_BYTES` are skipped.
+                ``LIMITS.semantic_payload_bytes`` are skipped.
             now: Unix seconds recorded as the rows' age (default: the clock).
         """
-        batch = [
-            r for r in rows if len(r[2]) <= MAX_PAYLOAD_BYTES and len(r[3]) <= MAX_PAYLOAD_BYTES
-        ]
+        most = LIMITS.semantic_payload_bytes
+        batch = [r for r in rows if len(r[2]) <= most and len(r[3]) <= most]
         db = self._connect()
         if db is None or not batch:
             return
@@ -345,7 +349,7 @@ class PersistedIndex:
                     ],
                 )
                 self._writes += len(batch)
-                if self._writes >= MAX_ROWS // 10:
+                if self._writes >= LIMITS.semantic_rows // 10:
                     self._writes = 0
                     self._prune(db)
         except UntrustedSchemaError:
@@ -354,10 +358,10 @@ class PersistedIndex:
             self._fail("cannot be written")
 
     def _prune(self, db: sqlite3.Connection) -> None:
-        """Delete rows of other versions, then the oldest beyond :data:`MAX_ROWS`."""
+        """Delete rows of other versions, then the oldest beyond ``LIMITS.semantic_rows``."""
         db.execute("DELETE FROM records WHERE version != ?", (RECORD_VERSION,))
         (count,) = db.execute("SELECT COUNT(*) FROM records").fetchone()
-        extra = int(count) - MAX_ROWS
+        extra = int(count) - LIMITS.semantic_rows
         if extra > 0:
             db.execute(
                 "DELETE FROM records WHERE rowid IN (SELECT rowid FROM records"

@@ -1,6 +1,6 @@
 """Parsing in worker processes, so a cold index uses every core.
 
-A :class:`ParsePool` keeps up to :data:`MAX_WORKERS` workers started by a
+A :class:`ParsePool` keeps up to ``LIMITS.pool_workers`` workers started by a
 ``forkserver`` (never a fork of the threaded engine) that imported the
 extractor once. The engine reads and opens every file itself and sends the
 plaintext in batches; workers answer with each file's records in the codec's
@@ -19,18 +19,14 @@ import threading
 import time
 from collections.abc import Iterator
 
+from engine.limits import LIMITS
 from engine.semantic.codec import encode_extracted
 from engine.semantic.extract import extract_packed
 
-__all__ = ["MAX_WORKERS", "MIN_POOL_FILES", "ParsePool", "parse_batch"]
+__all__ = ["ParsePool", "parse_batch"]
 
 logger = logging.getLogger("chit.engine.semantic")
 
-MAX_WORKERS = 8
-MIN_POOL_FILES = 24
-"""Fewer files than this to parse are parsed in the calling thread (no IPC)."""
-_BATCH_BYTES = 256 * 1024
-_MIN_BATCH_BYTES = 16 * 1024
 
 Item = tuple[str, str, bytes, str]
 """``(path, blob id hex, plaintext, language)``."""
@@ -60,7 +56,7 @@ def _batches(items: list[Item], workers: int) -> list[list[Item]]:
     """Split into batches, largest files first, each batch smaller than the one before.
 
     A batch holds about a quarter of what is left per worker (at most
-    :data:`_BATCH_BYTES`, at least :data:`_MIN_BATCH_BYTES`): large batches
+    ``LIMITS.pool_batch_bytes``, at least ``LIMITS.pool_min_batch_bytes``): large batches
     while much is left, small ones at the end, so the workers finish together
     (guided self-scheduling) and the long files do not end the run on one core.
     """
@@ -83,7 +79,7 @@ def _batches(items: list[Item], workers: int) -> list[list[Item]]:
 
 
 def _target(left: int, workers: int) -> int:
-    return max(_MIN_BATCH_BYTES, min(_BATCH_BYTES, left // (4 * workers) + 1))
+    return max(LIMITS.pool_min_batch_bytes, min(LIMITS.pool_batch_bytes, left // (4 * workers) + 1))
 
 
 class ParsePool:
@@ -91,11 +87,11 @@ class ParsePool:
 
     Args:
         workers: How many; default one per core (``os.cpu_count()``), at most
-            :data:`MAX_WORKERS`.
+            ``LIMITS.pool_workers``.
     """
 
     def __init__(self, workers: int | None = None) -> None:
-        self.workers = max(1, min(MAX_WORKERS, workers or os.cpu_count() or 1))
+        self.workers = max(1, min(LIMITS.pool_workers, workers or os.cpu_count() or 1))
         self._lock = threading.Lock()
         self._executor: concurrent.futures.ProcessPoolExecutor | None = None
         self._broken = False
@@ -130,7 +126,7 @@ class ParsePool:
         Yields:
             ``(item, encoded records)`` per file, in no particular order.
         """
-        executor = self._get() if len(items) >= MIN_POOL_FILES and self.workers > 1 else None
+        executor = self._get() if len(items) >= LIMITS.pool_min_files and self.workers > 1 else None
         if executor is None:
             for item in items:
                 yield item, parse_batch([item])[0][0]

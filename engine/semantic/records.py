@@ -2,9 +2,10 @@
 
 Plain frozen data (named tuples), shared by every session whose view holds the
 same blob; :class:`~engine.semantic.fileindex.FileIndex` holds one file's. The
-per-file bounds here are what the extractor keeps and the codec accepts, so
-every record made decodes. How the records map to SCIP
-(https://github.com/sourcegraph/scip, scip.proto): docs/semantic.md, "Records".
+per-file bounds (``LIMITS.definitions_per_file`` and the others of docs/limits.md)
+are what the extractor keeps and the codec accepts, so every record made
+decodes. How the records map to SCIP (https://github.com/sourcegraph/scip,
+scip.proto): docs/semantic.md, "Records".
 """
 
 from __future__ import annotations
@@ -14,13 +15,6 @@ from enum import IntFlag
 from typing import NamedTuple
 
 __all__ = [
-    "MAX_BASES",
-    "MAX_DEFINITIONS",
-    "MAX_DOC_CHARS",
-    "MAX_IMPORTS",
-    "MAX_NAME_CHARS",
-    "MAX_OCCURRENCES",
-    "MAX_SIGNATURE_CHARS",
     "Definition",
     "Import",
     "Occurrence",
@@ -29,21 +23,6 @@ __all__ = [
     "Role",
     "scip_symbol",
 ]
-
-MAX_DEFINITIONS = 10_000
-"""Definitions (and Rust ``impl`` blocks) kept per file."""
-MAX_OCCURRENCES = 50_000
-"""Occurrences kept per file."""
-MAX_IMPORTS = 50_000
-"""Imports kept per file."""
-MAX_SIGNATURE_CHARS = 300
-"""Longest signature kept (characters); a longer one is cut, ending in ``…``."""
-MAX_DOC_CHARS = 2_000
-"""Longest docstring or leading comment kept (characters); a longer one is cut."""
-MAX_NAME_CHARS = 4_096
-"""Longest name, qualname, module or base recorded (characters); longer ones are left out."""
-MAX_BASES = 256
-"""Bases kept per definition."""
 
 
 class Role(IntFlag):
@@ -159,7 +138,6 @@ class Outline(NamedTuple):
     qualnames: tuple[str, ...] = ()
     symbols: tuple[str, ...] = ()
     bases: tuple[str, ...] = ()
-
 
 
 _SIMPLE = re.compile(r"[A-Za-z0-9_+$-]+")

@@ -37,15 +37,15 @@ class TreeIndex:
             a caller of the view may see (sorted): files over 1 MB or over a
             per-file bound (their records say ``truncated``), and files in a
             known language beyond
-            :data:`~engine.semantic.indexer.MAX_INDEXED_FILES` that the view's
+            ``LIMITS.indexed_files`` that the view's
             scope matches. A result says ``truncated`` for a caller only if it
             may see one of them (:meth:`truncated_for`), so a file it cannot
             see tells it nothing.
         unlisted: True if the view has more than
-            :data:`~engine.semantic.indexer.MAX_LISTED_FILES` files: the
+            ``LIMITS.listed_files`` files: the
             listing stopped, and which files it missed is unknown, so every
             caller is told its results may be cut.
-        complete: False if :data:`~engine.semantic.indexer.MAX_INDEXED_FILES`
+        complete: False if ``LIMITS.indexed_files``
             left files out (whoever may see them): a view with staged edits is
             then built in full, never derived from this one.
         by_name: Definitions by name (a read-only mapping to lists, made per
@@ -123,12 +123,12 @@ class TreeIndex:
             files: Every regular file of the view (path to blob id).
             records: The records of the files indexed, in the view's file order.
             left_out: Files in a known language the view does not index (beyond
-                :data:`~engine.semantic.indexer.MAX_INDEXED_FILES`) that a caller
+                ``LIMITS.indexed_files``) that a caller
                 of the view may see.
             unlisted: The listing of ``files`` stopped at
-                :data:`~engine.semantic.indexer.MAX_LISTED_FILES`.
+                ``LIMITS.listed_files``.
             complete: No file was left out by
-                :data:`~engine.semantic.indexer.MAX_INDEXED_FILES`.
+                ``LIMITS.indexed_files``.
             may_see: If given, only paths it accepts can be seen by a caller of
                 this view: a record cut by a per-file bound elsewhere is not
                 kept in :attr:`cut`.

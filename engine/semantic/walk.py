@@ -15,12 +15,8 @@ from operator import attrgetter
 
 from tree_sitter import Node
 
+from engine.limits import LIMITS
 from engine.semantic.records import (
-    MAX_BASES,
-    MAX_DEFINITIONS,
-    MAX_IMPORTS,
-    MAX_NAME_CHARS,
-    MAX_SIGNATURE_CHARS,
     Definition,
     Import,
     Range,
@@ -95,7 +91,7 @@ def apply_rules(walk: Walk, nodes: list[Node]) -> None:
     opaque = walk.lang.opaque
     bounds, scope_at = walk.bounds, walk.scope_at
     # Open scopes, innermost last: (end byte, qualname, kinds, scope id, enclosing).
-    # A qualname too long to record (MAX_NAME_CHARS) names nothing: what it
+    # A qualname too long to record (LIMITS.name_chars) names nothing: what it
     # holds has the enclosing scope of the nearest one that fits.
     stack: list[_Scope] = [(_END, None, (), -1, None)]
     opaque_end = -1  # end byte of the last import: what lies inside is the import's
@@ -112,7 +108,7 @@ def apply_rules(walk: Walk, nodes: list[Node]) -> None:
             opaque_end = end
             walk.opaque.append((start, end))
         elif child_kinds is not kinds:
-            if child_scope is not None and len(child_scope) <= MAX_NAME_CHARS:
+            if child_scope is not None and len(child_scope) <= LIMITS.name_chars:
                 scope_id, enclosing = walk.scope_id(child_scope), child_scope
             stack.append((end, child_scope, child_kinds, scope_id, enclosing))
             bounds.append(start)
@@ -162,7 +158,8 @@ def _visit(
     importer = lang.imports.get(t)
     if importer is not None:
         for imp in importer(node, enclosing):
-            if len(walk.imports) >= MAX_IMPORTS or not _short(imp.module, imp.name, imp.alias):
+            full = len(walk.imports) >= LIMITS.imports_per_file
+            if full or not _short(imp.module, imp.name, imp.alias):
                 walk.truncated = True
             else:
                 walk.imports.append(imp)
@@ -170,7 +167,7 @@ def _visit(
     if lang.impl_of is not None:
         impl = lang.impl_of(node)
         if impl is not None:
-            if len(walk.impls) >= MAX_DEFINITIONS or not _short(impl[0], impl[1]):
+            if len(walk.impls) >= LIMITS.definitions_per_file or not _short(impl[0], impl[1]):
                 walk.truncated = True
             else:
                 walk.impls.append((impl[0], impl[1], node.start_point[0]))
@@ -193,11 +190,11 @@ _OUTER_KINDS = frozenset({None, *_CLASSLIKE, "module"})
 
 
 def _short(first: str, second: str | None = None, third: str | None = None) -> bool:
-    """True if every text fits the codec's bound on names (:data:`MAX_NAME_CHARS`)."""
+    """True if every text fits the codec's bound on names (``LIMITS.name_chars``)."""
     return (
-        len(first) <= MAX_NAME_CHARS
-        and (second is None or len(second) <= MAX_NAME_CHARS)
-        and (third is None or len(third) <= MAX_NAME_CHARS)
+        len(first) <= LIMITS.name_chars
+        and (second is None or len(second) <= LIMITS.name_chars)
+        and (third is None or len(third) <= LIMITS.name_chars)
     )
 
 
@@ -213,17 +210,17 @@ def _define(
     all_kinds = (*outer_kinds, found.kind)
     if found.name.end_byte > found.name.start_byte:
         walk.defined.add(found.name.start_byte)
-    if len(walk.definitions) >= MAX_DEFINITIONS:
+    if len(walk.definitions) >= LIMITS.definitions_per_file:
         walk.truncated = True
     else:
         # scip_symbol(path, qualname, kinds), the path's part made once per file.
         symbol = walk.prefix + scip_symbol("_", qualname, all_kinds)[_ANY_PATH:]
         bases = found.bases
         if bases:
-            bases = tuple(b for b in bases if _short(b))[:MAX_BASES]
+            bases = tuple(b for b in bases if _short(b))[: LIMITS.bases_per_definition]
             if len(bases) < len(found.bases):
                 walk.truncated = True
-        if not _short(name, qualname) or len(symbol) - len(walk.prefix) > 2 * MAX_NAME_CHARS:
+        if not _short(name, qualname) or len(symbol) - len(walk.prefix) > 2 * LIMITS.name_chars:
             # Too long to record (and so is all it holds: their names are longer).
             walk.truncated = True
             return (qualname, all_kinds) if found.opens_scope else (scope, kinds)
@@ -296,7 +293,7 @@ def _signature(node: Node, body: Node | None, data: bytes) -> str:
         raw = data[anchor.start_byte : end]
     text = WHITESPACE.sub(" ", raw.decode("utf-8", "replace")).strip()
     text = text.removesuffix("{").removesuffix(":").rstrip()
-    if len(text) > MAX_SIGNATURE_CHARS:
-        text = text[: MAX_SIGNATURE_CHARS - 1] + "…"
+    if len(text) > LIMITS.signature_chars:
+        text = text[: LIMITS.signature_chars - 1] + "…"
     return text
 

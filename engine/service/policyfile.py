@@ -17,10 +17,10 @@ from pathlib import Path
 import policy
 from engine.audit import provenance
 from engine.errors import AccessDeniedError, ConfigurationError
+from engine.limits import LIMITS
 
 __all__ = [
     "INVALID_POLICY_MESSAGE",
-    "MAX_POLICY_BYTES",
     "PolicyFile",
     "PolicySnapshot",
     "check_file",
@@ -28,9 +28,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("chit.engine")
-
-MAX_POLICY_BYTES = 4 << 20
-"""Largest policy file read (4 MiB); a larger one is invalid."""
 
 INVALID_POLICY_MESSAGE = (
     "the organisation policy file is invalid; every call is refused until the operator fixes it"
@@ -136,13 +133,14 @@ class PolicyFile:
         try:
             with open(self._path, "rb") as fh:
                 signature = _signature(os.fstat(fh.fileno()))
-                raw = fh.read(MAX_POLICY_BYTES + 1)
+                raw = fh.read(LIMITS.policy_file_bytes + 1)
         except FileNotFoundError:
             return None, f"no policy at {self._path}; run `chit init` first"
         except OSError as exc:
             return None, f"the policy {self._path} cannot be read ({exc.strerror})"
-        if len(raw) > MAX_POLICY_BYTES:
-            return signature, f"the policy {self._path} is larger than {MAX_POLICY_BYTES} bytes"
+        if len(raw) > LIMITS.policy_file_bytes:
+            most = LIMITS.policy_file_bytes
+            return signature, f"the policy {self._path} is larger than {most} bytes"
         if not _states_anything(raw):
             # An emptied file (a truncating write caught half-way, a mistaken
             # `> policy.toml`) would otherwise load as the permissive default.
@@ -195,9 +193,9 @@ def check_file(path: str | os.PathLike[str]) -> dict[str, object]:
         OSError: If the file cannot be read.
     """
     with open(path, "rb") as fh:
-        raw = fh.read(MAX_POLICY_BYTES + 1)
+        raw = fh.read(LIMITS.policy_file_bytes + 1)
     report: dict[str, object] = {"ok": False, "file": str(path), "errors": []}
-    if len(raw) > MAX_POLICY_BYTES:
+    if len(raw) > LIMITS.policy_file_bytes:
         problem = {"location": "file", "line": None, "message": "larger than 4 MiB"}
         return report | {"errors": [problem]}
     if not _states_anything(raw):

@@ -13,10 +13,9 @@ import threading
 from collections import deque
 
 import policy
+from engine.limits import LIMITS
 
 __all__ = ["RateLimiter"]
-
-_SWEEP_ABOVE = 4096
 
 _Key = tuple[int, policy.RateLimit, str]
 
@@ -68,7 +67,7 @@ class RateLimiter:
                 windows.append(window)
             for window in windows:
                 window.append(now)
-            if len(self._windows) > _SWEEP_ABOVE:
+            if len(self._windows) > LIMITS.rate_limit_sweep_entries:
                 self._sweep(now)
         return None
 

@@ -1,7 +1,7 @@
 """The engine's open sessions: made on first use, bound to a token, evicted when idle.
 
 A session holds one MCP connection's staged change. It is bound to the identity
-(token id and agent) that opened it; at most :data:`MAX_SESSIONS` are kept, and
+(token id and agent) that opened it; at most ``LIMITS.open_sessions`` are kept, and
 when full the least recently used idle ones are forgotten (docs/engine-api.md,
 "Transport security").
 """
@@ -14,13 +14,12 @@ import threading
 from engine import git
 from engine.auth.verify import VerifiedToken
 from engine.errors import AccessDeniedError, InvalidRequestError, StateError
+from engine.limits import LIMITS
 from engine.tools.context import Session
 
-__all__ = ["MAX_SESSIONS", "Sessions", "check_session_id"]
+__all__ = ["Sessions", "check_session_id"]
 
-MAX_SESSIONS = 4096
-
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+_SESSION_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._:-]{{0,{LIMITS.session_id_chars - 1}}}")
 
 
 def check_session_id(session_id: object) -> None:
@@ -60,18 +59,18 @@ class Sessions:
         Raises:
             InvalidRequestError: ``invalid_argument`` for an id that is not 1-128
                 characters.
-            AccessDeniedError: ``limit_exceeded`` if :data:`MAX_SESSIONS` are open
+            AccessDeniedError: ``limit_exceeded`` if ``LIMITS.open_sessions`` are open
                 and none can be forgotten.
             StateError: ``session_token_mismatch`` if another identity opened it.
         """
-        if not isinstance(session_id, str) or not 1 <= len(session_id) <= 128:
+        if not isinstance(session_id, str) or not 1 <= len(session_id) <= LIMITS.session_id_chars:
             raise InvalidRequestError("invalid_argument", "invalid session id")
         with self._lock:
             session = self._open.pop(session_id, None)
             if session is None:
-                if len(self._open) >= MAX_SESSIONS:
+                if len(self._open) >= LIMITS.open_sessions:
                     self._evict_idle()
-                if len(self._open) >= MAX_SESSIONS:
+                if len(self._open) >= LIMITS.open_sessions:
                     raise AccessDeniedError("limit_exceeded", "too many open sessions")
                 session = Session(
                     session_id=session_id,
@@ -92,7 +91,7 @@ class Sessions:
         back starts afresh (nothing staged, no read versions), bound to the
         token that presents it. Called with the lock held.
         """
-        quota = max(1, MAX_SESSIONS // 8)
+        quota = max(1, LIMITS.open_sessions // 8)
         for key, old in list(self._open.items()):
             if quota == 0:
                 break

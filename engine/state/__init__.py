@@ -9,9 +9,6 @@ chit home.
 from engine.state.sqlite import SQLiteStore, open_store
 from engine.state.store import (
     GENESIS,
-    MAX_INTENT_PATHS,
-    MAX_INTENTS,
-    MAX_INTENTS_PER_TOKEN,
     MAX_JTI_KEEP_UNTIL,
     Delegation,
     FreezeState,
@@ -23,9 +20,6 @@ from engine.state.store import (
 
 __all__ = [
     "GENESIS",
-    "MAX_INTENTS",
-    "MAX_INTENTS_PER_TOKEN",
-    "MAX_INTENT_PATHS",
     "MAX_JTI_KEEP_UNTIL",
     "Delegation",
     "FreezeState",

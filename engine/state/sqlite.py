@@ -18,12 +18,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from engine.limits import LIMITS
 from engine.state.sqlite_schema import INTENT_SQL, SCHEMA
 from engine.state.store import (
     GENESIS,
-    MAX_INTENT_PATHS,
-    MAX_INTENTS,
-    MAX_INTENTS_PER_TOKEN,
     MAX_JTI_KEEP_UNTIL,
     Delegation,
     FreezeState,
@@ -60,7 +58,9 @@ class SQLiteStore:
     def _connect(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self._path, timeout=10.0, isolation_level=None)
+            db = sqlite3.connect(
+                self._path, timeout=LIMITS.sqlite_busy_timeout_seconds, isolation_level=None
+            )
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             self._local.db = db
@@ -296,22 +296,22 @@ class SQLiteStore:
         """Record a session's intent, replacing its earlier one, in one transaction.
 
         Expired intents of every repository are deleted in the same transaction,
-        and of this repository's live ones only the :data:`MAX_INTENTS` that
-        expire last are kept, at most :data:`MAX_INTENTS_PER_TOKEN` per token.
+        and of this repository's live ones only the ``LIMITS.intents_per_repository`` that
+        expire last are kept, at most ``LIMITS.intents_per_token`` per token.
 
         Args:
-            intent: The intent; ``paths`` at most :data:`MAX_INTENT_PATHS`.
+            intent: The intent; ``paths`` at most ``LIMITS.intent_paths``.
             now: Unix seconds.
             staged: Record the paths the session has staged (table
                 ``staged_paths``, same rules) instead of a declared intent; an
                 intent with no paths then deletes the session's row.
 
         Raises:
-            ValueError: If ``intent`` names more than :data:`MAX_INTENT_PATHS`
+            ValueError: If ``intent`` names more than ``LIMITS.intent_paths``
                 paths or a path that is not a string (a programming error).
             sqlite3.Error: If the database fails; nothing is changed.
         """
-        if len(intent.paths) > MAX_INTENT_PATHS or not all(
+        if len(intent.paths) > LIMITS.intent_paths or not all(
             isinstance(p, str) for p in intent.paths
         ):
             raise ValueError("an intent names at most 256 path strings")
@@ -335,21 +335,21 @@ class SQLiteStore:
                     intent.expires_at,
                 ),
             )
-            # One token's sessions keep at most MAX_INTENTS_PER_TOKEN intents, so a
+            # One token's sessions keep at most LIMITS.intents_per_token intents, so a
             # single agent cannot fill the table every peer lookup reads.
             db.execute(
                 sql["per_token"],
                 (intent.repo, intent.token_id, intent.repo, intent.token_id,
-                 MAX_INTENTS_PER_TOKEN),
+                 LIMITS.intents_per_token),
             )
-            db.execute(sql["per_repo"], (intent.repo, intent.repo, MAX_INTENTS))
+            db.execute(sql["per_repo"], (intent.repo, intent.repo, LIMITS.intents_per_repository))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
 
     def intents(self, repo: str, *, now: int, staged: bool = False) -> list[Intent]:
-        """Live intents about ``repo`` (at most :data:`MAX_INTENTS`), by session.
+        """Live intents about ``repo`` (at most ``LIMITS.intents_per_repository``), by session.
 
         A row that does not read back as an intent (paths not a JSON list of
         strings, or too many) is skipped.
@@ -363,7 +363,7 @@ class SQLiteStore:
             Intents ordered by session id, then token id.
         """
         live = INTENT_SQL[staged]["live"]
-        rows = self._connect().execute(live, (repo, now, MAX_INTENTS)).fetchall()
+        rows = self._connect().execute(live, (repo, now, LIMITS.intents_per_repository)).fetchall()
         out: list[Intent] = []
         for session, token_id, agent, raw, expires_at in rows:
             try:
@@ -372,7 +372,7 @@ class SQLiteStore:
                 continue
             if (
                 not isinstance(paths, list)
-                or len(paths) > MAX_INTENT_PATHS
+                or len(paths) > LIMITS.intent_paths
                 or not all(isinstance(p, str) for p in paths)
             ):
                 continue

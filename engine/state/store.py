@@ -15,9 +15,6 @@ from typing import Any, Protocol
 
 __all__ = [
     "GENESIS",
-    "MAX_INTENTS",
-    "MAX_INTENTS_PER_TOKEN",
-    "MAX_INTENT_PATHS",
     "MAX_JTI_KEEP_UNTIL",
     "Delegation",
     "FreezeState",
@@ -29,12 +26,6 @@ __all__ = [
 
 GENESIS = bytes(32)
 """``prev`` of the first call-log entry: 32 zero bytes."""
-MAX_INTENTS = 10_000
-"""Live intents kept per repository; past it the ones expiring first are dropped."""
-MAX_INTENT_PATHS = 256
-"""Paths one intent may name (``project_context`` takes at most this many)."""
-MAX_INTENTS_PER_TOKEN = 16
-"""Live intents kept per token (its latest sessions); older ones are dropped."""
 MAX_JTI_KEEP_UNTIL = 2**62
 """Latest time a replay-cache entry may name (SQLite integers are 64-bit)."""
 

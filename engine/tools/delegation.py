@@ -15,7 +15,8 @@ from engine.auth import agents, caveats
 from engine.auth import token as tokens
 from engine.catalog import schemas as s
 from engine.errors import AccessDeniedError, InvalidRequestError
-from engine.paths import MAX_GLOB_CHARS, glob_contained, validate_glob
+from engine.limits import LIMITS
+from engine.paths import glob_contained, validate_glob
 from engine.state import Delegation
 from engine.tools.context import CallContext
 
@@ -40,7 +41,7 @@ def issue_sub_token(ctx: CallContext, args: s.IssueSubTokenArgs) -> s.SubToken:
         raise InvalidRequestError(
             "invalid_argument",
             f"a helper of {parent.agent} is named {parent.agent}.<label> (label: a-z, 0-9, "
-            f"'-', '_', starting alnum; at most {agents.MAX_AGENT_CHARS} characters in all)",
+            f"'-', '_', starting alnum; at most {LIMITS.agent_name_chars} characters in all)",
             fields=["agent"],
         ) from None
     limit = ctx.policy.limits.delegation_depth
@@ -107,12 +108,12 @@ def _check_paths(ctx: CallContext, paths: list[str]) -> None:
     """Refuse globs that are malformed or not contained in every scope the token holds."""
     parent = ctx.token
     held = [list(g) for g in parent.path_scopes]
-    if not 1 <= len(paths) <= caveats.MAX_GLOBS or any(
-        len(g) > MAX_GLOB_CHARS or not unicodedata.is_normalized("NFC", g) for g in paths
+    if not 1 <= len(paths) <= LIMITS.caveat_globs or any(
+        len(g) > LIMITS.glob_chars or not unicodedata.is_normalized("NFC", g) for g in paths
     ):
         raise InvalidRequestError(
             "invalid_argument",
-            f"give 1 to {caveats.MAX_GLOBS} NFC globs of at most {MAX_GLOB_CHARS} characters",
+            f"give 1 to {LIMITS.caveat_globs} NFC globs of at most {LIMITS.glob_chars} characters",
             fields=["paths"],
         )
     for glob in paths:

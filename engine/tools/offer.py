@@ -11,12 +11,13 @@ from functools import lru_cache
 
 from engine.catalog import declarations
 from engine.catalog.declarations import DELEGATION_FLAG, Offer, offer_of
+from engine.limits import LIMITS
 from engine.tools.table import HANDLERS
 
 __all__ = ["Offer", "markdown_table", "offer_for"]
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=LIMITS.offer_cache_entries)
 def offer_for(operations: frozenset[str], delegable: bool, read_only: bool = False) -> Offer:
     """Compute the offer for a token's operations and delegation flag.
 

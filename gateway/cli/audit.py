@@ -96,7 +96,7 @@ def cmd_audit_graph(args: argparse.Namespace) -> int:
         repo, args.handle.strip(), _public_keys(args)
     )
     if truncated:
-        print(f"note: only the first {admin.GRAPH_MAX_COMMITS} lane commits were read",
+        print(f"note: only the first {admin.LIMITS.graph_commits} lane commits were read",
               file=sys.stderr)
     if args.format == "json":
         print_json(found | {"unverified": unverified, "truncated": truncated})

@@ -97,10 +97,10 @@ def cmd_exchange(args: argparse.Namespace) -> int:
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
     if args.jwt == "-":
-        text = sys.stdin.read(admin.MAX_JWT_CHARS + 2)
+        text = sys.stdin.read(admin.LIMITS.jwt_chars + 2)
     else:
         with open(args.jwt, encoding="ascii") as fh:
-            text = fh.read(admin.MAX_JWT_CHARS + 2)
+            text = fh.read(admin.LIMITS.jwt_chars + 2)
     info = admin.TokenExchange(home, channel="cli").exchange(text)
     if args.json:
         print_json(info)

@@ -14,6 +14,7 @@ from engine.auth import token as tokens
 from engine.auth.rootkeys import Keyring
 from engine.service import Engine
 from tests.conftest import World
+from tests.engine.engine_calls import call, land
 
 
 def run(world: World, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -111,23 +112,7 @@ def test_inspect_garbage_is_a_clean_error(world: World) -> None:
 def _land_commit(world: World) -> str:
     engine = Engine(world.home, world.repo)
     token = world.mint()
-    listed = engine.offer(token)
-    assert engine.invoke(
-        token,
-        "write_file",
-        {"path": "src/app.py", "content": "y\n"},
-        session="s1",
-        offered_catalog_hash=listed["catalog_hash"],
-    )["ok"]
-    done = engine.invoke(
-        token,
-        "commit",
-        {"message": "change"},
-        session="s1",
-        offered_catalog_hash=listed["catalog_hash"],
-    )
-    assert done["ok"], done
-    return str(done["result"]["commit"])
+    return land(engine, token, "y\n")
 
 
 def _plain_commit(world: World, lane: str, message: str) -> str:
@@ -285,8 +270,7 @@ def test_attenuate_offline_never_widens(world: World) -> None:
     assert "write_file" not in names and "commit" not in names and "read_file" in names
     scope = engine.invoke(narrowed["token"], "effective_scope", {}, session="a",
                           offered_catalog_hash=granted["catalog_hash"])["result"]
-    original = engine.invoke(token, "effective_scope", {}, session="b",
-                             offered_catalog_hash=engine.offer(token)["catalog_hash"])["result"]
+    original = call(engine, token, "effective_scope", {}, session="b")["result"]
     assert scope["expires_at"] == original["expires_at"]  # --ttl 1d cannot extend it
     assert scope["path_scopes"] == [["src/**"], ["**"]]
     nothing = run(world, "attenuate", token)

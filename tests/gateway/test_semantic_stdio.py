@@ -20,8 +20,8 @@ from mcp import Client
 from engine import admin
 from engine.admin.seed import create_repository, files_from_directory
 from engine.git.repository import Repository
+from engine.limits import LIMITS
 from engine.semantic.persist import DB_NAME
-from engine.semantic.pool import MIN_POOL_FILES
 from gateway.demo import stdio_server_params
 from tests.conftest import World
 from tests.gateway.mcp_client import Edge, engine_server, payload, remote_edge_params
@@ -134,7 +134,7 @@ def test_a_tree_large_enough_for_the_worker_pool_over_stdio(tmp_path: Path) -> N
     on the same repository starts warm from the persisted index.
     """
     files = files_from_directory(Path(starlette.__file__).parent, "src/starlette")
-    assert len(files) >= MIN_POOL_FILES
+    assert len(files) >= LIMITS.pool_min_files
     home, repo = tmp_path / "home", tmp_path / "repo"
     create_repository(repo, files)
     admin.init_home(home)

@@ -7,13 +7,12 @@ decodes records, ``outline`` their outline; the checks live in ``_checks``
 and the lazily decoded parts in ``_row``.
 """
 
-from engine.semantic.codec._checks import FORMAT, MAX_PAYLOAD_BYTES, CodecError
+from engine.semantic.codec._checks import FORMAT, CodecError
 from engine.semantic.codec.file import decode, decode_lazily, encode, encode_extracted
 from engine.semantic.codec.outline import OUTLINE_FORMAT, decode_stored, encode_outline
 
 __all__ = [
     "FORMAT",
-    "MAX_PAYLOAD_BYTES",
     "OUTLINE_FORMAT",
     "CodecError",
     "decode",

@@ -16,13 +16,9 @@ from collections.abc import Sequence
 from itertools import chain, repeat
 from typing import Any, NamedTuple
 
+from engine.limits import LIMITS
 from engine.semantic.languages import LANGUAGES
 from engine.semantic.records import (
-    MAX_DEFINITIONS,
-    MAX_DOC_CHARS,
-    MAX_NAME_CHARS,
-    MAX_OCCURRENCES,
-    MAX_SIGNATURE_CHARS,
     Definition,
     Import,
     Outline,
@@ -32,7 +28,6 @@ from engine.semantic.records import (
 
 __all__ = [
     "FORMAT",
-    "MAX_PAYLOAD_BYTES",
     "CodecError",
     "Head",
     "check_import_columns",
@@ -52,8 +47,6 @@ __all__ = [
 ]
 
 FORMAT = "chit-semantic-file/1"
-MAX_PAYLOAD_BYTES = 16_000_000
-"""Largest encoded record accepted (a 1 MB source file encodes well below this)."""
 _MAX_INT = 2**31 - 1
 _KINDS = frozenset(
     {
@@ -95,7 +88,7 @@ def reject_constant(_name: str) -> Any:
     raise fail("non-finite number")
 
 
-def check_text(value: object, limit: int = MAX_NAME_CHARS) -> str:
+def check_text(value: object, limit: int = LIMITS.name_chars) -> str:
     """``value`` if it is text of at most ``limit`` characters."""
     if type(value) is not str or len(value) > limit:
         raise fail("text field")
@@ -117,7 +110,7 @@ def check_list(value: object, limit: int) -> list[Any]:
 
 
 def check_texts(
-    values: Sequence[Any], limit: int = MAX_NAME_CHARS, *, optional: bool = False
+    values: Sequence[Any], limit: int = LIMITS.name_chars, *, optional: bool = False
 ) -> None:
     """Check a column of text fields in C (``map``), ``None`` allowed if ``optional``."""
     if not values:
@@ -138,10 +131,10 @@ def definitions_from(raw: list[Any], path: str, prefix: str) -> tuple[Definition
     names, quals, kinds, spans, sigs, docs, scopes, bases, symbols = zip(*raw, strict=True)
     check_texts(names)
     check_texts(quals)
-    check_texts(sigs, MAX_SIGNATURE_CHARS)
-    check_texts(docs, MAX_DOC_CHARS, optional=True)
+    check_texts(sigs, LIMITS.signature_chars)
+    check_texts(docs, LIMITS.doc_chars, optional=True)
     check_texts(scopes, optional=True)
-    check_texts(symbols, 2 * MAX_NAME_CHARS + len(prefix))
+    check_texts(symbols, 2 * LIMITS.name_chars + len(prefix))
     if not set(kinds) <= _KINDS:
         raise fail("definition kind")
     if set(map(type, spans)) != {list} or set(map(len, spans)) != {8}:
@@ -149,7 +142,7 @@ def definitions_from(raw: list[Any], path: str, prefix: str) -> tuple[Definition
     numbers = list(chain.from_iterable(spans))
     if set(map(type, numbers)) != {int} or min(numbers) < 0 or max(numbers) > _MAX_INT:
         raise fail("definition ranges")
-    if set(map(type, bases)) != {list} or max(map(len, bases)) > 256:
+    if set(map(type, bases)) != {list} or max(map(len, bases)) > LIMITS.bases_per_definition:
         raise fail("definition bases")
     check_texts(tuple(chain.from_iterable(bases)))
     # Every symbol names this path: a row cannot define anything elsewhere.
@@ -216,7 +209,7 @@ def role_from(value: int) -> Role:
 def impls_from(raw: object) -> tuple[tuple[str, str, int], ...]:
     """Rust ``impl`` rows (``[type, trait, line]``), checked."""
     impls: list[tuple[str, str, int]] = []
-    for item in check_list(raw, MAX_DEFINITIONS):
+    for item in check_list(raw, LIMITS.definitions_per_file):
         fields = check_list(item, 3)
         if len(fields) != 3:
             raise fail("impl")
@@ -226,7 +219,7 @@ def impls_from(raw: object) -> tuple[tuple[str, str, int], ...]:
 
 def check_symbols(symbols: Sequence[Any], prefix: str) -> None:
     """Check that every symbol is text naming the path (``prefix``) and something in it."""
-    check_texts(symbols, 2 * MAX_NAME_CHARS + len(prefix))
+    check_texts(symbols, 2 * LIMITS.name_chars + len(prefix))
     if symbols and (
         not all(map(str.startswith, symbols, repeat(prefix)))
         or min(map(len, symbols)) <= len(prefix)
@@ -248,7 +241,7 @@ def outline_of_rows(raw: list[Any], prefix: str) -> Outline:
     check_texts(names)
     check_texts(quals)
     check_symbols(symbols, prefix)
-    if set(map(type, bases)) != {list} or max(map(len, bases)) > 256:
+    if set(map(type, bases)) != {list} or max(map(len, bases)) > LIMITS.bases_per_definition:
         raise fail("definition bases")
     every_base = tuple(chain.from_iterable(bases))
     check_texts(every_base)
@@ -267,7 +260,7 @@ class Head(NamedTuple):
 
 def read_head(untrusted: bytes, language: str) -> Head:
     """Parse and check the header of encoded records: size, format, counts, string table."""
-    if len(untrusted) > MAX_PAYLOAD_BYTES:
+    if len(untrusted) > LIMITS.semantic_payload_bytes:
         raise fail("too large")
     at = untrusted.find(b"\n")
     if at < 0:
@@ -281,10 +274,10 @@ def read_head(untrusted: bytes, language: str) -> Head:
     _, lang, truncated, strings, name_count, _defs, _imps, _impls, count = doc
     if lang != language or lang not in LANGUAGES or type(truncated) is not bool:
         raise fail("header")
-    names = check_list(strings, 2 * MAX_OCCURRENCES + MAX_DEFINITIONS)
-    if names and (set(map(type, names)) != {str} or max(map(len, names)) > MAX_NAME_CHARS):
+    names = check_list(strings, 2 * LIMITS.occurrences_per_file + LIMITS.definitions_per_file)
+    if names and (set(map(type, names)) != {str} or max(map(len, names)) > LIMITS.name_chars):
         raise fail("string table")
-    if check_int(name_count) > len(names) or check_int(count) > MAX_OCCURRENCES:
+    if check_int(name_count) > len(names) or check_int(count) > LIMITS.occurrences_per_file:
         raise fail("counts")
     if len(untrusted) - at - 1 != 28 * count:
         raise fail("occurrence bytes")

@@ -12,6 +12,7 @@ from array import array
 from collections.abc import Callable
 from typing import Any
 
+from engine.limits import LIMITS
 from engine.semantic.codec._checks import (
     Head,
     check_list,
@@ -22,8 +23,6 @@ from engine.semantic.codec._checks import (
     role_from,
 )
 from engine.semantic.records import (
-    MAX_DEFINITIONS,
-    MAX_IMPORTS,
     Definition,
     Import,
     Occurrence,
@@ -95,7 +94,8 @@ class Row:
         raw = self._raw_definitions
         if raw is None:
             raw = self._parse().doc[5]
-        made = definitions_from(check_list(raw, MAX_DEFINITIONS), self._path, self._prefix)
+        rows = check_list(raw, LIMITS.definitions_per_file)
+        made = definitions_from(rows, self._path, self._prefix)
         self._raw_definitions = None  # kept only until made (another call parses again)
         return made
 
@@ -104,7 +104,7 @@ class Row:
         columns = self._imports
         if columns is not None:
             return tuple(map(Import, *columns)) if columns[0] else ()
-        return imports_from(check_list(self._parse().doc[6], MAX_IMPORTS))
+        return imports_from(check_list(self._parse().doc[6], LIMITS.imports_per_file))
 
     def _columns(self) -> tuple[Head, list[array[int]], dict[int, Role]]:
         """The occurrence integers by column, each column checked in one pass in C."""

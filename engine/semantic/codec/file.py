@@ -12,6 +12,7 @@ import json
 import sys
 from array import array
 
+from engine.limits import LIMITS
 from engine.semantic.codec._checks import (
     FORMAT,
     check_list,
@@ -23,7 +24,7 @@ from engine.semantic.codec._checks import (
 from engine.semantic.codec._row import Row
 from engine.semantic.fileindex import FileIndex, Repair
 from engine.semantic.packed import Extracted
-from engine.semantic.records import MAX_DEFINITIONS, MAX_IMPORTS, Definition, Import, scip_symbol
+from engine.semantic.records import Definition, Import, scip_symbol
 
 __all__ = ["decode", "decode_lazily", "encode", "encode_extracted"]
 
@@ -178,13 +179,13 @@ def decode_lazily(
         blob,
         language,
         Row(payload, path, prefix, language),
-        outline=outline_of_rows(check_list(head.doc[5], MAX_DEFINITIONS), prefix),
+        outline=outline_of_rows(check_list(head.doc[5], LIMITS.definitions_per_file), prefix),
         names=frozenset(head.strings[: head.names]),
         occurrence_count=head.occurrences,
         impls=impls_from(head.doc[7]),
         truncated=head.doc[2],
         repair=repair,
-        imports=imports_from(check_list(head.doc[6], MAX_IMPORTS)),
+        imports=imports_from(check_list(head.doc[6], LIMITS.imports_per_file)),
     )
 
 
@@ -203,7 +204,7 @@ def decode(payload: bytes, path: str, blob: str, language: str) -> FileIndex:
         The file's :class:`FileIndex`.
 
     Raises:
-        CodecError: For bytes over :data:`~engine.semantic.codec.MAX_PAYLOAD_BYTES`,
+        CodecError: For bytes over ``LIMITS.semantic_payload_bytes``,
             invalid UTF-8 or JSON, another format or language, a field of the
             wrong type or out of range, occurrence bytes that do not match the
             header's count, more records than the extractor's bounds allow, or

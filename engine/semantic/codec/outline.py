@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from engine.limits import LIMITS
 from engine.semantic.codec._checks import (
-    MAX_PAYLOAD_BYTES,
     check_import_columns,
     check_int,
     check_list,
@@ -25,9 +25,6 @@ from engine.semantic.codec._row import Row
 from engine.semantic.fileindex import FileIndex, Repair
 from engine.semantic.languages import LANGUAGES
 from engine.semantic.records import (
-    MAX_DEFINITIONS,
-    MAX_IMPORTS,
-    MAX_OCCURRENCES,
     Outline,
     scip_symbol,
 )
@@ -108,7 +105,7 @@ def decode_stored(
         CodecError: If the outline is malformed, over its bounds, of another
             format or language, or names a symbol outside ``path``.
     """
-    if len(outline) > MAX_PAYLOAD_BYTES:
+    if len(outline) > LIMITS.semantic_payload_bytes:
         raise fail("too large")
     try:
         doc = json.loads(outline.decode("utf-8"), parse_constant=reject_constant)
@@ -121,20 +118,20 @@ def decode_stored(
     ]
     if lang != language or lang not in LANGUAGES or type(truncated) is not bool:
         raise fail("outline header")
-    names = check_list(raw_names, MAX_OCCURRENCES)
-    defs = check_list(raw_defs, MAX_DEFINITIONS)
-    quals = check_list(raw_quals, MAX_DEFINITIONS)
-    symbols = check_list(raw_symbols, MAX_DEFINITIONS)
-    bases = check_list(raw_bases, 256 * MAX_DEFINITIONS)
+    names = check_list(raw_names, LIMITS.occurrences_per_file)
+    defs = check_list(raw_defs, LIMITS.definitions_per_file)
+    quals = check_list(raw_quals, LIMITS.definitions_per_file)
+    symbols = check_list(raw_symbols, LIMITS.definitions_per_file)
+    bases = check_list(raw_bases, LIMITS.bases_per_definition * LIMITS.definitions_per_file)
     if not len(defs) == len(quals) == len(symbols):
         raise fail("outline columns")
     for column in (names, defs, quals, bases):
         check_texts(column)
     prefix = scip_symbol(path, "", ())
     check_symbols(symbols, prefix)
-    if check_int(count) > MAX_OCCURRENCES:
+    if check_int(count) > LIMITS.occurrences_per_file:
         raise fail("counts")
-    imports = [check_list(column, MAX_IMPORTS) for column in check_list(doc[10], 5)]
+    imports = [check_list(column, LIMITS.imports_per_file) for column in check_list(doc[10], 5)]
     check_import_columns(imports)
     return FileIndex.from_parts(
         path,

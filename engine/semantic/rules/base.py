@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from engine.semantic.records import MAX_DOC_CHARS, Import
+from engine.limits import LIMITS
+from engine.semantic.records import Import
 
 __all__ = [
     "NAME_TYPES",
@@ -160,7 +161,7 @@ def clean_doc(raw: str) -> str | None:
 
     The whole is dedented and stripped, then its first line stripped and the
     lines after it dedented again; the result is cut at
-    :data:`~engine.semantic.records.MAX_DOC_CHARS` characters.
+    ``LIMITS.doc_chars`` characters.
 
     Args:
         raw: The text between the quotes, or the comment lines without their marks.
@@ -175,5 +176,5 @@ def clean_doc(raw: str) -> str | None:
         return None
     lines = doc.splitlines()
     doc = (lines[0].strip() + "\n" + textwrap.dedent("\n".join(lines[1:]))).strip()
-    return doc[:MAX_DOC_CHARS]
+    return doc[: LIMITS.doc_chars]
 

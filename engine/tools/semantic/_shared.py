@@ -2,7 +2,7 @@
 
 Every handler reads the index of the caller's session view and keeps only what
 ``ctx.visible`` accepts; a symbol argument resolves among visible definitions
-only, and results fit :data:`RESULT_BYTE_BUDGET` (docs/semantic.md, "Scope
+only, and results fit ``LIMITS.result_budget_bytes`` (docs/semantic.md, "Scope
 pruning and budgets").
 """
 
@@ -18,6 +18,7 @@ import policy
 from engine import git
 from engine.catalog import schemas as s
 from engine.errors import AccessDeniedError, RepositoryError, denied
+from engine.limits import LIMITS
 from engine.paths import glob_may_match_below, validate_path
 from engine.semantic.binding import binds_elsewhere
 from engine.semantic.indexer import indexer_for
@@ -26,7 +27,6 @@ from engine.semantic.tree import TreeIndex
 from engine.tools.context import CallContext
 
 __all__ = [
-    "RESULT_BYTE_BUDGET",
     "bound_elsewhere",
     "check_paths",
     "fit",
@@ -41,8 +41,6 @@ __all__ = [
     "visible_of",
 ]
 
-RESULT_BYTE_BUDGET = 32_768
-"""Bytes of UTF-8 JSON that a result's list items (or code window) may take."""
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -64,7 +62,7 @@ def to_symbol(d: Definition, line: int | None = None, kind: str | None = None) -
     )
 
 
-def fit(items: Iterable[T], budget: int = RESULT_BYTE_BUDGET) -> tuple[list[T], bool]:
+def fit(items: Iterable[T], budget: int = LIMITS.result_budget_bytes) -> tuple[list[T], bool]:
     """Take items while their JSON fits the byte budget; say whether any were cut."""
     out: list[T] = []
     used = 0

@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.catalog import schemas as s
 from engine.errors import RepositoryError
+from engine.limits import LIMITS
 from engine.semantic.indexer import git_blob_id, indexer_for
 from engine.semantic.languages import language_for
 from engine.semantic.names import rank_key
@@ -20,7 +21,6 @@ from engine.semantic.records import Definition
 from engine.semantic.tree import TreeIndex
 from engine.tools.context import CallContext
 from engine.tools.semantic._shared import (
-    RESULT_BYTE_BUDGET,
     bound_elsewhere,
     check_paths,
     fit,
@@ -32,11 +32,8 @@ from engine.tools.semantic._shared import (
     visible_of,
 )
 
-__all__ = ["AMBIGUOUS_NAME_DEFINITIONS", "IMPACT_DEPTH", "IMPACT_MAX_NODES", "change_impact"]
+__all__ = ["change_impact"]
 
-IMPACT_DEPTH = 3
-IMPACT_MAX_NODES = 2_000
-AMBIGUOUS_NAME_DEFINITIONS = 8
 _TEST_PATH = re.compile(
     r"(^|/)(tests?|__tests__|spec)/|(^|/)test_[^/]*\.py$|_test\.(py|go)$|"
     r"\.(test|spec)\.[jt]sx?$|(^|/)src/test/|Tests?\.java$"
@@ -103,7 +100,7 @@ def _uses_reaching(ctx: CallContext, index: TreeIndex, d: Definition) -> list[tu
     via = d
     if d.scope and (
         (name.startswith("__") and name.endswith("__"))
-        or len(visible_of(ctx, index.by_name.get(name, ()))) > AMBIGUOUS_NAME_DEFINITIONS
+        or len(visible_of(ctx, index.by_name.get(name, ()))) > LIMITS.ambiguous_name_definitions
     ):
         name = d.scope.rsplit(".", 1)[-1]
         via = index.by_place.get((d.path, d.scope), d)
@@ -147,7 +144,7 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
     on_main = main_holds(ctx)
     frontier = list(visible_touched.values())
     truncated = index.truncated_for(ctx.visible)
-    for depth in range(1, IMPACT_DEPTH + 1):
+    for depth in range(1, LIMITS.impact_depth_levels + 1):
         following: list[Definition] = []
         for d in frontier:
             counted = on_main(d)
@@ -166,7 +163,7 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
                     continue
                 hits[key] = hits.get(key, 0) + 1
                 if key not in depth_of:
-                    if len(depth_of) >= IMPACT_MAX_NODES:
+                    if len(depth_of) >= LIMITS.impact_nodes:
                         truncated = True
                         continue
                     depth_of[key] = depth
@@ -177,9 +174,11 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
     affected_keys = sorted(depth_of, key=lambda k: (depth_of[k], -hits[k], rank_key(places[k])))
     touched_symbols, cut1 = fit(
         (to_symbol(d) for d in sorted(visible_touched.values(), key=rank_key)),
-        RESULT_BYTE_BUDGET // 4,
+        LIMITS.result_budget_bytes // 4,
     )
-    affected, cut2 = fit((to_symbol(places[k]) for k in affected_keys), RESULT_BYTE_BUDGET // 2)
+    affected, cut2 = fit(
+        (to_symbol(places[k]) for k in affected_keys), LIMITS.result_budget_bytes // 2
+    )
     for d in visible_touched.values():
         if _TEST_PATH.search(d.path):
             tests.setdefault(d.path, 0)
@@ -188,7 +187,7 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
     used = 0
     for path in test_paths:
         used += len(path.encode()) + 3
-        if used > RESULT_BYTE_BUDGET // 4:
+        if used > LIMITS.result_budget_bytes // 4:
             truncated = True
             break
         kept_tests.append(path)

@@ -13,22 +13,17 @@ import os
 import sqlite3
 
 from engine import git
-from engine.state import MAX_INTENT_PATHS, Intent
+from engine.limits import LIMITS
+from engine.state import Intent
 from engine.tools.context import CallContext, Session
 
 __all__ = [
-    "INTENT_MAX_BYTES",
-    "INTENT_TTL_SECONDS",
     "bounded",
     "repo_id",
     "share_staged_paths",
     "staged_paths",
 ]
 
-INTENT_TTL_SECONDS = 3_600
-"""How long an intent or a session's shared staged paths stay listed (at most the token's life)."""
-INTENT_MAX_BYTES = 16_384
-"""UTF-8 bytes of paths one intent (or one session's shared staged paths) keeps."""
 
 logger = logging.getLogger("chit.engine")
 
@@ -37,7 +32,7 @@ def share_staged_paths(ctx: CallContext, before: tuple[str, ...]) -> None:
     """Publish the session's staged paths to its peers, if a write call changed them.
 
     Called by the engine after every successful call that is not read-only.
-    The paths (never content; the first :data:`~engine.state.MAX_INTENT_PATHS`)
+    The paths (never content; the first ``LIMITS.intent_paths``)
     go to the state store's ``staged_paths`` table, read by ``project_context``
     in every engine process of the chit home, until the token expires or an
     hour after the last change, whichever is first; an empty staged change
@@ -53,7 +48,7 @@ def share_staged_paths(ctx: CallContext, before: tuple[str, ...]) -> None:
     after = staged_paths(ctx.session)
     if after == before:
         return
-    expires = min(ctx.now + INTENT_TTL_SECONDS, int(ctx.token.expires_at))
+    expires = min(ctx.now + LIMITS.intent_ttl_seconds, int(ctx.token.expires_at))
     intent = Intent(
         repo=repo_id(ctx.repo),
         session=ctx.session.session_id,
@@ -69,16 +64,16 @@ def share_staged_paths(ctx: CallContext, before: tuple[str, ...]) -> None:
 
 
 def bounded(paths: tuple[str, ...]) -> tuple[str, ...]:
-    """The first paths that fit :data:`~engine.state.MAX_INTENT_PATHS` and :data:`INTENT_MAX_BYTES`.
+    """The first paths that fit ``LIMITS.intent_paths`` and ``LIMITS.intent_paths_bytes``.
 
     Every peer's ``project_context`` reads every live intent, so what one
     session leaves there is kept small whatever its paths' lengths.
     """
     out: list[str] = []
     used = 0
-    for path in paths[:MAX_INTENT_PATHS]:
+    for path in paths[: LIMITS.intent_paths]:
         used += len(path.encode())
-        if used > INTENT_MAX_BYTES:
+        if used > LIMITS.intent_paths_bytes:
             break
         out.append(path)
     return tuple(out)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import bisect
 
 from engine.catalog import schemas as s
+from engine.limits import LIMITS
 from engine.semantic.records import Definition
 from engine.semantic.tree import TreeIndex
 from engine.state import Intent
 from engine.tools.context import CallContext
 from engine.tools.semantic._shared import (
-    RESULT_BYTE_BUDGET,
     check_paths,
     fit,
     read_view_file,
@@ -22,11 +22,10 @@ from engine.tools.semantic._shared import (
     under,
     view_index,
 )
-from engine.tools.semantic.intents import INTENT_TTL_SECONDS, bounded, repo_id
+from engine.tools.semantic.intents import bounded, repo_id
 
-__all__ = ["CONVENTION_FILES", "CONVENTION_MAX_BYTES", "project_context"]
+__all__ = ["CONVENTION_FILES", "project_context"]
 
-CONVENTION_MAX_BYTES = 8_192
 CONVENTION_FILES = (
     "AGENTS.md",
     "CONTRIBUTING.md",
@@ -208,11 +207,11 @@ def _conventions(
         if data is None:
             continue
         size = len(data)
-        if size > CONVENTION_MAX_BYTES:
-            data = data[:CONVENTION_MAX_BYTES]
+        if size > LIMITS.convention_file_bytes:
+            data = data[: LIMITS.convention_file_bytes]
             truncated = True
         text = data.decode("utf-8", "replace")
-        if used + len(text.encode()) > RESULT_BYTE_BUDGET // 2:
+        if used + len(text.encode()) > LIMITS.result_budget_bytes // 2:
             truncated = True
             break
         used += len(text.encode())
@@ -233,11 +232,11 @@ def project_context(ctx: CallContext, args: s.ProjectContextArgs) -> s.ProjectCo
             else:
                 pruned += 1  # one per hidden file, whatever it defines
     defs.sort(key=lambda d: (d.scope is not None, d.path, d.range.start_line))
-    symbols, cut_symbols = fit((to_symbol(d) for d in defs), RESULT_BYTE_BUDGET // 4)
+    symbols, cut_symbols = fit((to_symbol(d) for d in defs), LIMITS.result_budget_bytes // 4)
     conventions, hidden, cut_conventions = _conventions(ctx, index, paths)
     names = {d.name for d in defs if d.scope is None}
     peers, hidden_peers = _peer_intents(ctx, paths, names, index)
-    expires = min(ctx.now + INTENT_TTL_SECONDS, int(ctx.token.expires_at))
+    expires = min(ctx.now + LIMITS.intent_ttl_seconds, int(ctx.token.expires_at))
     ctx.store.put_intent(
         Intent(
             repo=repo_id(ctx.repo),

@@ -6,11 +6,11 @@ See docs/tools.md and docs/semantic.md ("What pruned counts").
 from __future__ import annotations
 
 from engine.catalog import schemas as s
+from engine.limits import LIMITS
 from engine.semantic.names import rank_key
 from engine.semantic.records import Definition
 from engine.tools.context import CallContext
 from engine.tools.semantic._shared import (
-    RESULT_BYTE_BUDGET,
     fit,
     not_found,
     read_view_file,
@@ -21,9 +21,7 @@ from engine.tools.semantic._shared import (
     visible_of,
 )
 
-__all__ = ["CODE_WINDOW_LINES", "search_symbols", "symbol_context"]
-
-CODE_WINDOW_LINES = 60
+__all__ = ["search_symbols", "symbol_context"]
 
 
 def _score(query: str, lowered: str, name: str) -> tuple[float, ...] | None:
@@ -97,13 +95,13 @@ def symbol_context(ctx: CallContext, args: s.SymbolContextArgs) -> s.SymbolConte
     data = read_view_file(ctx, d.path) or b""
     lines = data.decode("utf-8", "replace").splitlines()
     start = max(0, d.range.start_line - 2)
-    end = min(len(lines), d.range.end_line + 1, start + CODE_WINDOW_LINES)
+    end = min(len(lines), d.range.end_line + 1, start + LIMITS.code_window_lines)
     truncated = end < d.range.end_line + 1
     code_lines: list[str] = []
     used = 0
     for line in lines[start:end]:
         used += len(line.encode()) + 1
-        if used > RESULT_BYTE_BUDGET // 2:
+        if used > LIMITS.result_budget_bytes // 2:
             truncated = True
             break
         code_lines.append(line)

@@ -22,10 +22,11 @@ import policy
 from engine import admin
 from engine.admin import exchange as ex
 from engine.audit import provenance
-from engine.auth import issuers, signkeys
+from engine.auth import signkeys
 from engine.auth import verify as tokens
 from engine.auth.rootkeys import Keyring
 from engine.errors import ChitError, ConfigurationError
+from engine.limits import LIMITS
 from engine.service.policyfile import load_policy
 from engine.state import MAX_JTI_KEEP_UNTIL
 from engine.state.sqlite import open_store
@@ -545,7 +546,7 @@ def test_a_jwt_without_jti_is_refused_unless_its_issuer_allows_it(
     assert _refusal(home, with_jti).hints["reason"] == "replayed"
 
 
-@pytest.mark.parametrize("jti", ["", "x" * (issuers.MAX_JTI_CHARS + 1), 42, ["a"], {"a": 1},
+@pytest.mark.parametrize("jti", ["", "x" * (LIMITS.jti_chars + 1), 42, ["a"], {"a": 1},
                                  False, "\ud800"])
 def test_the_jti_is_bounded_text(home: Path, rsa_key: rsa.RSAPrivateKey, jti: Any) -> None:
     """Threat: an oversized or non-text jti that bloats the store or breaks its key."""
@@ -557,7 +558,7 @@ def test_the_jti_is_bounded_text(home: Path, rsa_key: rsa.RSAPrivateKey, jti: An
 
 
 def test_the_longest_jti_and_a_far_future_exp_fit(home: Path, rsa_key: rsa.RSAPrivateKey) -> None:
-    longest = "é" * issuers.MAX_JTI_CHARS
+    longest = "é" * LIMITS.jti_chars
     assert ex.exchange(home, _ci_jwt(rsa_key, jti=longest, exp=2**70))["expires_in"] <= 900
     assert _jti_rows(home) == [(ISS_RSA, longest, MAX_JTI_KEEP_UNTIL)]
     assert _refusal(home, _ci_jwt(rsa_key, jti=longest)).hints["reason"] == "replayed"

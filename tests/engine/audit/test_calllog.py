@@ -27,6 +27,7 @@ from engine.audit import calllog
 from engine.auth import cbor, signkeys
 from engine.service import Engine
 from tests.conftest import World
+from tests.engine.engine_calls import Caller
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -48,9 +49,7 @@ def entries(world: World, **kw: Any) -> list[dict[str, Any]]:
     return list(admin.call_log_entries(world.home, **kw))
 
 
-def call(engine: Engine, token: str, tool: str, args: Any, session: str = "s") -> dict[str, Any]:
-    listed = engine.offer(token).get("catalog_hash")
-    return engine.invoke(token, tool, args, session=session, offered_catalog_hash=listed)
+call = Caller(session="s").call
 
 
 SECRET_CONTENT = "TOP-SECRET-FILE-CONTENT 42\n"

@@ -15,24 +15,9 @@ from engine.audit import graph
 from engine.auth import signkeys
 from engine.service import Engine
 from tests.conftest import World
+from tests.engine.engine_calls import Caller, land, ok
 
-
-def call(engine: Engine, token: str, tool: str, args: dict[str, Any] | None = None,
-         session: str | None = None) -> dict[str, Any]:
-    listed = engine.offer(token).get("catalog_hash")
-    session = session or "read-" + token[-12:]  # one session per token
-    return engine.invoke(token, tool, args or {}, session=session, offered_catalog_hash=listed)
-
-
-def ok(answer: dict[str, Any]) -> dict[str, Any]:
-    assert answer["ok"], answer
-    return dict(answer["result"])
-
-
-def land(engine: Engine, token: str, session: str, files: dict[str, str], msg: str) -> str:
-    for path, content in files.items():
-        ok(call(engine, token, "write_file", {"path": path, "content": content}, session))
-    return str(ok(call(engine, token, "commit", {"message": msg}, session))["commit"])
+call = Caller(session=lambda token: "read-" + token[-12:]).call  # one session per token
 
 
 @pytest.fixture
@@ -42,15 +27,19 @@ def story(world: World) -> dict[str, Any]:
     engine = Engine(world.home, world.repo)
     lead = world.mint(agent="lead", ops="read,write,commit,sub-token:issue",
                       paths="src/**,docs/**", ttl=3600, delegable=True)
-    c1 = land(engine, lead, "lead-s1", {"src/api/a.py": "a\n", "src/ui/b.py": "b\n"}, "lead one")
-    c2 = land(engine, lead, "lead-s1", {"src/ui/c.py": "c\n"}, "lead two")
+    c1 = land(engine, lead, {"src/api/a.py": "a\n", "src/ui/b.py": "b\n"}, session="lead-s1",
+              message="lead one", list_each=True)
+    c2 = land(engine, lead, {"src/ui/c.py": "c\n"}, session="lead-s1", message="lead two",
+              list_each=True)
     issued = ok(call(engine, lead, "issue_sub_token",
                      {"agent": "lead.helper", "ops": ["read", "write", "commit"],
                       "paths": ["src/api/**"], "ttl_seconds": 600}, "lead-s2"))
     helper = str(issued["token"])
-    c3 = land(engine, helper, "helper-s1", {"src/api/d.py": "d\n"}, "helper one")
+    c3 = land(engine, helper, {"src/api/d.py": "d\n"}, session="helper-s1", message="helper one",
+              list_each=True)
     other = world.mint(agent="docs", paths="docs/**")
-    c4 = land(engine, other, "docs-s1", {"docs/guide.md": "new\n"}, "docs one")
+    c4 = land(engine, other, {"docs/guide.md": "new\n"}, session="docs-s1", message="docs one",
+              list_each=True)
     lead_id = ok(call(engine, lead, "effective_scope"))["token_id"]
     return {"engine": engine, "lead": lead, "helper": helper, "other": other,
             "c1": c1, "c2": c2, "c3": c3, "c4": c4, "lead_id": lead_id,

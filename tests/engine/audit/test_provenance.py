@@ -332,17 +332,11 @@ def test_policy_hash_ignores_formatting_and_sees_every_value() -> None:
 def test_engine_record_is_stored_where_the_docs_say(world: World) -> None:
     """A commit made by the engine: git-notes layout, trailer, record and commit agree."""
     from engine.service import Engine
+    from tests.engine.engine_calls import land
 
     engine = Engine(world.home, world.repo)
     token = world.mint()
-    listed = engine.offer(token)
-    wrote = engine.invoke(token, "write_file", {"path": "src/app.py", "content": "y\n"},
-                          session="s1", offered_catalog_hash=listed["catalog_hash"])
-    assert wrote["ok"], wrote
-    done = engine.invoke(token, "commit", {"message": "change"}, session="s1",
-                         offered_catalog_hash=listed["catalog_hash"])
-    assert done["ok"], done
-    cid = done["result"]["commit"]
+    cid = land(engine, token, "y\n")
     repo = pygit2.Repository(str(world.repo))
     # `git cat-file blob refs/chit/provenance/alice:<aa>/<38 hex>`
     blob = repo.revparse_single(f"refs/chit/provenance/alice:{cid[:2]}/{cid[2:]}")

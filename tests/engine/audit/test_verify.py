@@ -38,6 +38,7 @@ from engine.catalog import declarations as catalog
 from engine.service import Engine
 from engine.tools import offer as offers
 from tests.conftest import World
+from tests.engine.engine_calls import call, land, ok
 
 PROVENANCE_PREFIX = "refs/chit/provenance/"
 CATALOGS = "refs/chit/catalogs"
@@ -52,19 +53,6 @@ def engine(world: World) -> Engine:
     return Engine(world.home, world.repo)
 
 
-def land(engine: Engine, token: str, content: str, *, path: str = "src/app.py",
-         session: str = "s1", message: str = "change") -> str:
-    """List, write one file and commit, as an agent does; return the commit id."""
-    listed = engine.offer(token)["catalog_hash"]
-    wrote = engine.invoke(token, "write_file", {"path": path, "content": content},
-                          session=session, offered_catalog_hash=listed)
-    assert wrote["ok"], wrote
-    done = engine.invoke(token, "commit", {"message": message}, session=session,
-                         offered_catalog_hash=listed)
-    assert done["ok"], done
-    return str(done["result"]["commit"])
-
-
 def delegable(world: World) -> str:
     return world.mint(agent="lead", ops="read,write,commit,sub-token:issue", paths="src/**",
                       delegable=True)
@@ -72,15 +60,13 @@ def delegable(world: World) -> str:
 
 def helper_token(engine: Engine, lead: str) -> str:
     """A sub-token for ``lead.helper`` issued through the engine (a real delegation)."""
-    listed = engine.offer(lead)["catalog_hash"]
-    issued = engine.invoke(
-        lead, "issue_sub_token",
+    issued = ok(call(
+        engine, lead, "issue_sub_token",
         {"agent": "lead.helper", "ops": ["read", "write", "commit"], "paths": ["src/api/**"],
          "ttl_seconds": 600},
-        session="lead-delegates", offered_catalog_hash=listed,
-    )
-    assert issued["ok"], issued
-    return str(issued["result"]["token"])
+        session="lead-delegates",
+    ))
+    return str(issued["token"])
 
 
 def public_keys(world: World) -> dict[str, Any]:

@@ -24,20 +24,9 @@ from engine.audit.verify import verify_repository
 from engine.auth import signkeys
 from engine.service import Engine
 from tests.conftest import World
+from tests.engine.engine_calls import call, land
 
 GIT = shutil.which("git")
-
-
-def land(engine: Engine, token: str, content: str, *, path: str = "src/app.py",
-         session: str = "s1", message: str = "change") -> str:
-    listed = engine.offer(token)["catalog_hash"]
-    wrote = engine.invoke(token, "write_file", {"path": path, "content": content},
-                          session=session, offered_catalog_hash=listed)
-    assert wrote["ok"], wrote
-    done = engine.invoke(token, "commit", {"message": message}, session=session,
-                         offered_catalog_hash=listed)
-    assert done["ok"], done
-    return str(done["result"]["commit"])
 
 
 def public(world: World) -> dict[str, Any]:
@@ -159,9 +148,7 @@ def test_the_graph_only_shows_commits_that_pass_the_audit(world: World, engine: 
     )
     move_record(repo, "alice", head, str(forged))
     repo.references.create(vcs.lane_ref("alice"), forged, force=True)
-    listed = engine.offer(token)["catalog_hash"]
-    answer = engine.invoke(token, "provenance_graph", {"handle": str(forged)}, session="g",
-                           offered_catalog_hash=listed)
+    answer = call(engine, token, "provenance_graph", {"handle": str(forged)}, session="g")
     assert answer["error"]["error"] == "not_found"
     assert "Security review" not in json.dumps(answer)
 
@@ -192,9 +179,7 @@ def test_hostile_session_ids_are_refused(world: World, engine: Engine, session: 
     """Threat: a session id carrying a newline forges a trailer on the commit
     (a separate engine takes session ids from the network)."""
     token = world.mint()
-    listed = engine.offer(token)["catalog_hash"]
-    answer = engine.invoke(token, "write_file", {"path": "src/a.py", "content": "a"},
-                           session=session, offered_catalog_hash=listed)
+    answer = call(engine, token, "write_file", {"path": "src/a.py", "content": "a"}, session)
     assert answer["error"]["error"] == "invalid_argument"
     assert "agent/alice" not in {str(r) for r in pygit2.Repository(str(world.repo)).branches}
 

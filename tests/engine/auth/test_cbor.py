@@ -28,8 +28,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.auth import cbor
-from engine.auth.cbor import MAX_DEPTH_DEFAULT, MAX_SIZE_DEFAULT, PROFILE, decode, encode
+from engine.auth.cbor import PROFILE, decode, encode
 from engine.errors import ProfileError
+from engine.limits import LIMITS
 
 VECTORS = Path(__file__).resolve().parents[2] / "vectors" / "cbor_det1.json"
 DEEP = 256  # max_depth for property tests, whose values may nest beyond the default
@@ -166,15 +167,13 @@ def test_arbitrary_bytes_are_refused_or_canonical(data: bytes) -> None:
 
 def test_public_api() -> None:
     assert sorted(cbor.__all__) == [
-        "MAX_DEPTH_DEFAULT",
-        "MAX_SIZE_DEFAULT",
         "PROFILE",
         "decode",
         "encode",
     ]
     assert PROFILE == "chit-det/1"
-    assert MAX_SIZE_DEFAULT == 65536
-    assert MAX_DEPTH_DEFAULT == 16
+    assert LIMITS.cbor_default_size_bytes == 65536
+    assert LIMITS.cbor_default_depth_levels == 16
 
 
 @pytest.mark.parametrize(
@@ -399,9 +398,9 @@ def test_refuses_undefined_and_simple_values() -> None:
 
 def test_refuses_oversize_input() -> None:
     """Threat: resource exhaustion by a large message."""
-    data = encode(b"x" * MAX_SIZE_DEFAULT)  # 5-byte header + 65536 bytes
+    data = encode(b"x" * LIMITS.cbor_default_size_bytes)  # 5-byte header + 65536 bytes
     refused(data.hex(), "input larger than max_size")
-    assert decode(data, max_size=len(data)) == b"x" * MAX_SIZE_DEFAULT
+    assert decode(data, max_size=len(data)) == b"x" * LIMITS.cbor_default_size_bytes
     refused("820102", "input larger than max_size", max_size=2)
 
 
@@ -454,9 +453,9 @@ def test_deep_nesting_is_refused_fast() -> None:
 
 def test_depth_limit_boundary() -> None:
     """Nesting up to max_depth containers is accepted, one more is refused."""
-    ok = b"\x81" * MAX_DEPTH_DEFAULT + b"\x00"
+    ok = b"\x81" * LIMITS.cbor_default_depth_levels + b"\x00"
     assert encode(decode(ok)) == ok
-    refused((b"\x81" * (MAX_DEPTH_DEFAULT + 1) + b"\x00").hex(), "nesting too deep")
+    refused((b"\x81" * (LIMITS.cbor_default_depth_levels + 1) + b"\x00").hex(), "nesting too deep")
     assert decode(b"\x00", max_depth=0) == 0
     refused("80", "nesting too deep", max_depth=0)
     refused("a0", "nesting too deep", max_depth=0)
@@ -538,9 +537,9 @@ def test_encoder_refuses_other_types(value: Any, type_name: str) -> None:
 def test_encoder_depth_limit_and_cycles() -> None:
     """Threat: unbounded recursion on deep or self-referencing values."""
     deep: Any = 0
-    for _ in range(MAX_DEPTH_DEFAULT):
+    for _ in range(LIMITS.cbor_default_depth_levels):
         deep = [deep]
-    assert encode(deep) == b"\x81" * MAX_DEPTH_DEFAULT + b"\x00"
+    assert encode(deep) == b"\x81" * LIMITS.cbor_default_depth_levels + b"\x00"
     encode_refused([deep], "nesting too deep")
     encode_refused({"a": deep}, "nesting too deep")
     cycle: list[Any] = []
@@ -552,8 +551,8 @@ def test_encoder_depth_limit_and_cycles() -> None:
 
 def test_encoder_has_no_size_limit() -> None:
     """Documented: encode has no size limit; decode's max_size is the caller's to set."""
-    data = encode(b"\x00" * (MAX_SIZE_DEFAULT + 1))
-    assert len(data) > MAX_SIZE_DEFAULT
+    data = encode(b"\x00" * (LIMITS.cbor_default_size_bytes + 1))
+    assert len(data) > LIMITS.cbor_default_size_bytes
 
 
 # ----------------------------------------------------------------- vectors

@@ -33,6 +33,7 @@ from engine.catalog.declarations import TOOLS
 from engine.service import Engine
 from gateway.demo import stdio_server_params
 from tests.conftest import World
+from tests.engine.engine_calls import call, ok
 
 BROADEST = {"agent": "root-bot", "ops": "read,write,commit,sub-token:issue", "paths": "**",
             "ttl": 3600, "delegable": True}
@@ -124,13 +125,11 @@ def _assert_nothing_dangerous_happened(world: World, guarded: dict[str, Any]) ->
 def _broadest(world: World, engine: Engine) -> tuple[str, str]:
     """The broadest root token, and a delegation of everything it holds."""
     root = world.mint(**BROADEST)
-    listed = engine.offer(root)["catalog_hash"]
-    issued = engine.invoke(root, "issue_sub_token", {
+    issued = ok(call(engine, root, "issue_sub_token", {
         "agent": "root-bot.all", "ops": ["read", "write", "commit", "sub-token:issue"],
         "paths": ["**"], "ttl_seconds": 1800, "delegable": True,
-    }, session="delegate", offered_catalog_hash=listed)
-    assert issued["ok"], issued
-    return root, issued["result"]["token"]
+    }, session="delegate"))
+    return root, issued["token"]
 
 
 def test_the_broadest_tokens_are_offered_nothing_dangerous(
@@ -315,9 +314,7 @@ def test_issue_sub_token_mints_nothing_unconstrained(
     engine = Engine(world.home, world.repo)
     root = world.mint(**BROADEST)
     base = {"agent": "root-bot.h", "ops": ["read"], "paths": ["src/**"], "ttl_seconds": 60}
-    listed = engine.offer(root)["catalog_hash"]
-    answer = engine.invoke(root, "issue_sub_token", {**base, **args}, session="d",
-                           offered_catalog_hash=listed)
+    answer = call(engine, root, "issue_sub_token", {**base, **args}, session="d")
     assert answer["ok"] is False and answer["error"]["error"] in codes, answer
 
 

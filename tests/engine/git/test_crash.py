@@ -25,6 +25,8 @@ from engine.errors import ChitError, RepositoryError
 from engine.git import MAIN, Repository, StagedChange, lane_ref
 from engine.service import Engine
 from tests.conftest import World
+from tests.engine.engine_calls import Caller
+from tests.engine.engine_calls import error as _error
 
 ROOT = Path(__file__).resolve().parents[3]
 GIT = shutil.which("git")
@@ -448,31 +450,13 @@ def test_sigkill_while_holding_the_lane_lock_leaves_a_refusing_lock(
 # -- 3. locks are released after failed mutations through the engine -----------
 
 
-def _call(
-    engine: Engine,
-    token: str,
-    tool: str,
-    args: dict[str, object] | None = None,
-    session: str = "s1",
-) -> dict[str, Any]:
-    listed = engine.offer(token)["catalog_hash"]
-    return _within(
-        10,
-        lambda: engine.invoke(
-            token, tool, args or {}, session=session, offered_catalog_hash=listed
-        ),
-    )
+_call = Caller(through=lambda invoke: _within(10, invoke)).call  # the invoke, not the listing
 
 
 def _staged_paths(engine: Engine, token: str) -> list[tuple[str, str]]:
     status = _call(engine, token, "status")
     assert status["ok"], status
     return [(e["path"], e["change"]) for e in status["result"]["staged"]]
-
-
-def _error(answer: dict[str, Any]) -> str:
-    assert answer["ok"] is False, answer
-    return str(answer["error"]["error"])
 
 
 def test_failed_commits_through_the_engine_release_every_lock(world: World) -> None:

@@ -11,6 +11,7 @@ import pytest
 from engine.errors import ChitError, ConfigurationError
 from engine.git import MAIN, MODE_FILE, Repository, StagedChange
 from engine.git.handle import tree_entry
+from engine.limits import LIMITS
 from tests.engine.git.repo_helpers import BASE_FILES, _commit, _commit_files
 
 # -- opening ------------------------------------------------------------------
@@ -49,7 +50,7 @@ def test_a_huge_folder_is_loaded_and_mapped_once_for_its_files(tmp_path: Path) -
     from engine.admin.seed import create_repository
     from engine.git import handle
 
-    count = handle._TREE_INDEX_ENTRIES // 4 + 1
+    count = LIMITS.tree_index_entries // 4 + 1
     create_repository(
         tmp_path / "r", {**{f"big/f{i}.txt": b"%d" % i for i in range(count)}, "top.txt": b"t"}
     )

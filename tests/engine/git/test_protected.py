@@ -14,12 +14,10 @@ of them to one that is not.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import os
 import shutil
 import subprocess
-from typing import Any
 
 import pygit2
 import pytest
@@ -30,6 +28,8 @@ from engine.errors import RepositoryError
 from engine.git import MODE_SYMLINK, Repository, StagedChange, lane_ref
 from engine.service import Engine
 from tests.conftest import World
+from tests.engine.engine_calls import Caller, ok
+from tests.engine.engine_calls import error as err
 
 GIT = shutil.which("git")
 
@@ -46,26 +46,7 @@ PROTECTED_POLICY = (
 # -- the engine: sealed in git, plaintext through chit to those allowed ------------
 
 
-def call(engine: Engine, token: str, tool: str, args: dict[str, Any] | None = None,
-         session: str | None = None) -> dict[str, Any]:
-    """Invoke as an edge that listed the catalog; one session per token unless named."""
-    listed = engine.offer(token)["catalog_hash"]
-    if session is None:
-        session = "s-" + hashlib.sha256(token.encode()).hexdigest()[:16]
-    else:
-        session = session + "-" + hashlib.sha256(token.encode()).hexdigest()[:16]
-    return engine.invoke(token, tool, args or {}, session=session, offered_catalog_hash=listed)
-
-
-def ok(answer: dict[str, Any]) -> dict[str, Any]:
-    assert answer["ok"] is True, answer
-    result: dict[str, Any] = answer["result"]
-    return result
-
-
-def err(answer: dict[str, Any]) -> str:
-    assert answer["ok"] is False, answer
-    return str(answer["error"]["error"])
+call = Caller(session="s", per_token=16).call  # one session per token
 
 
 def leaks(answer: object) -> bool:

@@ -8,15 +8,14 @@ definition a use may refer to (engine/semantic/binding.py).
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from engine import admin
 from engine.admin.seed import create_repository
 from engine.service import Engine
+from tests.engine.engine_calls import EngineCalls
 
 FILES = {
     "py/app/__init__.py": b"",
@@ -49,7 +48,7 @@ FILES = {
 }
 
 
-class World:
+class World(EngineCalls):
     def __init__(self, tmp: Path) -> None:
         home, repo = tmp / "home", tmp / "repo"
         admin.init_home(home)
@@ -59,13 +58,9 @@ class World:
                                           paths=["**"], ttl_seconds=600)["token"])
 
     def relations(self, symbol: str, path: str, kind: str) -> set[tuple[str, str]]:
-        listed = self.engine.offer(self.token)["catalog_hash"]
-        session = "s-" + hashlib.sha256(self.token.encode()).hexdigest()[:12]
-        answer: Any = self.engine.invoke(
-            self.token, "symbol_relations", {"symbol": symbol, "path": path, "kinds": [kind]},
-            session=session, offered_catalog_hash=listed)
-        assert answer["ok"] is True, answer
-        return {(r["symbol"]["symbol"], r["symbol"]["path"]) for r in answer["result"]["relations"]}
+        result = self.ok(self.token, "symbol_relations",
+                         {"symbol": symbol, "path": path, "kinds": [kind]})
+        return {(r["symbol"]["symbol"], r["symbol"]["path"]) for r in result["relations"]}
 
 
 @pytest.fixture(scope="module")

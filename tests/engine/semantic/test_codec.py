@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.semantic.codec import MAX_PAYLOAD_BYTES, CodecError, decode, encode
+from engine.limits import LIMITS
+from engine.semantic.codec import CodecError, decode, encode
 from engine.semantic.extract import extract
 from engine.semantic.languages import language_for
 from tests.engine.semantic.test_persist import CODE
@@ -68,7 +69,7 @@ def _occ(at: int, value: int) -> bytes:
     _ENCODED.replace(b'"function"', b'"sorcery"'),  # unknown kind
     _ENCODED[:-5],  # truncated occurrences
     _ENCODED.partition(b"\n")[0],  # no occurrence part at all
-    _ENCODED + b" " * (MAX_PAYLOAD_BYTES + 1),  # oversized
+    _ENCODED + b" " * (LIMITS.semantic_payload_bytes + 1),  # oversized
     b"\xff" + _ENCODED,  # not UTF-8
     _edit(lambda d: _set(d, (8,), 1.5)),  # a float as the count
     _edit(lambda d: _set(d, (8,), True)),  # a bool is not an integer

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import textwrap
 
+from engine.limits import LIMITS
 from engine.semantic.codec import decode, encode, encode_extracted
 from engine.semantic.extract import extract, extract_packed
 from engine.semantic.fileindex import FileIndex
-from engine.semantic.records import MAX_BASES, MAX_NAME_CHARS, Role
+from engine.semantic.records import Role
 
 BLOB = "0" * 40
 
@@ -27,8 +28,8 @@ def _both_ways(path: str, data: bytes, language: str) -> FileIndex:
 
 
 def test_names_past_the_codec_bound_are_left_out_and_the_record_decodes() -> None:
-    long = "n" * (MAX_NAME_CHARS + 1)
-    bases = ", ".join(f"B{i}" for i in range(MAX_BASES + 10))
+    long = "n" * (LIMITS.name_chars + 1)
+    bases = ", ".join(f"B{i}" for i in range(LIMITS.bases_per_definition + 10))
     source = (
         f"import {long}\n"
         f"class {long}:\n"
@@ -46,7 +47,7 @@ def test_names_past_the_codec_bound_are_left_out_and_the_record_decodes() -> Non
     assert record.truncated
     assert {d.qualname for d in record.definitions} == {"Many", "helper"}
     many = next(d for d in record.definitions if d.name == "Many")
-    assert len(many.bases) == MAX_BASES and many.bases[0] == "B0"
+    assert len(many.bases) == LIMITS.bases_per_definition and many.bases[0] == "B0"
     assert long not in record.names and "helper" in record.names
     # What sits in the unrecordable class is enclosed by the file, not by its name.
     assert [(i.module, i.enclosing) for i in record.imports] == [("os", None)]
@@ -59,8 +60,8 @@ def test_a_deeply_nested_heritage_clause_does_not_exhaust_the_stack() -> None:
     source = b"class A(" + b"f(" * depth + b"Base" + b")" * depth + b"):\n    pass\n"
     record = _both_ways("m.py", source, "python")
     (cls,) = (d for d in record.definitions if d.name == "A")
-    # Each call's callee names a base, as written: the first MAX_BASES of them.
-    assert cls.bases == ("f",) * MAX_BASES and record.truncated
+    # Each call's callee names a base, as written: the first LIMITS.bases_per_definition of them.
+    assert cls.bases == ("f",) * LIMITS.bases_per_definition and record.truncated
 
 
 def test_deep_syntax_is_indexed_to_the_bottom() -> None:

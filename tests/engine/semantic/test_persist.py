@@ -8,13 +8,13 @@ protected (sealed) file's names or docs land on disk in the clear.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import starlette
 from engine import admin
 from engine import git as vcs
 from engine.admin.seed import create_repository, files_from_directory
+from engine.limits import LIMITS
 from engine.semantic import indexer_for
 from engine.semantic.database import EXPECTED_SCHEMA
 from engine.semantic.indexer import Indexer
@@ -36,6 +37,7 @@ from engine.semantic.persist import (
 )
 from engine.service import Engine
 from tests.conftest import World
+from tests.engine.engine_calls import Caller
 
 ROOT = Path(__file__).resolve().parents[3]
 STARLETTE = Path(starlette.__file__).parent
@@ -46,12 +48,7 @@ CODE = {
 }
 
 
-def call(engine: Engine, token: str, tool: str, args: dict[str, Any], session: str = "s") -> Any:
-    listed = engine.offer(token)["catalog_hash"]
-    session = f"{session}-{hashlib.sha256(token.encode()).hexdigest()[:12]}"
-    answer = engine.invoke(token, tool, args, session=session, offered_catalog_hash=listed)
-    assert answer["ok"] is True, answer
-    return answer["result"]
+call = Caller(session="s", per_token=12).ok  # the result of a call that must succeed
 
 
 def db_path(repo: Path) -> Path:
@@ -229,7 +226,7 @@ def test_staged_files_are_not_persisted(code_world: World) -> None:
 def test_the_bound_keeps_the_newest_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from engine.semantic import persist
 
-    monkeypatch.setattr(persist, "MAX_ROWS", 5)
+    monkeypatch.setattr(persist, "LIMITS", replace(LIMITS, semantic_rows=5))
     store = PersistedIndex(tmp_path, lambda: b"k" * 32)
     store.store([(f"f{i}.py", "0" * 40, b"[]", b"[]") for i in range(8)], now=100)
     store.store([(f"g{i}.py", "0" * 40, b"[]", b"[]") for i in range(3)], now=200)

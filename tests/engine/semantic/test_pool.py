@@ -8,10 +8,11 @@ from pathlib import Path
 import starlette
 
 from engine.admin.seed import files_from_directory
+from engine.limits import LIMITS
 from engine.semantic.codec import encode
 from engine.semantic.extract import extract
 from engine.semantic.languages import language_for
-from engine.semantic.pool import MIN_POOL_FILES, ParsePool, parse_batch
+from engine.semantic.pool import ParsePool, parse_batch
 
 STARLETTE = Path(starlette.__file__).parent
 
@@ -28,7 +29,7 @@ def _starlette_items() -> list[tuple[str, str, bytes, str]]:
 
 def test_workers_make_the_same_records_as_the_engine() -> None:
     items = _starlette_items()
-    assert len(items) >= MIN_POOL_FILES
+    assert len(items) >= LIMITS.pool_min_files
     pool = ParsePool(2)
     try:
         got = dict((item[0], payload) for item, payload in pool.parse(items))

@@ -12,6 +12,7 @@ from engine.catalog.declarations import TOOLS
 from engine.service import Engine
 from engine.tools.table import handler_for
 from tests.conftest import World
+from tests.engine.engine_calls import error as code
 
 READ_ONLY = {t.name for t in TOOLS if t.read_only and handler_for(t.name) is not None}
 BROAD = {"ops": "read,write,commit,sub-token:issue", "paths": "**", "delegable": True}
@@ -28,11 +29,6 @@ def freeze(world: World, *args: str) -> dict[str, Any]:
     assert out.returncode == 0, out.stderr
     doc: dict[str, Any] = json.loads(out.stdout)
     return doc
-
-
-def code(answer: dict[str, Any]) -> str:
-    assert answer["ok"] is False, answer
-    return str(answer["error"]["error"])
 
 
 def test_freeze_from_another_process_changes_the_offer_on_the_next_call(world: World) -> None:

@@ -18,6 +18,7 @@ from engine.auth import signkeys
 from engine.errors import ConfigurationError
 from engine.service import Engine
 from tests.conftest import World
+from tests.engine.engine_calls import refusal as refused
 
 
 class Clock:
@@ -52,12 +53,6 @@ class Agent:
         return self.engine.invoke(
             self.token, tool, args, session=self.session, offered_catalog_hash=self.listed
         )
-
-
-def refused(answer: dict[str, Any]) -> dict[str, Any]:
-    assert answer["ok"] is False, answer
-    error: dict[str, Any] = answer["error"]
-    return error
 
 
 def record_policy(world: World, commit_id: str, agent: str = "alice") -> str:

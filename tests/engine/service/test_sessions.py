@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from engine.auth import token as tokens
+from engine.limits import LIMITS
 from engine.service import Engine
 from tests.conftest import World
 from tests.engine.engine_calls import call, error
@@ -78,11 +81,11 @@ def test_idle_sessions_make_room_and_busy_ones_are_kept(
     engine: Engine, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Threat: a long-running engine (``chit engine serve``) refuses every new
-    connection once it has seen MAX_SESSIONS sessions, or frees room by dropping
+    connection once it has seen LIMITS.open_sessions sessions, or frees room by dropping
     a session that still holds staged work."""
     from engine.service import sessions as service
 
-    monkeypatch.setattr(service, "MAX_SESSIONS", 16)
+    monkeypatch.setattr(service, "LIMITS", replace(LIMITS, open_sessions=16))
     token = world.mint()
     assert call(engine, token, "write_file", {"path": "src/keep.py", "content": "k\n"},
                 session="busy")["ok"]

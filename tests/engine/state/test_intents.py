@@ -6,19 +6,20 @@ row breaks ``project_context`` for everyone.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import time
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from engine.limits import LIMITS
 from engine.service import Engine
 from engine.state import Intent
 from engine.state import sqlite as state
 from engine.state.sqlite import SQLiteStore
 from tests.conftest import World
+from tests.engine.engine_calls import Caller
 
 
 def intent(session: str, expires_at: int, repo: str = "/r", paths: tuple[str, ...] = ("a",)
@@ -41,7 +42,7 @@ def test_intents_expire_and_replace(tmp_path: Path) -> None:
 
 
 def test_intents_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(state, "MAX_INTENTS", 3)
+    monkeypatch.setattr(state, "LIMITS", replace(LIMITS, intents_per_repository=3))
     store = SQLiteStore(tmp_path / "state.db")
     for k in range(6):
         store.put_intent(intent(f"s{k}", 1000 + k), now=0)
@@ -54,11 +55,11 @@ def test_one_token_keeps_only_its_latest_intents(tmp_path: Path) -> None:
     """Threat: one agent filling the shared table every peer's project_context reads."""
     store = SQLiteStore(tmp_path / "state.db")
     store.put_intent(Intent("/r", "peer", "p" * 32, "bob", ("a",), 5000), now=0)
-    for k in range(state.MAX_INTENTS_PER_TOKEN + 10):
+    for k in range(LIMITS.intents_per_token + 10):
         store.put_intent(intent(f"flood{k:03d}", 1000 + k), now=0)
     live = store.intents("/r", now=0)
     flood = sorted(i.session for i in live if i.agent == "alice")
-    assert flood == [f"flood{k:03d}" for k in range(10, state.MAX_INTENTS_PER_TOKEN + 10)]
+    assert flood == [f"flood{k:03d}" for k in range(10, LIMITS.intents_per_token + 10)]
     assert [i.session for i in live if i.agent == "bob"] == ["peer"]  # others untouched
 
 
@@ -84,12 +85,7 @@ def test_a_malformed_row_is_skipped(tmp_path: Path) -> None:
     assert [i.session for i in store.intents("/r", now=0)] == ["good"]
 
 
-def call(engine: Engine, token: str, tool: str, args: dict[str, Any], session: str) -> Any:
-    listed = engine.offer(token)["catalog_hash"]
-    session = f"{session}-{hashlib.sha256(token.encode()).hexdigest()[:12]}"
-    answer = engine.invoke(token, tool, args, session=session, offered_catalog_hash=listed)
-    assert answer["ok"] is True, answer
-    return answer["result"]
+call = Caller(per_token=12).ok  # the result of a call that must succeed
 
 
 def test_an_intent_ends_with_its_token_or_after_an_hour(world: World) -> None:

@@ -17,6 +17,8 @@ from engine.paths import glob_contained, glob_matches
 from engine.service import Engine
 from engine.state.sqlite import open_store
 from tests.conftest import World
+from tests.engine.engine_calls import Caller
+from tests.engine.engine_calls import error as code
 
 
 @pytest.fixture
@@ -24,15 +26,7 @@ def engine(world: World) -> Engine:
     return Engine(world.home, world.repo)
 
 
-def call(engine: Engine, token: str, tool: str, args: dict[str, Any] | None = None,
-         session: str = "s") -> dict[str, Any]:
-    listed = engine.offer(token).get("catalog_hash")
-    return engine.invoke(token, tool, args or {}, session=session, offered_catalog_hash=listed)
-
-
-def code(answer: dict[str, Any]) -> str:
-    assert answer["ok"] is False, answer
-    return str(answer["error"]["error"])
+call = Caller(session="s").call
 
 
 def parent(world: World, **kw: Any) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,9 @@ import pytest
 
 from engine import admin
 from engine.admin.seed import create_repository
+from engine.limits import LIMITS
 from engine.service import Engine
 from engine.state.sqlite import SQLiteStore
-from engine.tools.semantic.intents import INTENT_MAX_BYTES
 from tests.engine.engine_calls import EngineCalls
 
 POLICY = """version = 1
@@ -305,7 +306,7 @@ def test_files_a_caller_cannot_see_do_not_decide_which_of_its_files_are_indexed(
     """
     from engine.semantic import indexer as index
 
-    monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
+    monkeypatch.setattr(index, "LIMITS", replace(LIMITS, indexed_files=20))
     files = _many(25)
     files["a/caller.py"] = (
         b"from target import zeta_visible_function\n\n\n"
@@ -348,7 +349,7 @@ def test_views_differ_by_scope_only_over_the_bound(
     from engine import git as vcs
     from engine.semantic import indexer as index
 
-    monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
+    monkeypatch.setattr(index, "LIMITS", replace(LIMITS, indexed_files=20))
     create_repository(tmp_path / "small", _many(5))
     create_repository(tmp_path / "large", _many(25))
     small = vcs.Repository(tmp_path / "small")
@@ -378,7 +379,7 @@ def test_a_staged_view_within_the_bound_is_never_derived_from_a_cut_one(
     from engine import git as vcs
     from engine.semantic import indexer as index
 
-    monkeypatch.setattr(index, "MAX_INDEXED_FILES", 20)
+    monkeypatch.setattr(index, "LIMITS", replace(LIMITS, indexed_files=20))
     create_repository(tmp_path / "repo", _many(19))  # 21 files in a known language
     repo = vcs.Repository(tmp_path / "repo")
     indexer = index.Indexer()
@@ -492,7 +493,7 @@ def test_an_intent_keeps_a_bounded_number_of_bytes(tmp_path: Path) -> None:
     assert len(stored) == 1
     kept = stored[0].paths
     assert 0 < len(kept) < 256 and kept == tuple(long_paths[: len(kept)])
-    assert sum(len(p.encode()) for p in kept) <= INTENT_MAX_BYTES
+    assert sum(len(p.encode()) for p in kept) <= LIMITS.intent_paths_bytes
 
 
 def test_a_peers_folder_is_named_only_if_it_holds_a_file_the_caller_may_read(
