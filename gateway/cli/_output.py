@@ -2,7 +2,7 @@
 
 Whatever a command prints that came from elsewhere (a token's agent, a freeze
 reason, a call-log entry) goes through :func:`shown` or :func:`term`, never
-raw: it could hold control sequences.
+raw: it could hold control sequences. Exit statuses: docs/errors.md.
 """
 
 from __future__ import annotations

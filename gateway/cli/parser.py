@@ -1,6 +1,6 @@
 """The ``chit`` argument parser: the global options, then each command from its module.
 
-Commands are added in the order ``chit --help`` lists them.
+Commands are added in the order ``chit --help`` lists them (README.md shows each).
 """
 
 from __future__ import annotations

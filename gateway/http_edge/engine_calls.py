@@ -2,7 +2,7 @@
 
 All connections together run at most :data:`ENGINE_THREADS` engine calls at
 once; an engine that raises (a remote one unreachable in a way it did not catch)
-answers ``internal_error``, so no connection ends over it.
+answers ``internal_error``, so no connection ends over it (docs/http.md).
 """
 
 from __future__ import annotations
