@@ -8,11 +8,16 @@ docs/threat-model.md says what that means. The token exchange is exported as
 hide the :mod:`engine.admin.exchange` module. The engine's
 :data:`~engine.limits.LIMITS` are exported too, for the bounds the CLI applies
 before it calls in (how much of stdin it reads for a JWT, say).
+``TokenExchange`` is imported on first use, so commands that exchange nothing
+never load the JWT library.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from engine.admin.audit import provenance_graph, render_graph, verify_lanes
 from engine.admin.calllog import call_log_entries, parse_anchor, parse_since, verify_call_log
-from engine.admin.exchange import TokenExchange
 from engine.admin.freeze import freeze_status, set_freeze
 from engine.admin.home import check_policy, ensure_home, init_home, open_repository, resolve_home
 from engine.admin.keys import (
@@ -33,6 +38,9 @@ from engine.admin.tokens import (
     revoke,
 )
 from engine.limits import LIMITS
+
+if TYPE_CHECKING:
+    from engine.admin.exchange import TokenExchange
 
 __all__ = [
     "LIMITS",
@@ -66,3 +74,12 @@ __all__ = [
     "verify_call_log",
     "verify_lanes",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``TokenExchange``, imported from ``engine.admin.exchange`` when first asked for."""
+    if name == "TokenExchange":
+        from engine.admin.exchange import TokenExchange
+
+        return TokenExchange
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
