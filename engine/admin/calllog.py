@@ -245,7 +245,9 @@ def prove_inclusion(
     leaves = _leaves(store, size)
     proof = merkle.inclusion_proof(leaves, entry - 1, size)
     if not merkle.verify_inclusion(leaves[entry - 1], entry - 1, size, proof, root):
-        raise ValueError("the stored log does not match the checkpoint; run `chit audit log verify`")
+        raise ValueError(
+            "the stored log does not match the checkpoint; run `chit audit log verify`"
+        )
     return {"entry": entry, "leaf_index": entry - 1, "tree_size": size,
             "leaf_hash": _b64(leaves[entry - 1]), "root": _b64(root),
             "proof": [_b64(h) for h in proof], "checkpoint": signed.text}

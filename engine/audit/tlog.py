@@ -63,7 +63,8 @@ def checkpoint_note(tree: LogTree, root: bytes, signer: LogSigner) -> str:
         signer: The engine's signing key cache.
 
     Returns:
-        The note text: ``<origin>\\n<size>\\n<base64 root>\\n\\n— <origin> <sig>\\n``.
+        The note text: the origin, size and base64 root lines, a blank line
+        and the signature line ``— <origin> <base64 key hash and signature>``.
     """
     _kid, private = signer.current()
     body = note.format_checkpoint(tree.origin, tree.size, root)

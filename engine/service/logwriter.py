@@ -28,6 +28,7 @@ __all__ = ["LogWriteError", "LogWriter"]
 logger = logging.getLogger("chit.engine")
 
 _RETRY_PAUSES = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
+_IDLE_SECONDS = 2.0  # a thread with nothing to write or sign for this long ends
 
 
 class LogWriteError(Exception):
@@ -39,20 +40,36 @@ class LogWriter:
 
     :meth:`write` queues an entry; a durable one returns only once its entry
     (and every entry queued before it) is committed. A failed transaction is
-    retried with growing pauses, never dropped: a full queue makes callers wait.
-    The thread starts with the first entry; :meth:`close` (also run at
-    interpreter exit) writes what is queued and signs a last checkpoint.
+    retried with growing pauses and its entries are never dropped; while the
+    store is failing, every call waits for its own entry and fails closed at the
+    next failed attempt. A full queue makes callers wait. The thread starts with
+    the first entry; :meth:`close` (also run at interpreter exit) writes what is
+    queued and signs a last checkpoint.
 
     Args:
         store: The state store holding the log.
         signer: The engine's signing key cache, for checkpoints.
         now: The current time in unix seconds (checkpoints' time).
+        queue_entries: Bound of the queue (default ``calllog_queue_entries``).
+        batch_entries: Entries per transaction (default ``calllog_batch_entries``).
     """
 
-    def __init__(self, store: Store, signer: LogSigner, now: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        signer: LogSigner,
+        now: Callable[[], int],
+        *,
+        queue_entries: int = LIMITS.calllog_queue_entries,
+        batch_entries: int = LIMITS.calllog_batch_entries,
+    ) -> None:
         self._store = store
         self._signer = signer
         self._now = now
+        self._queue_entries = queue_entries
+        self._batch_entries = batch_entries
+        self._failures = 0  # failed transactions so far
+        self._failing = False  # the last transaction failed
         self._cond = threading.Condition()
         self._queue: deque[CallRecord] = deque()
         self._queued = 0  # tickets handed out: the n-th entry written by this writer
@@ -77,11 +94,13 @@ class LogWriter:
 
         Raises:
             LogWriteError: If the queue stayed full, or a durable entry was not
-                committed, for ``calllog_wait_seconds``; or the writer is closed.
+                committed, for ``calllog_wait_seconds``; if a transaction failed
+                while a call waited for its entry (the entry stays queued); or if
+                the writer is closed.
         """
         deadline = time.monotonic() + LIMITS.calllog_wait_seconds
         with self._cond:
-            while len(self._queue) >= LIMITS.calllog_queue_entries and not self._closing:
+            while len(self._queue) >= self._queue_entries and not self._closing:
                 if not self._cond.wait(deadline - time.monotonic()):
                     raise LogWriteError("the call log's queue stayed full")
             if self._closing:
@@ -93,9 +112,12 @@ class LogWriter:
                 self._thread = threading.Thread(target=self._run, name="chit-call-log", daemon=True)
                 self._thread.start()
             self._cond.notify_all()
-            if not durable:
+            if not durable and not self._failing:
                 return
+            failures = self._failures
             while self._written < ticket:
+                if self._failures > failures:
+                    raise LogWriteError("the call log could not be written")
                 if not self._cond.wait(deadline - time.monotonic()):
                     raise LogWriteError("the call's entry was not written in time")
 
@@ -129,17 +151,18 @@ class LogWriter:
         while True:
             with self._cond:
                 while not self._queue and not self._closing:
-                    timeout = None
                     if self._unsigned:
                         due = self._signed_at + LIMITS.calllog_checkpoint_seconds
-                        timeout = max(0.0, due - time.monotonic())
-                    if not self._cond.wait(timeout) and self._unsigned:
-                        break
+                        if not self._cond.wait(max(0.0, due - time.monotonic())):
+                            break
+                    elif not self._cond.wait(_IDLE_SECONDS) and not self._queue:
+                        self._thread = None  # idle: the next write starts a new thread
+                        return
                 if not self._queue and self._closing:
                     return
                 batch = [
                     self._queue[i]
-                    for i in range(min(len(self._queue), LIMITS.calllog_batch_entries))
+                    for i in range(min(len(self._queue), self._batch_entries))
                 ]
             if batch:
                 try:
@@ -147,6 +170,16 @@ class LogWriter:
                 except Exception:
                     pause = _RETRY_PAUSES[min(failures, len(_RETRY_PAUSES) - 1)]
                     failures += 1
+                    with self._cond:
+                        self._failures += 1
+                        self._failing = True
+                        self._cond.notify_all()
+                    if self._closing:
+                        logger.exception(
+                            "the call log could not be written; %d entries are lost",
+                            len(self._queue),
+                        )
+                        return
                     logger.exception(
                         "the call log could not be written (%d queued); retrying in %.2fs",
                         len(self._queue),
@@ -159,6 +192,7 @@ class LogWriter:
                     for _ in batch:
                         self._queue.popleft()
                     self._written += len(batch)
+                    self._failing = False
                     self._cond.notify_all()
                 if tree.signed == tree.size:
                     self._unsigned, self._signed_at = False, time.monotonic()
