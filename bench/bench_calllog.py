@@ -112,7 +112,7 @@ def _run(tmp: Path) -> int:
     listed = engine.offer(token)["catalog_hash"]
     calls = {"status": {}, "write_file": {"path": "src/w.py", "content": "x" * 1024}}
 
-    writer = engine._log  # noqa: SLF001 - the bench swaps the writer's method
+    writer = engine._log
     real_write = writer.write
     results: dict[str, dict[str, list[float]]] = {t: {"log": [], "off": []} for t in calls}
     for r in range(ROUNDS):

@@ -165,7 +165,7 @@ def _b64(data: bytes) -> str:
 
 
 def _leaves(store: SQLiteStore, size: int) -> list[bytes]:
-    leaves = []
+    leaves: list[bytes] = []
     for row in store.log_rows():
         if len(leaves) == size:
             break

@@ -240,6 +240,7 @@ def decode_entry(data: object, *, strict: bool = True) -> dict[str, Any]:
     """
     if not isinstance(data, bytes):
         raise ValueError("the stored entry is not bytes")
+    value: object
     if strict:
         try:
             value = cbor.decode(data, max_size=LIMITS.calllog_entry_bytes)

@@ -70,12 +70,21 @@ def open_checkpoint(
         raise note.NoteError(
             f"not a checkpoint note of at most {LIMITS.calllog_checkpoint_bytes} bytes"
         )
-    body = note.parse_checkpoint(note.note_text(text))
-    if origin is not None and body.origin != origin:
-        raise note.NoteError(f"a checkpoint of another log ({body.origin!r})")
-    verifiers = [(body.origin, key.public_bytes_raw()) for key in public_keys.values()]
-    note.open_note(text, verifiers)
+    claimed = note.parse_checkpoint(_unverified_text(text))
+    if origin is not None and claimed.origin != origin:
+        raise note.NoteError("a checkpoint of another log")
+    verifiers = [(claimed.origin, key.public_bytes_raw()) for key in public_keys.values()]
+    signed_text, _signers = note.open_note(text, verifiers)
+    body = note.parse_checkpoint(signed_text)
     return SignedCheckpoint(body.origin, body.size, body.root, False, text)
+
+
+def _unverified_text(text: str) -> str:
+    """A note's text before its signatures, not yet verified (to learn which log it names)."""
+    split = text.rfind("\n\n")
+    if split < 0:
+        raise note.NoteError("a note must have a blank line before its signatures")
+    return text[: split + 1]
 
 
 def read_checkpoints(
@@ -101,7 +110,7 @@ def read_checkpoints(
     if origin is None:
         for text in [*given, *(r.note for r in rows)]:
             try:
-                origin = note.parse_checkpoint(note.note_text(text)).origin
+                origin = note.parse_checkpoint(_unverified_text(text)).origin
                 break
             except (note.NoteError, TypeError):
                 continue

@@ -211,17 +211,15 @@ def _entry(
 def _check_checkpoints(report: _Report, signed: Signed, walk: _Walk) -> None:
     for c in signed.good:
         where = "given" if c.given else "stored"
-        if c.size > walk.count:
+        if c.size > walk.seq:
             report.add(
-                c.size,
-                "checkpoint",
-                f"a {where} checkpoint names {c.size} entries; the log has {walk.count}: "
-                + _missing(walk.count + 1, c.size),
+                c.size, "checkpoint",
+                f"a {where} checkpoint names {c.size} entries; the log ends at entry "
+                f"{walk.seq}: " + _missing(walk.seq + 1, c.size),
             )
         elif c.size and walk.roots.get(c.size) != c.root:
             report.add(
-                c.size,
-                "checkpoint",
+                c.size, "checkpoint",
                 f"the tree of the first {c.size} entries is not the one a {where} checkpoint"
                 " signed (an entry up to it was changed, removed or added)",
             )
@@ -234,16 +232,16 @@ def _check_tree(report: _Report, tree: LogTree | None, walk: _Walk, signed: Sign
         if walk.newer_seen:
             report.add(walk.seq, "tree", "the tree head is missing")
         return
-    if tree.size != walk.count:
-        ends = (
-            _missing(walk.count + 1, tree.size)
-            if tree.size > walk.count
-            else (f"the log goes on to entry {walk.seq}")
-        )
+    if tree.size > walk.seq:
         report.add(
-            walk.seq,
-            "tree",
-            f"the tree head names {tree.size} entries; the log has {walk.count}: {ends}",
+            walk.seq, "tree", f"the tree head names {tree.size} entries; the log ends at entry "
+            f"{walk.seq}: " + _missing(walk.seq + 1, tree.size),
+        )
+        return
+    if tree.size != walk.count:
+        report.add(
+            walk.seq, "tree",
+            f"the tree head names {tree.size} entries; the log holds {walk.count}",
         )
         return
     if tree.last != (walk.digest if walk.count else GENESIS):
@@ -253,8 +251,7 @@ def _check_tree(report: _Report, tree: LogTree | None, walk: _Walk, signed: Sign
     stored = [c.size for c in signed.good if not c.given]
     if tree.signed != max(stored, default=0):
         report.add(
-            walk.seq,
-            "tree",
+            walk.seq, "tree",
             f"the tree head names a checkpoint of {tree.signed} entries; the newest stored"
             f" one that verifies has {max(stored, default=0)}",
         )

@@ -31,6 +31,12 @@ _RETRY_PAUSES = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
 _IDLE_SECONDS = 2.0  # a thread with nothing to write or sign for this long ends
 
 
+def _close_at_exit(ref: weakref.ReferenceType[LogWriter]) -> None:
+    writer = ref()
+    if writer is not None:
+        writer.close()
+
+
 class LogWriteError(Exception):
     """A call's entry could not be queued, or (for a durable one) written, in time."""
 
@@ -78,8 +84,7 @@ class LogWriter:
         self._thread: threading.Thread | None = None
         self._unsigned = False  # this writer appended since its last checkpoint
         self._signed_at = time.monotonic()
-        ref = weakref.ref(self)
-        atexit.register(lambda: (w := ref()) is not None and w.close())
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     def __repr__(self) -> str:
         return "LogWriter()"

@@ -28,9 +28,12 @@ LOAD_SECONDS = 1.5
 
 def _load(
     url: str, token: str, listed: str, client: int, stop: threading.Event,
-    answered: list[tuple[float, str]], errors: list[str],
+    answered: list[tuple[float, str]], errors: list[tuple[float, str]],
 ) -> None:
-    """Sequential calls from one client; records when each answer arrived and its kind."""
+    """Sequential calls from one client; records when each answer arrived and its kind.
+
+    It stops at the first failed call: after the kill, that is the engine gone.
+    """
     with RemoteEngine(url) as engine:
         n = 0
         while not stop.is_set():
@@ -47,7 +50,7 @@ def _load(
                 return
             when = time.monotonic()
             if not answer["ok"]:
-                errors.append(str(answer))
+                errors.append((when, str(answer)))
                 return
             answered.append((when, kind))
 
@@ -61,7 +64,7 @@ def test_sigkill_under_load_loses_at_most_the_last_100_ms_of_read_only_entries(
             listed = probe.offer(token)["catalog_hash"]
         stop = threading.Event()
         answered: list[list[tuple[float, str]]] = [[] for _ in range(CLIENTS)]
-        errors: list[str] = []
+        errors: list[tuple[float, str]] = []
         threads = [
             threading.Thread(target=_load, args=(server.url, token, listed, c, stop,
                                                  answered[c], errors))
@@ -76,7 +79,7 @@ def test_sigkill_under_load_loses_at_most_the_last_100_ms_of_read_only_entries(
         stop.set()
         for t in threads:
             t.join(timeout=30)
-    assert not errors
+    assert not [e for when, e in errors if when < killed_at]  # only the kill cut calls off
     assert all(len(a) > 20 for a in answered), [len(a) for a in answered]
 
     logged: dict[str, int] = {}

@@ -268,6 +268,7 @@ def test_a_malformed_tree_head_fails_calls_closed(world: World) -> None:
     _calls(world, 2)
     _db(world).execute("UPDATE call_log_tree SET frontier = x'00'")
     with Engine(world.home, world.repo) as engine:
-        answer = call(engine, world.mint(), "status", {})
+        answer = call(engine, world.mint(), "write_file", {"path": "src/m.py", "content": "m"})
     assert answer["ok"] is False and answer["error"]["error"] == "internal_error"
-    assert open_store(world.home).log_tree() is not None
+    tree = open_store(world.home).log_tree()
+    assert tree is not None and tree.size == 2  # nothing written past the broken head

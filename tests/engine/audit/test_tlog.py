@@ -193,6 +193,7 @@ def test_checkpoint_prints_the_newest_signed_note_and_the_verifier_key(world: Wo
 
 
 def test_checkpoint_of_an_empty_log_says_there_is_none(world: World) -> None:
+    open_store(world.home)
     out = _cli(world, "audit", "log", "checkpoint")
     assert out.returncode == 2 and "no signed checkpoint yet" in out.stderr
     out = _cli(world, "audit", "log", "checkpoint", "--key")
