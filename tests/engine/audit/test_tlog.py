@@ -255,3 +255,86 @@ def test_a_forged_checkpoint_file_is_refused(world: World, tmp_path: Path) -> No
     report: dict[str, Any] = json.loads(out.stdout)
     assert out.returncode == 1
     assert [f["check"] for f in report["findings"]] == ["checkpoint"]
+
+
+# --- docs/audit.md's vectors ------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[3]
+DOC_ORIGIN = "chit/call-log/0011223344556677"
+
+
+def _doc_blocks() -> dict[str, str]:
+    """The fenced blocks of docs/audit.md's *Test vectors*, by the line that introduces each."""
+    doc = (ROOT / "docs" / "audit.md").read_text("utf-8")
+    section = doc[doc.index("#### Test vectors\n"):doc.index("#### Test vector of a")]
+    blocks, label = {}, ""
+    parts = section.split("```\n")
+    for i, part in enumerate(parts):
+        if i % 2:
+            blocks[label] = part
+        else:
+            label = part.strip().splitlines()[-1] if part.strip() else label
+    return blocks
+
+
+def _doc_records() -> list[calllog.CallRecord]:
+    chain = ("00112233445566778899aabbccddeeff",)
+    common = {"policy_hash": "sha256:" + "0" * 64}
+    return [
+        calllog.CallRecord(time=1796000000, agent="docs-bot", chain=chain, session="s1",
+                           tool="read_file", arguments={"path": "src/app.py"},
+                           decision="allowed", code=None, catalog_hash="sha256:" + "1" * 64,
+                           **common),
+        calllog.CallRecord(time=1796000001, agent="docs-bot", chain=chain, session="s1",
+                           tool="write_file", arguments={"path": "secrets/key.pem"},
+                           decision="refused", code="path_forbidden",
+                           catalog_hash="sha256:" + "1" * 64, **common),
+        calllog.CallRecord(time=1796000002, agent="-", chain=(), session="s2", tool="status",
+                           arguments={}, decision="refused", code="token_malformed",
+                           catalog_hash=None, **common),
+    ]
+
+
+def test_the_audit_doc_vectors_are_what_the_engine_makes_and_the_oracles_accept() -> None:
+    blocks = _doc_blocks()
+    entries = [bytes.fromhex("".join(blocks[f"Entry {n} bytes (`chit-det/1`):"].split()))
+               for n in (1, 2, 3)]
+    # The engine encodes the documented calls to exactly these bytes ...
+    prev = bytes(32)
+    for n, (record, data) in enumerate(zip(_doc_records(), entries, strict=True), 1):
+        assert calllog.encode_entry(n, prev, record) == data
+        decoded = cbor.decode(data)
+        assert isinstance(decoded, dict) and decoded["prev"] == prev
+        prev = hashlib.sha256(data).digest()
+    # ... and every other value follows from them by the RFCs alone.
+    leaves = [hashlib.sha256(b"\x00" + e).digest() for e in entries]
+    assert blocks["Leaf hashes, `SHA-256(0x00 || entry bytes)`:"].split() == [
+        x for n, leaf in enumerate(leaves, 1) for x in (str(n), leaf.hex())]
+    roots = blocks["Tree roots at sizes 1, 2 and 3 (hex, then the standard base64 a "
+                   "checkpoint carries):"].split()
+    assert roots == [x for n in (1, 2, 3) for x in (
+        str(n), mth(entries[:n]).hex(), base64.b64encode(mth(entries[:n])).decode())]
+    frontier = [bytes.fromhex(h) for h in blocks[
+        "The tree head row's frontier at size 3 (the roots of the subtrees of entries 1-2 "
+        "and 3):"].split()]
+    assert frontier == [mth(entries[:2]), mth(entries[2:])]
+    key = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+    public = key.public_key().public_bytes_raw()
+    for n in (2, 3):
+        text = blocks[f"The checkpoint of size {n}:"]
+        assert open_note(text, DOC_ORIGIN, public) == [
+            DOC_ORIGIN, str(n), base64.b64encode(mth(entries[:n])).decode()]
+        body = tlog.note.format_checkpoint(DOC_ORIGIN, n, mth(entries[:n]))
+        assert tlog.note.sign_note(body, DOC_ORIGIN, key) == text
+    key_hash = hashlib.sha256(DOC_ORIGIN.encode() + b"\n\x01" + public).digest()[:4]
+    assert blocks["The verifier key (`chit audit log checkpoint --key`):"].strip() == (
+        f"{DOC_ORIGIN}+{key_hash.hex()}+" + base64.b64encode(b"\x01" + public).decode())
+    path = [bytes.fromhex(h) for h in blocks[
+        "The inclusion proof of entry 1 (leaf 0) in the tree of size 3:"].split()]
+    assert verify_inclusion(leaves[0], 0, 3, path, mth(entries))
+    assert path == tlog.merkle.inclusion_proof(leaves, 0, 3)
+    consistency = [bytes.fromhex(h) for h in blocks[
+        "The consistency proof from size 2 to size 3:"].split()]
+    # RFC 9162 §2.1.4: from a power-of-two size the proof is the rest of the tree.
+    assert consistency == [mth(entries[2:])]
+    assert tlog.merkle.verify_consistency(2, 3, mth(entries[:2]), mth(entries), consistency)
