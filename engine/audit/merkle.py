@@ -38,26 +38,20 @@ _NODE: Final = b"\x01"
 
 
 def leaf_hash(entry: bytes) -> bytes:
-    """The hash of one leaf: SHA-256(0x00 || entry) (RFC 9162 §2.1.1).
+    """The 32-byte hash of one leaf, SHA-256(0x00 || entry) (RFC 9162 §2.1.1).
 
     Args:
         entry: The leaf's bytes (a log entry), of any length.
-
-    Returns:
-        32 bytes.
     """
     return hashlib.sha256(_LEAF + entry).digest()
 
 
 def node_hash(left: bytes, right: bytes) -> bytes:
-    """The hash of an interior node: SHA-256(0x01 || left || right) (RFC 9162 §2.1.1).
+    """The 32-byte hash of an interior node, SHA-256(0x01 || left || right) (RFC 9162 §2.1.1).
 
     Args:
         left: The left child's 32-byte hash.
         right: The right child's 32-byte hash.
-
-    Returns:
-        32 bytes.
     """
     return hashlib.sha256(_NODE + left + right).digest()
 
@@ -180,15 +174,14 @@ def verify_inclusion(
             sequence, or ``index`` or ``size`` is not an int.
         ValueError: If ``size`` is negative or ``index`` is not in ``[0, size)``.
     """
-    _check_bytes(leaf=leaf, root=root)
-    _check_proof(proof)
+    _check_types(proof, leaf=leaf, root=root)
     _check_size("size", size, None)
     _check_index(index, size)
-    if len(leaf) != HASH_SIZE or len(root) != HASH_SIZE:
+    if not (_is_hash(leaf) and _is_hash(root) and all(_is_hash(p) for p in proof)):
         return False
     fn, sn, r = index, size - 1, leaf
     for p in proof:
-        if sn == 0 or not _is_hash(p):
+        if sn == 0:
             return False
         if fn & 1 or fn == sn:
             r = node_hash(p, r)
@@ -225,11 +218,10 @@ def verify_consistency(
             size is not an int.
         ValueError: If a size is negative or ``old_size > new_size``.
     """
-    _check_bytes(old_root=old_root, new_root=new_root)
-    _check_proof(proof)
+    _check_types(proof, old_root=old_root, new_root=new_root)
     _check_size("new_size", new_size, None)
     _check_size("old_size", old_size, new_size)
-    if len(old_root) != HASH_SIZE or len(new_root) != HASH_SIZE:
+    if not (_is_hash(old_root) and _is_hash(new_root) and all(_is_hash(p) for p in proof)):
         return False
     if old_size == 0:
         return not proof and old_root == EMPTY_ROOT and (new_size > 0 or new_root == EMPTY_ROOT)
@@ -243,11 +235,9 @@ def verify_consistency(
     fn, sn = old_size - 1, new_size - 1
     while fn & 1:
         fn, sn = fn >> 1, sn >> 1
-    if not _is_hash(path[0]):
-        return False
     fr = sr = path[0]
     for c in path[1:]:
-        if sn == 0 or not _is_hash(c):
+        if sn == 0:
             return False
         if fn & 1 or fn == sn:
             fr, sr = node_hash(c, fr), node_hash(c, sr)
@@ -271,11 +261,8 @@ def frontier_append(frontier: tuple[bytes, ...], size: int, leaf: bytes) -> tupl
         size: The tree size before the append.
         leaf: The new leaf's hash (``leaf_hash(entry)``).
 
-    Returns:
-        The new frontier.
-
     Raises:
-        TypeError: If ``size`` is not an int.
+        TypeError: If ``frontier`` is not a tuple or ``size`` is not an int.
         ValueError: If ``size`` is negative, the frontier does not have one
             32-byte hash per set bit of ``size``, or ``leaf`` is not 32 bytes.
     """
@@ -291,17 +278,10 @@ def frontier_append(frontier: tuple[bytes, ...], size: int, leaf: bytes) -> tupl
 
 
 def frontier_root(frontier: tuple[bytes, ...], size: int) -> bytes:
-    """The root of the tree of ``size`` leaves whose frontier is ``frontier``.
-
-    Args:
-        frontier: The tree's frontier (see :func:`frontier_append`).
-        size: The tree size.
-
-    Returns:
-        The 32-byte root, equal to :func:`root` of the tree's leaves.
+    """The root of a tree of ``size`` leaves from its frontier, equal to :func:`root` of them.
 
     Raises:
-        TypeError: If ``size`` is not an int.
+        TypeError: If ``frontier`` is not a tuple or ``size`` is not an int.
         ValueError: If ``size`` is negative or the frontier is not one 32-byte
             hash per set bit of ``size``.
     """
@@ -340,7 +320,8 @@ def decode_frontier(data: bytes, size: int) -> tuple[bytes, ...]:
         ValueError: If ``size`` is negative or ``data`` is not
             ``32 * popcount(size)`` bytes.
     """
-    _check_bytes(data=data)
+    if not isinstance(data, bytes):
+        raise TypeError("data must be bytes")
     _check_size("size", size, None)
     count = size.bit_count()
     if len(data) != HASH_SIZE * count:
@@ -400,14 +381,11 @@ def _check_index(index: int, size: int) -> None:
         raise ValueError(f"index {index} is not a leaf of a tree of size {size}")
 
 
-def _check_bytes(**values: object) -> None:
-    for name, value in values.items():
+def _check_types(proof: object, **hashes: object) -> None:
+    for name, value in hashes.items():
         if not isinstance(value, bytes):
             raise TypeError(f"{name} must be bytes")
-
-
-def _check_proof(proof: object) -> None:
-    if not isinstance(proof, Sequence) or isinstance(proof, (str, bytes)):
+    if not isinstance(proof, Sequence) or isinstance(proof, str | bytes):
         raise TypeError("proof must be a sequence of hashes")
 
 

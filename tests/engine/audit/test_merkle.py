@@ -334,6 +334,8 @@ def test_every_consistency_proof_matches_the_reference(new: int) -> None:
         if 0 < old < new:
             assert not merkle.verify_consistency(old, new, mth(0, new), mth(0, old), proof)
             assert not merkle.verify_consistency(old, new, mth(0, old), BIG[new], proof)
+            # Only the old root wrong: the proof must also rebuild it.
+            assert not merkle.verify_consistency(old, new, BIG[new], mth(0, new), proof)
             assert not merkle.verify_consistency(old, new, mth(0, old), mth(0, new), proof[:-1])
             assert not merkle.verify_consistency(
                 old, new, mth(0, old), mth(0, new), [*proof, proof[0]]
