@@ -248,6 +248,8 @@ def decode_entry(data: object, *, strict: bool = True) -> dict[str, Any]:
             raise ValueError(f"not chit-det/1: {exc.reason}") from None
     else:
         value = _loads(data)
+    if type(value) is dict and value.keys() == _ENTRY_KEYS.keys() and _is_v2(value):
+        return value
     version = value.get("v") if isinstance(value, dict) else None
     entry = _shaped(value, _LEGACY_ENTRY_KEYS if version == LEGACY_VERSION else _ENTRY_KEYS)
     if (
@@ -259,6 +261,28 @@ def decode_entry(data: object, *, strict: bool = True) -> dict[str, Any]:
     ):
         raise ValueError("not a chit-call-log entry")
     return entry
+
+
+def _is_v2(e: dict[str, Any]) -> bool:
+    """The common case of :func:`decode_entry`'s shape check, unrolled (it runs per entry)."""
+    prev, code, catalog, chain = e["prev"], e["code"], e["catalog_hash"], e["chain"]
+    return (
+        e["v"] == LOG_VERSION
+        and type(e["seq"]) is int
+        and type(prev) is bytes
+        and len(prev) == 32
+        and type(e["time"]) is int
+        and type(e["agent"]) is str
+        and type(chain) is list
+        and all(type(c) is str for c in chain)
+        and type(e["session"]) is str
+        and type(e["tool"]) is str
+        and type(e["decision"]) is str
+        and e["decision"] in DECISIONS
+        and (code is None or type(code) is str)
+        and type(e["policy_hash"]) is str
+        and (catalog is None or type(catalog) is str)
+    )
 
 
 def _loads(data: bytes) -> object:

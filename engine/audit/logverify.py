@@ -62,7 +62,7 @@ class _Walk:
         self.count = 0
         self.seq = 0
         self.digest = GENESIS
-        self.frontier: tuple[bytes, ...] = ()
+        self.tree = merkle.TreeBuilder()
         self.roots: dict[int, bytes] = {}
         self.legacy: tuple[int, bytes] | None = None  # the last chit-call-log/1 entry
         self.newer_seen = False
@@ -135,7 +135,7 @@ def verify(
         if walk.seq in wanted:
             seen_anchor[walk.seq] = "sha256:" + walk.digest.hex()
         if walk.count in sizes:
-            walk.roots[walk.count] = merkle.frontier_root(walk.frontier, walk.count)
+            walk.roots[walk.count] = walk.tree.root()
     _check_checkpoints(report, signed, walk)
     _check_tree(report, tree, walk, signed)
     _check_legacy_head(report, head, public_keys, walk)
@@ -174,9 +174,9 @@ def _entry(
 ) -> None:
     walk.count += 1
     seq = int(row.seq)
-    data = row.entry if isinstance(row.entry, bytes) else b""
+    data = row.entry if type(row.entry) is bytes else b""
     digest = hashlib.sha256(data).digest()
-    walk.frontier = merkle.frontier_append(walk.frontier, walk.count - 1, merkle.leaf_hash(data))
+    walk.tree.append(hashlib.sha256(b"\x00" + data).digest())  # RFC 6962 leaf hash
     prev_seq, prev_hash = walk.seq, walk.digest
     walk.seq, walk.digest = seq, digest
     if seq <= prev_seq:
@@ -246,7 +246,7 @@ def _check_tree(report: _Report, tree: LogTree | None, walk: _Walk, signed: Sign
         return
     if tree.last != (walk.digest if walk.count else GENESIS):
         report.add(walk.seq, "tree", "the tree head's last entry is not the log's last entry")
-    if tree.frontier != merkle.encode_frontier(walk.frontier):
+    if tree.frontier != merkle.encode_frontier(walk.tree.frontier):
         report.add(walk.seq, "tree", "the tree head's frontier is not the recomputed tree's")
     stored = [c.size for c in signed.good if not c.given]
     if tree.signed != max(stored, default=0):

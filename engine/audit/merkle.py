@@ -16,6 +16,7 @@ from typing import Final
 __all__ = [
     "EMPTY_ROOT",
     "HASH_SIZE",
+    "TreeBuilder",
     "consistency_proof",
     "decode_frontier",
     "encode_frontier",
@@ -292,6 +293,58 @@ def frontier_root(frontier: tuple[bytes, ...], size: int) -> bytes:
     for h in reversed(frontier[:-1]):
         r = node_hash(h, r)
     return r
+
+
+class TreeBuilder:
+    """A tree grown one leaf at a time, for a verifier passing over a whole log.
+
+    Equal to :func:`frontier_append` and :func:`frontier_root` leaf by leaf, but
+    it keeps its own frontier, so an append checks only the new leaf and hashes
+    one node on average.
+
+    Args:
+        frontier: The frontier to start from (``()``: an empty tree).
+        size: Its tree size.
+
+    Raises:
+        ValueError, TypeError: As :func:`frontier_append` for a bad start.
+    """
+
+    __slots__ = ("_nodes", "size")
+
+    def __init__(self, frontier: tuple[bytes, ...] = (), size: int = 0) -> None:
+        _check_frontier(frontier, size)
+        self._nodes = list(frontier)
+        self.size = size
+
+    def append(self, leaf: bytes) -> None:
+        """Add the next leaf (its ``leaf_hash``).
+
+        Raises:
+            ValueError: If ``leaf`` is not 32 bytes.
+        """
+        if type(leaf) is not bytes or len(leaf) != HASH_SIZE:
+            raise ValueError("a leaf hash must be 32 bytes")
+        nodes, h, n = self._nodes, leaf, self.size
+        while n & 1:
+            h = hashlib.sha256(b"\x01" + nodes.pop() + h).digest()
+            n >>= 1
+        nodes.append(h)
+        self.size += 1
+
+    @property
+    def frontier(self) -> tuple[bytes, ...]:
+        """The current frontier (as :func:`frontier_append` gives it)."""
+        return tuple(self._nodes)
+
+    def root(self) -> bytes:
+        """The current root (as :func:`root` of the leaves so far)."""
+        if not self._nodes:
+            return EMPTY_ROOT
+        r = self._nodes[-1]
+        for h in reversed(self._nodes[:-1]):
+            r = hashlib.sha256(b"\x01" + h + r).digest()
+        return r
 
 
 def encode_frontier(frontier: tuple[bytes, ...]) -> bytes:

@@ -530,3 +530,22 @@ def test_frontier_functions_refuse_a_frontier_of_the_wrong_shape() -> None:
         merkle.encode_frontier((good[0], b"\x00" * 31))
     with pytest.raises(ValueError, match="negative"):
         merkle.frontier_append((), -1, BIG[0])
+
+
+def test_tree_builder_matches_the_frontier_functions_leaf_by_leaf() -> None:
+    builder = merkle.TreeBuilder()
+    frontier: tuple[bytes, ...] = ()
+    leaves = [merkle.leaf_hash(i.to_bytes(4, "big")) for i in range(300)]
+    for size, leaf in enumerate(leaves):
+        builder.append(leaf)
+        frontier = merkle.frontier_append(frontier, size, leaf)
+        assert builder.frontier == frontier and builder.size == size + 1
+        assert builder.root() == merkle.root(leaves[: size + 1])
+    resumed = merkle.TreeBuilder(frontier, 300)
+    resumed.append(leaves[0])
+    assert resumed.root() == merkle.root([*leaves, leaves[0]])
+    assert merkle.TreeBuilder().root() == merkle.EMPTY_ROOT
+    with pytest.raises(ValueError, match="32 bytes"):
+        builder.append(b"short")
+    with pytest.raises(ValueError):
+        merkle.TreeBuilder((), 3)

@@ -338,3 +338,29 @@ def test_the_audit_doc_vectors_are_what_the_engine_makes_and_the_oracles_accept(
     # RFC 9162 §2.1.4: from a power-of-two size the proof is the rest of the tree.
     assert consistency == [mth(entries[2:])]
     assert tlog.merkle.verify_consistency(2, 3, mth(entries[:2]), mth(entries), consistency)
+
+
+def test_only_authenticated_entries_skip_the_strict_decoder(home: Path) -> None:
+    """An entry past the newest checkpoint is decoded strictly: a non-canonical one there
+    (an integer in a longer form than needed) is a finding; the lax decoder, used only for
+    entries a verified checkpoint covers, reads the same map."""
+    store, signer = open_store(home), calllog.LogSigner(home)
+    tlog.append(store, [_record(0)], signer, now=1)
+    tlog.checkpoint(store, signer, now=2)
+    tlog.append(store, [_record(1)], signer, now=3)
+    data = _entries(home)[1]
+    loose = data.replace(b"\x63seq\x02", b"\x63seq\x18\x02", 1)  # 2 as a two-byte integer
+    assert loose != data
+    assert calllog.decode_entry(loose, strict=False) == calllog.decode_entry(data)
+    with pytest.raises(ValueError, match="not chit-det/1"):
+        calllog.decode_entry(loose)
+    db = sqlite3.connect(home / "state.db", isolation_level=None)
+    db.execute("UPDATE call_log SET entry = ? WHERE seq = 2", (loose,))
+    frontier = tlog.merkle.TreeBuilder()
+    for entry in _entries(home):
+        frontier.append(tlog.merkle.leaf_hash(entry))
+    db.execute("UPDATE call_log_tree SET last = ?, frontier = ?",
+               (hashlib.sha256(loose).digest(), tlog.merkle.encode_frontier(frontier.frontier)))
+    report = admin.verify_call_log(home, _public(home))
+    assert [(f["seq"], f["check"]) for f in report["findings"]] == [(2, "decodes")]
+    assert report["unsigned"] == {"first": 2, "last": 2}
