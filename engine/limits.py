@@ -125,6 +125,18 @@ class Limits:
     """Bytes of a stored call-log entry that are decoded."""
     calllog_head_bytes: int = 4096
     """Bytes of the stored call-log chain head that are decoded."""
+    calllog_checkpoint_entries: int = 1000
+    """Entries the call log may hold past its newest checkpoint; the append reaching it signs."""
+    calllog_checkpoint_seconds: float = 1.0
+    """Seconds an engine leaves the entries it appended unsigned before it signs a checkpoint."""
+    calllog_checkpoint_bytes: int = 8192
+    """Bytes of a checkpoint note that are read (a stored one or one given to verify)."""
+    calllog_queue_entries: int = 10_000
+    """Entries of read-only calls and refusals queued for the log's writer; a full queue waits."""
+    calllog_batch_entries: int = 1000
+    """Queued entries the background writer appends in one transaction."""
+    calllog_wait_seconds: float = 10.0
+    """Seconds a call waits for queue room or for its entry to be durable (else internal_error)."""
     calllog_text_chars: int = 256
     """Characters of an argument's text logged verbatim; longer text keeps a prefix."""
     calllog_label_chars: int = 128

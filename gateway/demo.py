@@ -191,6 +191,24 @@ async def _reader_session(home: Path, repo: Path, token: str) -> None:
             raise RuntimeError("a read-only token could call write_file")
 
 
+def _call_log(home: Path, public: Path) -> None:
+    """Verify the call log, show its newest signed checkpoint and prove one entry in it."""
+    verified = _chit(home, "audit", "log", "verify", "--keys", str(public))
+    _say(textwrap.indent(verified.stdout.rstrip(), "    "))
+    if verified.returncode != 0 or "verified:" not in verified.stdout:
+        raise RuntimeError("the call log did not verify")
+    checkpoint = _chit(home, "audit", "log", "checkpoint", "--keys", str(public))
+    if checkpoint.returncode != 0:
+        raise RuntimeError(checkpoint.stderr.strip())
+    _say("    chit audit log checkpoint (a signed note a witness can keep):")
+    _say(textwrap.indent(checkpoint.stdout.rstrip(), "      "))
+    proof = _chit(home, "audit", "log", "prove", "--entry", "1", "--keys", str(public))
+    if proof.returncode != 0:
+        raise RuntimeError(proof.stderr.strip())
+    _say("    chit audit log prove --entry 1:")
+    _say(textwrap.indent(proof.stdout.rstrip(), "      "))
+
+
 def run_demo(*, keep: bool = False) -> int:
     """Run the demo in a temporary folder and print what happens.
 
@@ -290,6 +308,9 @@ def run_demo(*, keep: bool = False) -> int:
         if reader.returncode != 0:
             raise RuntimeError(reader.stderr.strip())
         anyio.run(_reader_session, home, repo, reader.stdout.strip())
+
+        _step(13, "auditor: the call log of every call above, verified against its checkpoint")
+        _call_log(home, public)
 
         _say("\ndemo complete: every step behaved as expected")
         return 0

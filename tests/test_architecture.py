@@ -54,6 +54,8 @@ PURE = [
     "engine/auth/_mac.py",
     "engine/auth/sealing.py",
     "engine/audit/recordshape.py",
+    "engine/audit/merkle.py",
+    "engine/audit/note.py",
     "engine/catalog/schemas.py",
     "engine/catalog/declarations.py",
     "engine/service/ratelimit.py",  # the clock comes in as an argument

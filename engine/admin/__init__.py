@@ -17,7 +17,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.admin.audit import provenance_graph, render_graph, verify_lanes
-from engine.admin.calllog import call_log_entries, parse_anchor, parse_since, verify_call_log
+from engine.admin.calllog import (
+    call_log_checkpoint,
+    call_log_entries,
+    call_log_verifier_keys,
+    parse_anchor,
+    parse_since,
+    prove_consistency,
+    prove_inclusion,
+    read_checkpoint_file,
+    verify_call_log,
+)
 from engine.admin.freeze import freeze_status, set_freeze
 from engine.admin.home import check_policy, ensure_home, init_home, open_repository, resolve_home
 from engine.admin.keys import (
@@ -46,7 +56,9 @@ __all__ = [
     "LIMITS",
     "TokenExchange",
     "attenuate_token",
+    "call_log_checkpoint",
     "call_log_entries",
+    "call_log_verifier_keys",
     "check_policy",
     "create_repository",
     "ensure_home",
@@ -62,7 +74,10 @@ __all__ = [
     "parse_anchor",
     "parse_duration",
     "parse_since",
+    "prove_consistency",
+    "prove_inclusion",
     "provenance_graph",
+    "read_checkpoint_file",
     "render_graph",
     "resolve_home",
     "retire_key",

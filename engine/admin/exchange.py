@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import policy
 from engine.admin.tokens import mint_token
-from engine.audit import calllog, provenance, redact
+from engine.audit import calllog, provenance, redact, tlog
 from engine.auth import issuers
 from engine.errors import ChitError, TokenError
 from engine.limits import LIMITS
@@ -261,7 +261,7 @@ class TokenExchange:
             catalog_hash=None,
         )
         try:
-            calllog.append(self._store, self._signer, record)
+            tlog.append(self._store, [record], self._signer, now=when, checkpoint_entries=1)
         except Exception:
             logger.exception("the call log could not be written; run `chit audit log verify`")
             raise ChitError(

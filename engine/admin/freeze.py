@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from engine.audit import calllog, provenance, redact
+from engine.audit import calllog, provenance, redact, tlog
 from engine.errors import ConfigurationError
 from engine.limits import LIMITS
 from engine.service.policyfile import load_policy
@@ -62,7 +62,7 @@ def set_freeze(home: str | os.PathLike[str], frozen: bool, *, reason: str = "") 
         catalog_hash=None,
     )
     try:
-        calllog.append(store, calllog.LogSigner(home), record)
+        tlog.append(store, [record], calllog.LogSigner(home), now=now, checkpoint_entries=1)
         logged = True
     except (ConfigurationError, OSError):
         logged = False

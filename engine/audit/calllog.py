@@ -1,12 +1,11 @@
-"""The call log: every tool call and token exchange, allowed or refused, in a signed hash chain.
+"""The call log's entries: every tool call and token exchange, allowed or refused.
 
-This module is the ``chit-call-log/1`` entry and chain head (docs/audit.md §8,
-*What an entry holds* and *How it is protected*): building an entry from a
-:class:`CallRecord`, signing its head with the engine's Ed25519 key and
-appending it through the state store (:meth:`engine.state.Store.append_log`,
-one transaction per call), and decoding stored entries and heads. Arguments are
-redacted before they get here (engine/audit/redact.py); engine/audit/logverify.py
-verifies the log.
+This module is the entry format (docs/audit.md §8, *What an entry holds*):
+``chit-call-log/2`` entries built from a :class:`CallRecord`, and the decoding
+of stored entries of both forms, with the ``chit-call-log/1`` chain head that
+older logs signed entry by entry. The tree and its checkpoints are
+engine/audit/tlog.py; arguments are redacted before they get here
+(engine/audit/redact.py); engine/audit/logverify.py verifies the log.
 """
 
 from __future__ import annotations
@@ -20,29 +19,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import cbor2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine.auth import cbor, signkeys
 from engine.errors import ProfileError
 from engine.limits import LIMITS
-from engine.state import LogAppend, Store
 
 __all__ = [
     "EXCHANGE_AGENT",
     "EXCHANGE_TOOL",
     "HEAD_CONTEXT",
+    "LEGACY_VERSION",
     "LOG_VERSION",
     "CallRecord",
     "LogSigner",
-    "append",
     "decode_entry",
     "decode_head",
+    "encode_entry",
     "entry_head",
 ]
 
-LOG_VERSION: Final = "chit-call-log/1"
+LOG_VERSION: Final = "chit-call-log/2"
+"""Entries of the transparency-log form: leaves of the tree, signed by its checkpoints."""
+LEGACY_VERSION: Final = "chit-call-log/1"
+"""Entries of the first form, each signed (through its chain head) when appended."""
 HEAD_CONTEXT: Final = b"chit-call-log/1 head\x00"
-"""Prefixed to a chain head's bytes before signing (domain separation)."""
+"""Prefixed to a ``chit-call-log/1`` chain head's bytes before signing (domain separation)."""
 UNKNOWN_AGENT: Final = "-"
 OPERATOR: Final = "(operator)"
 """The agent recorded for operator actions (``chit freeze``); no agent name has parentheses."""
@@ -60,7 +63,6 @@ _ENTRY_KEYS = {
     "seq": int,
     "prev": bytes,
     "time": int,
-    "kid": str,
     "agent": str,
     "chain": list,
     "session": str,
@@ -71,6 +73,7 @@ _ENTRY_KEYS = {
     "policy_hash": str,
     "catalog_hash": (str, type(None)),
 }
+_LEGACY_ENTRY_KEYS = {**_ENTRY_KEYS, "kid": str}
 _HEAD_KEYS = {"v": str, "seq": int, "hash": bytes, "kid": str, "time": int}
 DECISIONS: Final = frozenset({"allowed", "refused", "failed"})
 
@@ -108,11 +111,11 @@ class CallRecord:
 
 
 class LogSigner:
-    """The engine's active signing key, cached between calls.
+    """The engine's active signing key, cached between checkpoints.
 
     The key is reloaded when ``<home>/keys/signing`` changes (a rotation writes a
     file there) and at least once a second, so one directory ``stat`` is the
-    usual cost of a call.
+    usual cost of a checkpoint.
 
     Args:
         home: The chit home.
@@ -148,53 +151,41 @@ class LogSigner:
             return self._key
 
 
-def append(store: Store, signer: LogSigner, record: CallRecord) -> int:
-    """Append one call to the log (one transaction, serialised across processes).
+def encode_entry(seq: int, prev: bytes, record: CallRecord) -> bytes:
+    """A ``chit-call-log/2`` entry's ``chit-det/1`` bytes.
 
     Args:
-        store: The engine's state store.
-        signer: The engine's signing key cache.
+        seq: The entry's sequence number (from 1; leaf ``seq - 1`` of the tree).
+        prev: SHA-256 of the previous entry's bytes (32 zero bytes for entry 1).
         record: The call.
 
     Returns:
-        The entry's sequence number.
+        The entry bytes (docs/audit.md §8, *What an entry holds*).
 
     Raises:
         ProfileError: If the record is outside ``chit-det/1`` (a programming error).
-        sqlite3.Error: If the store fails; nothing is appended.
     """
-    kid, private = signer.current()
-
-    def compose(seq: int, prev: bytes) -> LogAppend:
-        entry = cbor.encode(
-            {
-                "v": LOG_VERSION,
-                "seq": seq,
-                "prev": prev,
-                "time": record.time,
-                "kid": kid,
-                "agent": record.agent,
-                "chain": list(record.chain),
-                "session": record.session,
-                "tool": record.tool,
-                "arguments": record.arguments,
-                "decision": record.decision,
-                "code": record.code,
-                "policy_hash": record.policy_hash,
-                "catalog_hash": record.catalog_hash,
-            }
-        )
-        head = entry_head(seq, entry, kid, record.time)
-        sig = private.sign(HEAD_CONTEXT + head)
-        return LogAppend(
-            entry=entry, sig=sig, head=head, head_sig=sig, time=record.time, agent=record.agent
-        )
-
-    return store.append_log(compose)
+    return cbor.encode(
+        {
+            "v": LOG_VERSION,
+            "seq": seq,
+            "prev": prev,
+            "time": record.time,
+            "agent": record.agent,
+            "chain": list(record.chain),
+            "session": record.session,
+            "tool": record.tool,
+            "arguments": record.arguments,
+            "decision": record.decision,
+            "code": record.code,
+            "policy_hash": record.policy_hash,
+            "catalog_hash": record.catalog_hash,
+        }
+    )
 
 
 def entry_head(seq: int, entry: bytes, kid: str, time: int) -> bytes:
-    """The chain head at an entry: what the entry's signature signs.
+    """The chain head at a ``chit-call-log/1`` entry: what the entry's signature signs.
 
     Args:
         seq: The entry's sequence number (from 1).
@@ -203,13 +194,13 @@ def entry_head(seq: int, entry: bytes, kid: str, time: int) -> bytes:
         time: The entry's time, unix seconds.
 
     Returns:
-        ``chit-det/1`` bytes of ``{"v": LOG_VERSION, "seq", "hash": SHA-256 of
+        ``chit-det/1`` bytes of ``{"v": LEGACY_VERSION, "seq", "hash": SHA-256 of
         entry, "kid", "time"}`` (docs/audit.md, *How it is protected*); the
         signature is over :data:`HEAD_CONTEXT` + these bytes.
     """
     return cbor.encode(
         {
-            "v": LOG_VERSION,
+            "v": LEGACY_VERSION,
             "seq": seq,
             "hash": hashlib.sha256(entry).digest(),
             "kid": kid,
@@ -230,38 +221,81 @@ def _shaped(value: object, shape: Mapping[str, Any]) -> dict[str, Any] | None:
     return value
 
 
-def decode_entry(data: object) -> dict[str, Any]:
+def decode_entry(data: object, *, strict: bool = True) -> dict[str, Any]:
     """Decode stored entry bytes under ``chit-det/1`` and check the entry's shape.
 
     Args:
         data: The stored bytes (untrusted).
+        strict: Refuse any encoding but the profile's own (engine/auth/cbor.py).
+            ``False`` only for bytes already authenticated through a verified
+            checkpoint: they are decoded by cbor2's C decoder, within the same
+            size bound and shape checks.
 
     Returns:
-        The entry map.
+        The entry map: a ``chit-call-log/2`` entry, or a ``chit-call-log/1``
+        one (which also has ``kid``).
 
     Raises:
-        ValueError: If the bytes are not a ``chit-call-log/1`` entry.
+        ValueError: If the bytes are an entry of neither form.
     """
     if not isinstance(data, bytes):
         raise ValueError("the stored entry is not bytes")
-    try:
-        value = cbor.decode(data, max_size=LIMITS.calllog_entry_bytes)
-    except ProfileError as exc:
-        raise ValueError(f"not chit-det/1: {exc.reason}") from None
-    entry = _shaped(value, _ENTRY_KEYS)
+    value: object
+    if strict:
+        try:
+            value = cbor.decode(data, max_size=LIMITS.calllog_entry_bytes)
+        except ProfileError as exc:
+            raise ValueError(f"not chit-det/1: {exc.reason}") from None
+    else:
+        value = _loads(data)
+    if type(value) is dict and value.keys() == _ENTRY_KEYS.keys() and _is_v2(value):
+        return value
+    version = value.get("v") if isinstance(value, dict) else None
+    entry = _shaped(value, _LEGACY_ENTRY_KEYS if version == LEGACY_VERSION else _ENTRY_KEYS)
     if (
         entry is None
-        or entry["v"] != LOG_VERSION
+        or entry["v"] not in (LOG_VERSION, LEGACY_VERSION)
         or len(entry["prev"]) != 32
         or entry["decision"] not in DECISIONS
         or not all(isinstance(c, str) for c in entry["chain"])
     ):
-        raise ValueError(f"not a {LOG_VERSION} entry")
+        raise ValueError("not a chit-call-log entry")
     return entry
 
 
+def _is_v2(e: dict[str, Any]) -> bool:
+    """The common case of :func:`decode_entry`'s shape check, unrolled (it runs per entry)."""
+    prev, code, catalog, chain = e["prev"], e["code"], e["catalog_hash"], e["chain"]
+    return (
+        e["v"] == LOG_VERSION
+        and type(e["seq"]) is int
+        and type(prev) is bytes
+        and len(prev) == 32
+        and type(e["time"]) is int
+        and type(e["agent"]) is str
+        and type(chain) is list
+        and all(type(c) is str for c in chain)
+        and type(e["session"]) is str
+        and type(e["tool"]) is str
+        and type(e["decision"]) is str
+        and e["decision"] in DECISIONS
+        and (code is None or type(code) is str)
+        and type(e["policy_hash"]) is str
+        and (catalog is None or type(catalog) is str)
+    )
+
+
+def _loads(data: bytes) -> object:
+    if len(data) > LIMITS.calllog_entry_bytes:
+        raise ValueError(f"not chit-det/1: more than {LIMITS.calllog_entry_bytes} bytes")
+    try:
+        return cbor2.loads(data)
+    except Exception:  # cbor2 raises several kinds on malformed input
+        raise ValueError("not chit-det/1: it does not decode") from None
+
+
 def decode_head(data: object) -> dict[str, Any]:
-    """Decode stored chain-head bytes under ``chit-det/1`` and check the head's shape.
+    """Decode a stored ``chit-call-log/1`` chain head under ``chit-det/1`` and check its shape.
 
     Args:
         data: The stored head bytes (untrusted).
@@ -281,6 +315,6 @@ def decode_head(data: object) -> dict[str, Any]:
     except ProfileError:
         value = None
     decoded = _shaped(value, _HEAD_KEYS)
-    if decoded is None or decoded["v"] != LOG_VERSION or len(decoded["hash"]) != 32:
-        raise ValueError(f"not a {LOG_VERSION} chain head")
+    if decoded is None or decoded["v"] != LEGACY_VERSION or len(decoded["hash"]) != 32:
+        raise ValueError(f"not a {LEGACY_VERSION} chain head")
     return decoded

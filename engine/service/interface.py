@@ -36,6 +36,7 @@ from engine.semantic.persist import PersistedIndex, derive_key
 from engine.service.answers import CallAnswer, Called, OfferAnswer, Offered, OfferedTool, Refused
 from engine.service.arguments import parse_arguments, scoped_paths
 from engine.service.check import Checked, check_catalog, check_policy, offered_tool
+from engine.service.logwriter import LogWriter
 from engine.service.policyfile import PolicyFile
 from engine.service.ratelimit import RateLimiter
 from engine.service.recording import CallFacts, Recorder
@@ -103,12 +104,36 @@ class Engine:
         self._store = open_store(home)
         self._clock = clock
         self._sessions = Sessions()
+        self._log = LogWriter(self._store, self._log_signer, self._now)
         self._recorder = Recorder(
-            self._store, self._log_signer, self._protects, lambda: self._policy_hash, self._now
+            self._log, self._protects, lambda: self._policy_hash, self._now
         )
 
     def __repr__(self) -> str:
         return "Engine()"
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Make every queued call-log entry durable and sign a last checkpoint.
+
+        Edges call it when they stop; it also runs at interpreter exit. The
+        engine answers no call after it (each would be ``internal_error``).
+        Idempotent.
+        """
+        self._log.close()
+
+    def flush_log(self) -> bool:
+        """Wait until every call answered so far is durable in the call log.
+
+        Returns:
+            False if that took longer than ``calllog_wait_seconds``.
+        """
+        return self._log.flush()
 
     @property
     def _policy(self) -> policy.Policy:

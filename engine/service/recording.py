@@ -1,8 +1,9 @@
-"""Every ``invoke``, allowed or refused, appended to the signed call log before it is answered.
+"""Every ``invoke``, allowed or refused, recorded in the call log.
 
 The entry names the caller as far as the call established it, the redacted
-arguments, the decision and its code (docs/audit.md, "The call log"; the format:
-``engine.audit.calllog``).
+arguments, the decision and its code (docs/audit.md §8; the format:
+``engine.audit.calllog``). Calls that change state are durable before they are
+answered; read-only calls and refusals are queued (engine/service/logwriter.py).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.audit import calllog, redact
+from engine.catalog.declarations import tool_by_name
 from engine.service.answers import CallAnswer, Called, Refused
 from engine.service.check import Checked
-from engine.state import Store
+from engine.service.logwriter import LogWriter
 
 __all__ = ["CallFacts", "Recorder"]
 
@@ -34,11 +36,10 @@ class CallFacts:
 
 
 class Recorder:
-    """Appends calls to the call log of one state store.
+    """Records calls in the call log through the engine's writer.
 
     Args:
-        store: The state store holding the log.
-        signer: Signs each entry's chain head.
+        writer: The engine's call-log writer.
         protects: Whether a path is protected (its content is never logged, even hashed).
         policy_hash: The newest loaded policy's hash, for calls refused before
             their own policy was read.
@@ -47,14 +48,12 @@ class Recorder:
 
     def __init__(
         self,
-        store: Store,
-        signer: calllog.LogSigner,
+        writer: LogWriter,
         protects: Callable[[str], bool],
         policy_hash: Callable[[], str],
         now: Callable[[], int],
     ) -> None:
-        self._store = store
-        self._signer = signer
+        self._writer = writer
         self._protects = protects
         self._policy_hash = policy_hash
         self._now = now
@@ -70,7 +69,10 @@ class Recorder:
         arguments: object,
         session: object,
     ) -> CallAnswer:
-        """Append the call to the call log.
+        """Record the call in the call log; durable first if it may have changed state.
+
+        A call is durable before it is answered unless it was refused, or was
+        allowed (or failed) on a read-only tool: those entries are queued.
 
         Args:
             answer: The call's answer.
@@ -99,8 +101,10 @@ class Recorder:
             policy_hash=checked.policy.hash if checked and checked.policy else self._policy_hash(),
             catalog_hash=checked.offer.catalog_hash if checked else None,
         )
+        spec = tool_by_name(tool) if isinstance(tool, str) else None
+        durable = record.decision != "refused" and not (spec is not None and spec.read_only)
         try:
-            calllog.append(self._store, self._signer, record)
+            self._writer.write(record, durable=durable)
         except Exception:
             logger.exception("the call log could not be written; run `chit audit log verify`")
             return _UNRECORDED

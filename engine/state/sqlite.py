@@ -9,7 +9,6 @@ protection"). The contract: :class:`~engine.state.store.Store`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -21,13 +20,14 @@ from typing import Any
 from engine.limits import LIMITS
 from engine.state.sqlite_schema import INTENT_SQL, SCHEMA
 from engine.state.store import (
-    GENESIS,
     MAX_JTI_KEEP_UNTIL,
     Delegation,
     FreezeState,
     Intent,
-    LogAppend,
+    LogBatch,
+    LogCheckpoint,
     LogRow,
+    LogTree,
 )
 
 __all__ = ["SQLiteStore", "open_store"]
@@ -168,58 +168,102 @@ class SQLiteStore:
 
     # --- the call log ------------------------------------------------------------
 
-    def append_log(self, compose: Callable[[int, bytes], LogAppend]) -> int:
-        """Append one entry to the call log, serialised across processes.
+    def append_log(
+        self, compose: Callable[[LogTree | None], LogBatch | None]
+    ) -> LogTree | None:
+        """Append a batch of call-log entries (and maybe a checkpoint), serialised on the head.
 
-        Inside one ``BEGIN IMMEDIATE`` transaction (the database's write lock,
-        so no two appends interleave) this reads the chain head, asks
-        ``compose(seq, prev)`` for the next entry, inserts it and moves the head.
-        The next entry continues from the *head*, never from the last row: rows
-        deleted behind the head's back stay a visible gap, and a deleted head
-        starts a visible break (``prev`` = :data:`GENESIS` after earlier rows);
-        the store repairs nothing.
+        Inside one ``BEGIN IMMEDIATE`` transaction (the database's write lock, so
+        no two appends interleave, from any process) this reads the tree head,
+        asks ``compose(head)`` for the batch (``None``: nothing to write), inserts
+        its entries and checkpoint and moves the head. The next entry always
+        continues from the *head*, never from the last row: rows deleted behind
+        the head's back stay a visible gap; the store repairs nothing. ``compose``
+        may read :meth:`log_rows` and :meth:`log_head` (same transaction), as it
+        must when there is no head yet but entries of the first form exist.
 
         Args:
-            compose: Makes the entry for sequence number ``seq`` whose ``prev`` is
-                the SHA-256 of the previous entry's bytes (:data:`GENESIS` first).
+            compose: Makes the batch from the stored head (``None`` if none).
 
         Returns:
-            The new entry's sequence number.
+            The tree head after the transaction.
 
         Raises:
-            sqlite3.Error: If the database fails, or ``seq`` is taken (a row
-                inserted behind the engine's back); nothing is appended.
+            sqlite3.Error: If the database fails, or a sequence number is taken
+                (a row inserted behind the engine's back); nothing is written.
+            ValueError: If the batch's entries do not number on from the head
+                (a programming error); nothing is written.
         """
         db = self._connect()
         db.execute("BEGIN IMMEDIATE")
         try:
-            head = db.execute("SELECT seq, hash FROM call_log_head WHERE id = 1").fetchone()
-            if head is not None:
-                seq, prev = int(head[0]) + 1, bytes(head[1])
-            else:
-                last = db.execute("SELECT MAX(seq) FROM call_log").fetchone()
-                seq, prev = (int(last[0]) + 1 if last and last[0] is not None else 1), GENESIS
-            made = compose(seq, prev)
-            db.execute(
-                "INSERT INTO call_log (seq, time, agent, entry, sig) VALUES (?, ?, ?, ?, ?)",
-                (seq, made.time, made.agent, made.entry, made.sig),
+            tree = self._read_tree(db)
+            batch = compose(tree)
+            if batch is None:
+                db.execute("ROLLBACK")
+                return tree
+            first = tree.size + 1 if tree is not None else None
+            for i, item in enumerate(batch.entries):
+                if first is not None and item.seq != first + i:
+                    raise ValueError("call-log entries must number on from the tree head")
+            db.executemany(
+                "INSERT INTO call_log (seq, time, agent, entry, sig) VALUES (?, ?, ?, ?, x'')",
+                [(e.seq, e.time, e.agent, e.entry) for e in batch.entries],
             )
-            moved = (seq, hashlib.sha256(made.entry).digest(), made.head, made.head_sig)
-            if head is None:
+            t = batch.tree
+            db.execute(
+                "INSERT OR REPLACE INTO call_log_tree"
+                " (id, origin, size, last, frontier, signed, signed_at)"
+                " VALUES (1, ?, ?, ?, ?, ?, ?)",
+                (t.origin, t.size, t.last, t.frontier, t.signed, t.signed_at),
+            )
+            if batch.checkpoint is not None:
+                c = batch.checkpoint
                 db.execute(
-                    "INSERT INTO call_log_head (id, seq, hash, head, sig) VALUES (1, ?, ?, ?, ?)",
-                    moved,
-                )
-            else:
-                db.execute(
-                    "UPDATE call_log_head SET seq = ?, hash = ?, head = ?, sig = ? WHERE id = 1",
-                    moved,
+                    "INSERT INTO call_log_checkpoint (size, time, note) VALUES (?, ?, ?)",
+                    (c.size, c.time, c.note),
                 )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        return seq
+        return batch.tree
+
+    @staticmethod
+    def _read_tree(db: sqlite3.Connection) -> LogTree | None:
+        row = db.execute(
+            "SELECT origin, size, last, frontier, signed, signed_at FROM call_log_tree"
+            " WHERE id = 1"
+        ).fetchone()
+        if row is None:
+            return None
+        origin, size, last, frontier, signed, signed_at = row
+        if not (
+            isinstance(origin, str)
+            and type(size) is int
+            and isinstance(last, bytes)
+            and isinstance(frontier, bytes)
+            and type(signed) is int
+            and type(signed_at) is int
+        ):
+            raise sqlite3.DatabaseError("the call log's tree head is malformed")
+        return LogTree(origin, size, last, frontier, signed, signed_at)
+
+    def log_tree(self) -> LogTree | None:
+        """The stored tree head, untrusted; ``None`` before the first entry of this form.
+
+        Raises:
+            sqlite3.DatabaseError: If the row's columns have the wrong types.
+        """
+        return self._read_tree(self._connect())
+
+    def log_checkpoints(self) -> Iterator[LogCheckpoint]:
+        """Stored checkpoints in ascending ``size``, untrusted (their notes are unverified)."""
+        rows = self._connect().execute(
+            "SELECT size, time, note FROM call_log_checkpoint ORDER BY size"
+        )
+        for size, when, note in rows:
+            yield LogCheckpoint(size, when, note)
 
     # --- the token exchange's replay cache -----------------------------------------
 
@@ -382,7 +426,11 @@ class SQLiteStore:
         return out
 
     def log_head(self) -> tuple[Any, Any, Any, Any] | None:
-        """The stored chain head ``(seq, hash, head bytes, sig)``, untrusted; ``None`` if none."""
+        """The ``chit-call-log/1`` chain head ``(seq, hash, head bytes, sig)``, untrusted.
+
+        Kept for logs written before checkpoints: the head of their last signed
+        entry; ``None`` if the log never had one.
+        """
         row = (
             self._connect()
             .execute("SELECT seq, hash, head, sig FROM call_log_head WHERE id = 1")

@@ -57,6 +57,20 @@ CREATE TABLE IF NOT EXISTS call_log_head (
     head BLOB NOT NULL,
     sig BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS call_log_tree (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    origin TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    last BLOB NOT NULL,
+    frontier BLOB NOT NULL,
+    signed INTEGER NOT NULL,
+    signed_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS call_log_checkpoint (
+    size INTEGER PRIMARY KEY,
+    time INTEGER NOT NULL,
+    note TEXT NOT NULL
+);
 """
 _INTENT_TABLE = """
 CREATE TABLE IF NOT EXISTS {table} (

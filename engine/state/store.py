@@ -19,8 +19,11 @@ __all__ = [
     "Delegation",
     "FreezeState",
     "Intent",
-    "LogAppend",
+    "LogBatch",
+    "LogCheckpoint",
+    "LogEntry",
     "LogRow",
+    "LogTree",
     "Store",
 ]
 
@@ -90,24 +93,78 @@ class Intent:
 
 
 @dataclass(frozen=True)
-class LogAppend:
-    """One call-log entry, made inside the append transaction.
+class LogTree:
+    """The call log's tree head: what every append continues from (one row).
+
+    Read back from the store it is untrusted: a verifier recomputes it from the
+    entries (docs/audit.md §8, *How it is protected*).
 
     Attributes:
-        entry: The entry's ``chit-det/1`` bytes.
-        sig: Ed25519 signature over the entry (engine/audit/calllog.py).
-        head: The new chain head's ``chit-det/1`` bytes (names this entry).
-        head_sig: Ed25519 signature over the head.
-        time: The entry's time, unix seconds (copied to a column for ``show``).
-        agent: The entry's agent (copied to a column for ``show``).
+        origin: The log's origin line, the name its checkpoints carry.
+        size: Entries in the log.
+        last: SHA-256 of the last entry's bytes: the next entry's ``prev``
+            (:data:`GENESIS` for an empty log).
+        frontier: The Merkle tree's frontier at ``size``, encoded
+            (engine/audit/merkle.py: one 32-byte hash per set bit of ``size``).
+        signed: Size of the newest checkpoint (0: none yet).
+        signed_at: When the newest checkpoint was made, unix seconds (0: none).
     """
 
-    entry: bytes
-    sig: bytes
-    head: bytes
-    head_sig: bytes
+    origin: str
+    size: int
+    last: bytes
+    frontier: bytes
+    signed: int
+    signed_at: int
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One new call-log entry.
+
+    Attributes:
+        seq: Its sequence number (from 1): leaf ``seq - 1`` of the tree.
+        time: Its time, unix seconds (copied to a column for ``show``).
+        agent: Its agent (copied to a column for ``show``).
+        entry: Its ``chit-det/1`` bytes.
+    """
+
+    seq: int
     time: int
     agent: str
+    entry: bytes
+
+
+@dataclass(frozen=True)
+class LogCheckpoint:
+    """A signed checkpoint of the log (a C2SP ``tlog-checkpoint`` signed note).
+
+    Read back from the store it is untrusted until its signature is verified.
+
+    Attributes:
+        size: The tree size it names.
+        time: When it was made, unix seconds.
+        note: The signed note's text.
+    """
+
+    size: int
+    time: int
+    note: str
+
+
+@dataclass(frozen=True)
+class LogBatch:
+    """What one append transaction writes: entries, the new tree head, a checkpoint.
+
+    Attributes:
+        entries: New entries, numbered on from the tree head's ``size``.
+        tree: The tree head after them.
+        checkpoint: A checkpoint of ``tree``, or ``None``.
+    """
+
+    entries: tuple[LogEntry, ...]
+    tree: LogTree
+    checkpoint: LogCheckpoint | None = None
 
 
 @dataclass(frozen=True)
@@ -119,7 +176,8 @@ class LogRow:
         time: The row's time column.
         agent: The row's agent column.
         entry: The stored entry bytes (or whatever a tamperer put there).
-        sig: The stored signature.
+        sig: The stored signature: Ed25519 for a ``chit-call-log/1`` entry,
+            empty for later ones (the log's checkpoints sign those).
     """
 
     seq: Any
@@ -150,8 +208,16 @@ class Store(Protocol):
     def set_freeze(self, frozen: bool, *, now: int, reason: str = "") -> FreezeState:
         """Freeze or unfreeze every engine on this store; returns the new state."""
 
-    def append_log(self, compose: Callable[[int, bytes], LogAppend]) -> int:
-        """Append one call-log entry made by ``compose(seq, prev)``; returns its seq."""
+    def append_log(
+        self, compose: Callable[[LogTree | None], LogBatch | None]
+    ) -> LogTree | None:
+        """Write ``compose(tree head)``'s batch in one transaction serialised on the head."""
+
+    def log_tree(self) -> LogTree | None:
+        """The stored tree head, untrusted; ``None`` before the first entry of this form."""
+
+    def log_checkpoints(self) -> Iterator[LogCheckpoint]:
+        """Stored checkpoints in ascending ``size``, untrusted."""
 
     def claim_jti(self, issuer: str, jti: str, *, keep_until: int, now: int) -> bool:
         """Record ``(issuer, jti)`` as exchanged; False if it already was (a replay)."""
@@ -169,7 +235,7 @@ class Store(Protocol):
         """Every revocation, oldest first: ``[{"id", "revoked_at", "reason"}]``."""
 
     def log_head(self) -> tuple[Any, Any, Any, Any] | None:
-        """The stored chain head ``(seq, hash, head bytes, sig)``, untrusted; ``None`` if none."""
+        """The ``chit-call-log/1`` chain head ``(seq, hash, head bytes, sig)``, untrusted."""
 
     def log_rows(
         self, *, agent: str | None = None, since: int | None = None, batch: int = 512

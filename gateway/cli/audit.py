@@ -1,4 +1,4 @@
-"""``chit audit verify|graph`` and ``chit audit log verify|show``: the auditor's commands.
+"""``chit audit verify|graph`` and ``chit audit log verify|show|checkpoint|prove``.
 
 The verifying commands trust the keys of ``--keys FILE`` (``chit keys
 export-public``), else the home's own, and exit 1 when a check fails. What is
@@ -50,16 +50,37 @@ def add_audit(
     p.add_argument("--format", choices=("json", "mermaid", "dot"), default="json")
     p.set_defaults(func=cmd_audit_graph)
     log = audit.add_parser(
-        "log", help="the engine's call log: verify its signed chain, show entries"
+        "log", help="the engine's call log: verify it, show entries, checkpoints and proofs"
     ).add_subparsers(dest="log_command", required=True)
+    keys_help = "trusted public keys (chit keys export-public); default: the home's signing keys"
     p = log.add_parser("verify", parents=[common],
                        help="detect edited, deleted, inserted or reordered entries (exit 1)")
-    p.add_argument("--keys", help="trusted public keys (chit keys export-public); "
-                   "default: the home's signing keys")
+    p.add_argument("--keys", help=keys_help)
+    p.add_argument("--checkpoint", action="append", metavar="FILE",
+                   help="a checkpoint kept elsewhere the log must still match; repeatable")
     p.add_argument("--anchor", action="append", metavar="SEQ:HASH",
                    help="an entry and hash recorded from an earlier verify; repeatable")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_audit_log)
+    p = log.add_parser("checkpoint", parents=[common],
+                       help="print the newest signed checkpoint (or, with --key, the "
+                       "log's verifier keys)")
+    p.add_argument("--keys", help=keys_help)
+    p.add_argument("--key", action="store_true",
+                   help="print the verifier keys in the note form <origin>+<hash>+<key>")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit_log_checkpoint)
+    p = log.add_parser("prove", parents=[common],
+                       help="an inclusion proof of an entry, or a consistency proof")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--entry", type=int, metavar="N", help="the entry to prove included")
+    what.add_argument("--consistency", nargs=2, metavar=("OLD", "NEW"),
+                      help="two checkpoints (files, or tree sizes of stored ones)")
+    p.add_argument("--checkpoint", metavar="FILE",
+                   help="the checkpoint to prove --entry against (default: the newest)")
+    p.add_argument("--keys", help=keys_help)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit_log_prove)
     p = log.add_parser("show", parents=[common], help="print entries, oldest first (unverified)")
     p.add_argument("--agent", help="only this agent ('-': tokens that did not verify)")
     p.add_argument("--since", help="unix seconds or ISO-8601 (no zone: UTC)")
@@ -129,20 +150,84 @@ def cmd_audit_log(args: argparse.Namespace) -> int:
                   + arguments.replace("\x7f", "\\u007f"))
         return EXIT_OK
     anchors = dict(admin.parse_anchor(a) for a in args.anchor or ())
-    report = admin.verify_call_log(home, _public_keys(args), anchors=anchors)
+    given = [admin.read_checkpoint_file(f) for f in args.checkpoint or ()]
+    report = admin.verify_call_log(home, _public_keys(args), anchors=anchors, given=given)
     if args.json:
         print_json(report)
     else:
         for f in report["findings"]:
             where = f"entry {f['seq']}" if f["seq"] is not None else "log"
             print(f"{where} {f['check']}: {f['reason']}")
-        head = report["head"]
+        head, signed, unsigned = report["head"], report["checkpoint"], report["unsigned"]
         at = f"; head {head['seq']}:{head['hash']}" if head else ""
+        if signed:
+            at += f"; checkpoint of {signed['size']} entries"
+        if unsigned:
+            span = (f"entry {unsigned['first']} is" if unsigned["first"] == unsigned["last"]
+                    else f"entries {unsigned['first']}..{unsigned['last']} are")
+            at += f"; {span} chained but not yet signed"
         if report["ok"]:
             print(f"verified: {report['entries']} entries{at}")
         else:
             print(f"FAILED: {report['entries']} entries; {len(report['findings'])} findings")
     return EXIT_OK if report["ok"] else EXIT_FAILED
+
+
+def cmd_audit_log_checkpoint(args: argparse.Namespace) -> int:
+    from engine import admin
+
+    home = admin.resolve_home(args.home)
+    if args.key:
+        keys = admin.call_log_verifier_keys(home, _public_keys(args))
+        if args.json:
+            print_json({"verifier_keys": keys})
+        else:
+            print("\n".join(keys))
+        return EXIT_OK
+    found = admin.call_log_checkpoint(home, _public_keys(args))
+    if args.json:
+        print_json(found)
+    else:
+        sys.stdout.write(found["note"])
+    return EXIT_OK
+
+
+def _checkpoint_arg(text: str) -> str | int:
+    from engine import admin
+
+    return int(text) if text.isdecimal() and len(text) <= 18 else admin.read_checkpoint_file(text)
+
+
+def cmd_audit_log_prove(args: argparse.Namespace) -> int:
+    from engine import admin
+
+    home = admin.resolve_home(args.home)
+    keys = _public_keys(args)
+    if args.consistency:
+        old, new = (_checkpoint_arg(a) for a in args.consistency)
+        found = admin.prove_consistency(home, keys, old, new)
+        if args.json:
+            print_json(found)
+        else:
+            print(f"consistency of the tree of {found['old_size']} entries with the tree of "
+                  f"{found['new_size']}")
+            print(f"old root  {found['old_root']}")
+            print(f"new root  {found['new_root']}")
+            for i, h in enumerate(found["proof"]):
+                print(f"{'proof' if i == 0 else '':<9} {h}")
+        return EXIT_OK
+    checkpoint = admin.read_checkpoint_file(args.checkpoint) if args.checkpoint else None
+    found = admin.prove_inclusion(home, keys, args.entry, checkpoint)
+    if args.json:
+        print_json(found)
+    else:
+        print(f"entry {found['entry']} (leaf {found['leaf_index']}) in the tree of "
+              f"{found['tree_size']} entries")
+        print(f"leaf hash {found['leaf_hash']}")
+        print(f"root      {found['root']}")
+        for i, h in enumerate(found["proof"]):
+            print(f"{'proof' if i == 0 else '':<9} {h}")
+    return EXIT_OK
 
 
 def _public_keys(args: argparse.Namespace) -> dict[str, Any]:

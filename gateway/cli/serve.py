@@ -86,8 +86,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
     token = _read_token(args)
-    engine = Engine(home, args.repo, read_only=args.read_only)
-    serve_stdio(engine, token)
+    with Engine(home, args.repo, read_only=args.read_only) as engine:
+        serve_stdio(engine, token)
     return EXIT_OK
 
 
@@ -122,7 +122,8 @@ def _mcp_http(args: argparse.Namespace) -> int:
 
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
-    serve_http(Engine(home, args.repo, read_only=args.read_only), settings)
+    with Engine(home, args.repo, read_only=args.read_only) as engine:
+        serve_http(engine, settings)
     return EXIT_OK
 
 
@@ -195,8 +196,9 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
     else:
         path = args.socket or home / engine_server.DEFAULT_SOCKET_NAME
         listener = engine_server.bind_unix(path, group=args.socket_group)
-    engine_server.serve(
-        engine, listener, max_request_bytes=args.max_request_bytes,
-        exchange=exchanger, public_url=public_url,
-    )
+    with engine:
+        engine_server.serve(
+            engine, listener, max_request_bytes=args.max_request_bytes,
+            exchange=exchanger, public_url=public_url,
+        )
     return EXIT_OK

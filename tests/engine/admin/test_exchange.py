@@ -719,7 +719,7 @@ def test_http_token_endpoint_replay_and_log(home: Path, rsa_key: rsa.RSAPrivateK
     # An exchange that cannot be logged is a server error with no token in it: a
     # row written behind the engine's back takes the next sequence number.
     with contextlib.closing(sqlite3.connect(home / "state.db")) as db, db:
-        (head,) = db.execute("SELECT seq FROM call_log_head").fetchone()
+        (head,) = db.execute("SELECT size FROM call_log_tree").fetchone()
         db.execute(
             "INSERT INTO call_log (seq, time, agent, entry, sig) VALUES (?, 0, '-', x'', x'')",
             (head + 1,),

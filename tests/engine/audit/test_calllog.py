@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
     Ed25519PublicKey,
@@ -26,6 +25,7 @@ from engine import admin
 from engine.audit import calllog
 from engine.auth import cbor, signkeys
 from engine.service import Engine
+from engine.state import open_store
 from tests.conftest import World
 from tests.engine.engine_calls import Caller
 
@@ -74,6 +74,7 @@ def _some_calls(world: World) -> dict[str, Any]:
     call(engine, out["child"], "read_file", {"path": "src/api/v1.py"}, session="c")  # 6
     call(engine, lead, "obliterate", {"ref": "main"})  # 7 refused: not offered
     call(engine, lead, "commit", {"message": "two files"})  # 8
+    engine.close()  # the last checkpoint signs all eight
     return out
 
 
@@ -104,7 +105,7 @@ def test_every_call_is_recorded_with_its_decision(world: World) -> None:
         "sha256:" + hashlib.sha256(b"\x00\x01SECRET-BYTES").hexdigest())
     assert first["catalog_hash"] == made["catalog"]
     assert first["policy_hash"].startswith("sha256:") and first["session"] == "s"
-    assert first["prev"] == "00" * 32 and first["v"] == "chit-call-log/1"
+    assert first["prev"] == "00" * 32 and first["v"] == "chit-call-log/2"
     # The refusal before verification names no agent and carries no token material.
     assert log[3]["chain"] == [] and log[3]["catalog_hash"] is None
     # The helper's entry names the whole delegation chain, root first.
@@ -117,6 +118,7 @@ def test_every_call_is_recorded_with_its_decision(world: World) -> None:
     code, report = verify_json(world)
     assert code == 0 and report["ok"] and report["entries"] == 8
     assert report["head"]["seq"] == 8
+    assert report["checkpoint"]["size"] == 8 and report["unsigned"] is None
 
 
 def test_no_token_key_or_file_content_reaches_the_log(world: World) -> None:
@@ -130,6 +132,7 @@ def test_no_token_key_or_file_content_reaches_the_log(world: World) -> None:
     call(engine, lead, "write_file", {"path": "src/c.py", "content": lead,
                                       "note": {"deep": [lead]}}, session="t")
     call(engine, lead, lead, {"message": "Bearer " + made["child"]}, session="t")
+    engine.close()
     seeds = [k.seed for k in signkeys.signing_keys(world.home)]
     raw = b"".join(
         p.read_bytes() for p in world.home.glob("state.db*") if p.is_file()
@@ -157,187 +160,11 @@ def test_audit_doc_tables_exactly_the_call_log_checks() -> None:
     table = set(re.findall(r"^\| `([a-z_]+)` \|", checks, flags=re.MULTILINE))
     source = (ROOT / "engine" / "audit" / "logverify.py").read_text("utf-8")
     used = set(re.findall(r'report\.add\([^"]*"([a-z_]+)"', source))
-    assert table == used == {"decodes", "signature", "sequence", "chain", "columns", "head",
-                             "anchor"}
+    assert table == used == {"decodes", "signature", "sequence", "chain", "columns",
+                             "checkpoint", "tree", "head", "anchor"}
 
 
-# --- tampering --------------------------------------------------------------------------
-
-
-def _db(world: World) -> sqlite3.Connection:
-    return sqlite3.connect(world.home / "state.db", isolation_level=None)
-
-
-def _entry(db: sqlite3.Connection, seq: int) -> tuple[bytes, bytes]:
-    row = db.execute("SELECT entry, sig FROM call_log WHERE seq = ?", (seq,)).fetchone()
-    return bytes(row[0]), bytes(row[1])
-
-
-def _edit(world: World) -> None:
-    db = _db(world)
-    entry = cbor.decode(_entry(db, 3)[0])
-    assert isinstance(entry, dict)
-    entry.update(decision="allowed", code=None)  # hide a refusal
-    db.execute("UPDATE call_log SET entry = ? WHERE seq = 3", (cbor.encode(entry),))
-
-
-def _edit_column(world: World) -> None:
-    _db(world).execute("UPDATE call_log SET agent = 'someone' WHERE seq = 3")
-
-
-def _delete(world: World) -> None:
-    _db(world).execute("DELETE FROM call_log WHERE seq = 3")
-
-
-def _delete_tail(world: World) -> None:
-    _db(world).execute("DELETE FROM call_log WHERE seq >= 7")
-
-
-def _delete_head(world: World) -> None:
-    db = _db(world)
-    db.execute("DELETE FROM call_log WHERE seq >= 7")
-    db.execute("DELETE FROM call_log_head")
-
-
-def _insert(world: World) -> None:
-    """A forged entry 3 slipped in, later entries renumbered, signed with a stranger's key."""
-    db = _db(world)
-    real = cbor.decode(_entry(db, 3)[0])
-    assert isinstance(real, dict)
-    db.execute("UPDATE call_log SET seq = seq + 1000 WHERE seq >= 3")
-    db.execute("UPDATE call_log SET seq = seq - 999 WHERE seq >= 1000")
-    forged = dict(real, tool="read_file", decision="allowed", code=None)
-    data = cbor.encode(forged)
-    head = calllog.entry_head(3, data, forged["kid"], forged["time"])
-    sig = Ed25519PrivateKey.generate().sign(calllog.HEAD_CONTEXT + head)
-    db.execute("INSERT INTO call_log (seq, time, agent, entry, sig) VALUES (3, ?, ?, ?, ?)",
-               (forged["time"], forged["agent"], data, sig))
-
-
-def _insert_copy(world: World) -> None:
-    """A genuine, validly signed entry replayed at the end."""
-    db = _db(world)
-    entry, sig = _entry(db, 2)
-    db.execute("INSERT INTO call_log (seq, time, agent, entry, sig)"
-               " SELECT 9, time, agent, ?, ? FROM call_log WHERE seq = 2", (entry, sig))
-
-
-def _reorder(world: World) -> None:
-    db = _db(world)
-    three, five = _entry(db, 3), _entry(db, 5)
-    db.execute("UPDATE call_log SET entry = ?, sig = ? WHERE seq = 3", five)
-    db.execute("UPDATE call_log SET entry = ?, sig = ? WHERE seq = 5", three)
-
-
-def _reorder_rows(world: World) -> None:
-    db = _db(world)
-    db.execute("UPDATE call_log SET seq = 100 WHERE seq = 4")
-    db.execute("UPDATE call_log SET seq = 4 WHERE seq = 5")
-    db.execute("UPDATE call_log SET seq = 5 WHERE seq = 100")
-
-
-@pytest.mark.parametrize(
-    ("tamper", "expected"),
-    [
-        (_edit, [(3, "signature"), (4, "chain")]),
-        (_edit_column, [(3, "columns")]),
-        (_delete, [(4, "sequence"), (4, "chain")]),
-        (_delete_tail, [(8, "head")]),
-        (_delete_head, [(6, "head")]),
-        (_insert, [(3, "signature"), (4, "sequence"), (4, "chain"), (9, "head")]),
-        (_insert_copy, [(9, "sequence"), (9, "chain"), (9, "head")]),
-        (_reorder, [(3, "sequence"), (3, "chain"), (5, "sequence"), (5, "chain")]),
-        (_reorder_rows, [(4, "sequence"), (4, "chain"), (5, "sequence"), (5, "chain")]),
-    ],
-    ids=lambda v: v.__name__.strip("_") if callable(v) else "",
-)
-def test_call_log_tamper_detection(world: World, tamper: Any, expected: list[Any]) -> None:
-    """Threat: someone with write access to state.db rewrites what agents did.
-
-    Edited, deleted, inserted and reordered entries, a cut tail and a lost head are
-    each found by ``chit audit log verify`` (exit 1), naming the entry.
-    """
-    _some_calls(world)
-    assert verify_json(world)[0] == 0
-    tamper(world)
-    code, report = verify_json(world)
-    assert code == 1 and not report["ok"]
-    found = {(f["seq"], f["check"]) for f in report["findings"]}
-    assert set(expected) <= found, report["findings"]
-    text = cli(world, "audit", "log", "verify")
-    assert text.returncode == 1
-    seq, check = expected[0]
-    assert f"entry {seq} {check}:" in text.stdout and "FAILED" in text.stdout
-
-
-def test_each_entry_is_signed_as_the_head_at_that_entry(world: World) -> None:
-    """One signature per call: over the head rebuilt from the entry; the last is the head."""
-    _some_calls(world)
-    db = _db(world)
-    rows = db.execute("SELECT seq, entry, sig FROM call_log ORDER BY seq").fetchall()
-    public = {k.key_id: Ed25519PublicKey.from_public_bytes(k.public)
-              for k in signkeys.signing_keys(world.home)}
-    for seq, data, sig in rows:
-        entry = cbor.decode(data)
-        assert isinstance(entry, dict)
-        head = calllog.entry_head(seq, data, entry["kid"], entry["time"])
-        public[entry["kid"]].verify(sig, calllog.HEAD_CONTEXT + head)
-    head_seq, head_hash, head_bytes, head_sig = db.execute(
-        "SELECT seq, hash, head, sig FROM call_log_head").fetchone()
-    last_seq, last_data, last_sig = rows[-1]
-    assert (head_seq, head_hash) == (last_seq, hashlib.sha256(last_data).digest())
-    assert head_sig == last_sig
-    entry = cbor.decode(last_data)
-    assert isinstance(entry, dict)
-    assert head_bytes == calllog.entry_head(last_seq, last_data, entry["kid"], entry["time"])
-
-
-def test_deleted_entry_is_named_in_the_reason(world: World) -> None:
-    _some_calls(world)
-    _delete(world)
-    _code, report = verify_json(world)
-    assert any("entry 3 is missing" in f["reason"] for f in report["findings"])
-    _delete_tail(world)
-    _code, report = verify_json(world)
-    assert any("entries 7..8 are missing" in f["reason"] for f in report["findings"])
-
-
-def test_an_anchor_catches_a_cut_back_to_an_old_head(world: World) -> None:
-    """The documented limit, and its remedy: an old head replayed after cutting the tail."""
-    engine = Engine(world.home, world.repo)
-    token = world.mint()
-    for _ in range(3):
-        call(engine, token, "status", {})
-    db = _db(world)
-    old_head = db.execute("SELECT seq, hash, head, sig FROM call_log_head").fetchone()
-    for _ in range(3):
-        call(engine, token, "status", {})
-    _code, report = verify_json(world)
-    anchor = f"{report['head']['seq']}:{report['head']['hash']}"
-    db.execute("DELETE FROM call_log WHERE seq > 3")
-    db.execute("UPDATE call_log_head SET seq = ?, hash = ?, head = ?, sig = ?", old_head)
-    # Without an anchor the shortened log is consistent: this is the limit.
-    assert verify_json(world)[0] == 0
-    code, report = verify_json(world, "--anchor", anchor)
-    assert code == 1 and report["findings"] == [
-        {"seq": 6, "check": "anchor", "reason": "anchored entry 6 is missing"}]
-    bad = cli(world, "audit", "log", "verify", "--anchor", "6:nothex")
-    assert bad.returncode == 2 and "--anchor" in bad.stderr
-
-
-def test_a_row_inserted_behind_the_engines_back_fails_the_next_call_closed(
-    world: World,
-) -> None:
-    engine = Engine(world.home, world.repo)
-    token = world.mint()
-    assert call(engine, token, "status", {})["ok"]
-    db = _db(world)
-    entry, sig = _entry(db, 1)
-    db.execute("INSERT INTO call_log (seq, time, agent, entry, sig) VALUES (2, 0, 'x', ?, ?)",
-               (entry, sig))
-    answer = call(engine, token, "status", {})
-    assert answer["ok"] is False and answer["error"]["error"] == "internal_error"
-    assert verify_json(world)[0] == 1
+# --- tampering: tests/engine/audit/test_calllog_tamper.py ---------------------------------
 
 
 def test_verify_with_exported_keys_and_with_the_wrong_keys(world: World, tmp_path: Path) -> None:
@@ -355,15 +182,16 @@ def test_verify_with_exported_keys_and_with_the_wrong_keys(world: World, tmp_pat
     wrong.write_text(json.dumps(admin.export_public(other)))
     code, report = verify_json(world, "--keys", str(wrong))
     assert code == 1
-    assert {f["check"] for f in report["findings"]} == {"signature", "head"}
-    # After a signing key rotation old entries still verify (retired keys are exported).
+    assert {f["check"] for f in report["findings"]} == {"checkpoint", "tree"}
+    # After a signing key rotation old checkpoints still verify (retired keys are
+    # exported) and the new key signs the next one.
     assert cli(world, "keys", "rotate", "--signing").returncode == 0
-    Engine(world.home, world.repo).offer(world.mint())
-    call(Engine(world.home, world.repo), world.mint(), "status", {})
+    with Engine(world.home, world.repo) as engine:
+        call(engine, world.mint(), "status", {})
     code, report = verify_json(world)
-    assert code == 0 and report["entries"] == 9
-    kids = {e["kid"] for e in entries(world)}
-    assert len(kids) == 2
+    assert code == 0 and report["entries"] == 9 and report["checkpoint"]["size"] == 9
+    notes = [c.note for c in open_store(world.home).log_checkpoints()]
+    assert len({base64.b64decode(n.rsplit(" ", 1)[1])[:4] for n in notes}) == 2  # two keys
 
 
 def test_show_filters_and_escapes(world: World) -> None:
@@ -371,6 +199,7 @@ def test_show_filters_and_escapes(world: World) -> None:
     engine = Engine(world.home, world.repo)
     bob = world.mint(agent="bob", ops="read")
     call(engine, bob, "\x1b[2Jevil", {"path": "\x1b]0;title\x07"}, session="b")
+    engine.close()
     shown = cli(world, "audit", "log", "show", "--agent", "bob")
     assert shown.returncode == 0
     lines = shown.stdout.splitlines()
@@ -395,11 +224,12 @@ for i in range(25):
     tool = "status" if i % 2 else "read_file"
     engine.invoke(token, tool, {"path": "src/app.py"} if tool == "read_file" else {},
                   session=name, offered_catalog_hash=listed)
+engine.close()
 """
 
 
 def test_appends_from_several_processes_never_fork_the_chain(world: World) -> None:
-    """Threat: a forked chain (two entries claiming one predecessor) hiding entries."""
+    """Threat: a forked tree or chain (two entries claiming one place) hiding entries."""
     token = world.mint(ops="read")
     procs = [
         subprocess.Popen(
@@ -427,6 +257,7 @@ def test_protected_content_leaves_no_hash_in_the_log(world: World) -> None:
     secret = "PIN=4711\n"
     assert call(engine, token, "write_file", {"path": "src/vault/pin.txt", "content": secret})["ok"]
     assert call(engine, token, "write_file", {"path": "src/open.txt", "content": secret})["ok"]
+    engine.close()
     sealed, plain = entries(world)[-2:]
     assert sealed["arguments"]["content"] == {"size": len(secret), "sealed": True}
     assert set(plain["arguments"]["content"]) == {"size", "sha256"}
@@ -443,11 +274,11 @@ def _doc_block(doc: str, after: str) -> str:
 
 
 def test_the_audit_doc_vector_is_what_the_engine_signs() -> None:
-    """docs/audit.md's call-log vector: entry bytes, chain head and signature, recomputed."""
+    """docs/audit.md's chit-call-log/1 vector: entry bytes, chain head and signature."""
     doc = (ROOT / "docs" / "audit.md").read_text("utf-8")
-    section = doc[doc.index("#### Test vector"):doc.index("### The checks")]
+    section = doc[doc.index("#### Test vector of a `chit-call-log/1`"):doc.index("### The checks")]
     entry = {
-        "v": calllog.LOG_VERSION, "seq": 1, "prev": bytes(32), "time": 1796000000,
+        "v": calllog.LEGACY_VERSION, "seq": 1, "prev": bytes(32), "time": 1796000000,
         "kid": "s20261130-00000000", "agent": "docs-bot",
         "chain": ["00112233445566778899aabbccddeeff"], "session": "s1", "tool": "read_file",
         "arguments": {"path": "src/app.py"}, "decision": "allowed", "code": None,
