@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 import time
 import weakref
@@ -29,6 +30,21 @@ logger = logging.getLogger("chit.engine")
 
 _RETRY_PAUSES = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0)
 _IDLE_SECONDS = 2.0  # a thread with nothing to write or sign for this long ends
+
+
+_WRITERS: weakref.WeakSet[LogWriter] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of its parent's threads: its writers start afresh, empty.
+
+    The parent's queued entries are the parent's to write; the child writes its own.
+    """
+    for writer in list(_WRITERS):
+        writer._reset()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _close_at_exit(ref: weakref.ReferenceType[LogWriter]) -> None:
@@ -74,6 +90,11 @@ class LogWriter:
         self._now = now
         self._queue_entries = queue_entries
         self._batch_entries = batch_entries
+        self._reset()
+        _WRITERS.add(self)
+        atexit.register(_close_at_exit, weakref.ref(self))
+
+    def _reset(self) -> None:
         self._failures = 0  # failed transactions so far
         self._failing = False  # the last transaction failed
         self._cond = threading.Condition()
@@ -84,7 +105,6 @@ class LogWriter:
         self._thread: threading.Thread | None = None
         self._unsigned = False  # this writer appended since its last checkpoint
         self._signed_at = time.monotonic()
-        atexit.register(_close_at_exit, weakref.ref(self))
 
     def __repr__(self) -> str:
         return "LogWriter()"

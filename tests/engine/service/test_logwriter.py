@@ -160,3 +160,25 @@ def test_a_full_queue_makes_calls_wait_rather_than_drop_entries(home: Path) -> N
     assert writer.flush()
     assert len(_logged(home)) == 5
     writer.close()
+
+
+def test_a_forked_child_writes_its_own_entries(home: Path) -> None:
+    """A child forked while its parent's writer runs gets a writer of its own, not a copy
+    waiting on a thread that does not exist in it."""
+    import os
+
+    writer = _writer(home)
+    writer.write(_record(0), durable=True)  # the parent's thread is running
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            writer.write(_record(1, "child"), durable=True)
+            writer.close()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    writer.close()
+    assert [e["session"] for e in _logged(home)] == ["s", "child"]
