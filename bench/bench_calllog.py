@@ -124,6 +124,7 @@ def _run(tmp: Path) -> int:
                 results[tool][mode].append(_per_call_ms(engine, token, tool, args, listed))
             engine.flush_log()
     writer.write = real_write  # type: ignore[method-assign]
+    engine.close()
 
     store = open_store(home)
     signer = calllog.LogSigner(home)

@@ -370,6 +370,7 @@ def engine_alone(home: Path, repo: Path, token: str) -> dict[str, float]:
             fn()
             lat.append(time.perf_counter() - t0)
         out[f"{name}_median_us"] = round(statistics.median(lat) * 1e6, 1)
+    engine.close()
     return out
 
 
