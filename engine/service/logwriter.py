@@ -102,6 +102,7 @@ class LogWriter:
         self._queued = 0  # tickets handed out: the n-th entry written by this writer
         self._written = 0  # tickets committed
         self._closing = False
+        self._busy = False  # a caller is appending its own entry
         self._thread: threading.Thread | None = None
         self._unsigned = False  # this writer appended since its last checkpoint
         self._signed_at = time.monotonic()
@@ -130,21 +131,63 @@ class LogWriter:
                     raise LogWriteError("the call log's queue stayed full")
             if self._closing:
                 raise LogWriteError("the call log's writer is closed")
-            self._queue.append(record)
             self._queued += 1
             ticket = self._queued
+            inline = durable and not self._queue and not self._busy and not self._failing
+            if inline:
+                # Nothing is queued before it: the caller appends its own entry and
+                # spares the hand-off to the thread (which waits while it does).
+                self._busy = True
+            else:
+                self._queue.append(record)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="chit-call-log", daemon=True)
                 self._thread.start()
             self._cond.notify_all()
-            if not durable and not self._failing:
+            if inline:
+                pass
+            elif not durable and not self._failing:
                 return
-            failures = self._failures
-            while self._written < ticket:
-                if self._failures > failures:
-                    raise LogWriteError("the call log could not be written")
-                if not self._cond.wait(deadline - time.monotonic()):
-                    raise LogWriteError("the call's entry was not written in time")
+            else:
+                self._wait_for(ticket, deadline)
+                return
+        self._append_inline(record)
+
+    def _wait_for(self, ticket: int, deadline: float) -> None:
+        """Wait (holding the condition) until entry ``ticket`` is committed."""
+        failures = self._failures
+        while self._written < ticket:
+            if self._failures > failures:
+                raise LogWriteError("the call log could not be written")
+            if not self._cond.wait(deadline - time.monotonic()):
+                raise LogWriteError("the call's entry was not written in time")
+
+    def _append_inline(self, record: CallRecord) -> None:
+        """Append one entry from the calling thread; on failure queue it for the thread."""
+        try:
+            tree = tlog.append(self._store, [record], self._signer, now=self._now())
+        except Exception:
+            logger.exception("the call log could not be written; the entry is queued")
+            with self._cond:
+                self._busy = False
+                self._queue.appendleft(record)  # the earliest: nothing was queued before it
+                self._failures += 1
+                self._failing = True
+                self._cond.notify_all()
+            raise LogWriteError("the call log could not be written") from None
+        with self._cond:
+            self._busy = False
+            self._written += 1
+            if tree.signed == tree.size:
+                self._unsigned, self._signed_at = False, time.monotonic()
+            else:
+                self._unsigned = True
+                if self._thread is None and not self._closing:  # it signs the checkpoint
+                    self._thread = threading.Thread(
+                        target=self._run, name="chit-call-log", daemon=True
+                    )
+                    self._thread.start()
+            self._cond.notify_all()
 
     def flush(self, timeout: float = LIMITS.calllog_wait_seconds) -> bool:
         """Wait until every entry queued so far is committed; False on timeout."""
@@ -166,6 +209,10 @@ class LogWriter:
             thread = self._thread
         if thread is not None:
             thread.join(LIMITS.calllog_wait_seconds)
+        with self._cond:  # a caller still appending its own entry finishes first
+            deadline = time.monotonic() + LIMITS.calllog_wait_seconds
+            while self._busy and self._cond.wait(deadline - time.monotonic()):
+                pass
         if self._unsigned:
             self._checkpoint()
 
@@ -175,7 +222,7 @@ class LogWriter:
         failures = 0
         while True:
             with self._cond:
-                while not self._queue and not self._closing:
+                while (not self._queue or self._busy) and not self._closing:
                     if self._unsigned:
                         due = self._signed_at + LIMITS.calllog_checkpoint_seconds
                         if not self._cond.wait(max(0.0, due - time.monotonic())):
@@ -185,10 +232,11 @@ class LogWriter:
                         return
                 if not self._queue and self._closing:
                     return
-                batch = [
-                    self._queue[i]
-                    for i in range(min(len(self._queue), self._batch_entries))
-                ]
+                batch = (
+                    []
+                    if self._busy
+                    else [self._queue[i] for i in range(min(len(self._queue), self._batch_entries))]
+                )
             if batch:
                 try:
                     tree = tlog.append(self._store, batch, self._signer, now=self._now())
