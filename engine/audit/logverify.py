@@ -18,6 +18,7 @@ from engine.audit import merkle
 from engine.audit.calllog import (
     HEAD_CONTEXT,
     LEGACY_VERSION,
+    LOG_VERSION,
     decode_entry,
     decode_head,
     entry_head,
@@ -174,20 +175,29 @@ def _entry(
 ) -> None:
     walk.count += 1
     seq = int(row.seq)
-    data = row.entry if type(row.entry) is bytes else b""
+    raw = row.entry
+    data = raw if type(raw) is bytes else b""
     digest = hashlib.sha256(data).digest()
     walk.tree.append(hashlib.sha256(b"\x00" + data).digest())  # RFC 6962 leaf hash
     prev_seq, prev_hash = walk.seq, walk.digest
     walk.seq, walk.digest = seq, digest
-    if seq <= prev_seq:
-        report.add(seq, "sequence", f"entry {seq} repeats or precedes entry {prev_seq}")
-    elif seq != prev_seq + 1:
-        report.add(seq, "sequence", f"{_missing(prev_seq + 1, seq - 1)} before entry {seq}")
     try:
-        entry = decode_entry(row.entry, strict=strict)
+        entry = decode_entry(raw, strict=strict)
     except ValueError as exc:
+        _sequence(report, seq, prev_seq)
         report.add(seq, "decodes", str(exc))
         return
+    if (  # the usual entry: every check passes, nothing to report
+        entry["v"] == LOG_VERSION
+        and seq == prev_seq + 1
+        and entry["seq"] == seq
+        and entry["prev"] == prev_hash
+        and row.time == entry["time"]
+        and row.agent == entry["agent"]
+    ):
+        walk.newer_seen = True
+        return
+    _sequence(report, seq, prev_seq)
     if entry["v"] == LEGACY_VERSION:
         if walk.newer_seen:
             report.add(seq, "decodes", f"a {LEGACY_VERSION} entry after newer entries")
@@ -206,6 +216,13 @@ def _entry(
         report.add(seq, "chain", f"entry {seq}'s prev is not the hash of {after}{lost}")
     if row.time != entry["time"] or row.agent != entry["agent"]:
         report.add(seq, "columns", f"row {seq}'s time or agent column differs from its entry")
+
+
+def _sequence(report: _Report, seq: int, prev_seq: int) -> None:
+    if seq <= prev_seq:
+        report.add(seq, "sequence", f"entry {seq} repeats or precedes entry {prev_seq}")
+    elif seq != prev_seq + 1:
+        report.add(seq, "sequence", f"{_missing(prev_seq + 1, seq - 1)} before entry {seq}")
 
 
 def _check_checkpoints(report: _Report, signed: Signed, walk: _Walk) -> None:

@@ -471,8 +471,7 @@ class SQLiteStore:
         after: Any = -(2**63)
         while True:
             rows = self._connect().execute(query, (after, *params, batch)).fetchall()
-            for r in rows:
-                yield LogRow(r[0], r[1], r[2], r[3], r[4])
+            yield from map(LogRow._make, rows)
             if len(rows) < batch:
                 return
             after = rows[-1][0]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 __all__ = [
     "GENESIS",
@@ -167,8 +167,7 @@ class LogBatch:
     checkpoint: LogCheckpoint | None = None
 
 
-@dataclass(frozen=True)
-class LogRow:
+class LogRow(NamedTuple):
     """A stored call-log row, untrusted until verified (any column may be tampered).
 
     Attributes:
