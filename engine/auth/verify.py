@@ -312,13 +312,18 @@ def _analyse(raw_blocks: tuple[bytes, ...]) -> _Shape:
 
 @dataclass(frozen=True)
 class _Block:
-    """A decoded block, immutable: what verification needs of it."""
+    """A decoded block: what verification needs of it (never mutated).
+
+    ``caveats`` is the decoded caveat list as :func:`decode_block` gave it, kept
+    so that :func:`_block_caveats` interprets it without decoding the bytes again.
+    """
 
     id: bytes
     keys: frozenset[str]
     agent: object
     proof: object
     core: bytes
+    caveats: list[Any]
 
 
 # Decoding is a pure function of the block's bytes, so it is memoised; the MAC,
@@ -333,9 +338,12 @@ def _block(raw: bytes) -> _Block:
         agent=block.get("agent"),
         proof=block.get("proof"),
         core=cbor.encode(core) if "proof" in block else raw,
+        caveats=block["caveats"],
     )
 
 
+# The block is decoded once (by _block) whether its shape or its caveats are
+# asked for first; interpreting them is memoised separately.
 @functools.lru_cache(maxsize=LIMITS.token_block_cache_entries)
 def _block_caveats(raw: bytes) -> Caveats:
-    return interpret(decode_block(raw)["caveats"])
+    return interpret(_block(raw).caveats)
