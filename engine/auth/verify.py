@@ -108,7 +108,7 @@ class VerifiedToken:
         """Return True iff ``path`` (already validated) is inside every block's path scope."""
         if not self.path_scopes:
             return False
-        return all(in_scope(path, globs) for globs in self.path_scopes)
+        return _in_every_scope(self.path_scopes, path)
 
 
 def verify_at_time(
@@ -213,7 +213,7 @@ def verify_at_time(
         expires_at=grant.expires_at,
         not_before=grant.not_before,
         delegable=grant.delegable,
-        chain=tuple((block_ids[i], name) for i, name in shape.identities),
+        chain=shape.chain,
         parsed=parsed,
         _seal=_SEAL,
     )
@@ -276,6 +276,7 @@ class _Shape:
     hops_allowed: tuple[bool, ...]
     grant: Grant
     block_ids: tuple[str, ...]
+    chain: tuple[tuple[str, str], ...]
 
 
 # A pure function of the received block bytes, so memoised; everything that
@@ -301,13 +302,23 @@ def _analyse(raw_blocks: tuple[bytes, ...]) -> _Shape:
     for index, _agent in identities[1:]:
         before = intersect(per_block[:index])
         hops.append(before.delegable and "sub-token:issue" in before.operations)
+    block_ids = tuple(block.id.hex() for block in blocks)
     return _Shape(
         blocks=blocks,
         identities=tuple(identities),
         hops_allowed=tuple(hops),
         grant=intersect(per_block),
-        block_ids=tuple(block.id.hex() for block in blocks),
+        block_ids=block_ids,
+        chain=tuple((block_ids[i], name) for i, name in identities),
     )
+
+
+# Whether a path is in every scope is a pure function of the scopes (the
+# token's globs) and the path, so it is memoised; which token may ask is decided
+# by verify_at_time on every call.
+@functools.lru_cache(maxsize=LIMITS.scope_match_cache_entries)
+def _in_every_scope(path_scopes: tuple[tuple[str, ...], ...], path: str) -> bool:
+    return all(in_scope(path, globs) for globs in path_scopes)
 
 
 @dataclass(frozen=True)
