@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import secrets
 from pathlib import Path
@@ -428,3 +429,32 @@ def test_hostile_headers_in_a_token_are_refused_quickly() -> None:
         text = "chit_" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
         with pytest.raises(MalformedDataError):
             verify_at_time(text, keys, NOW)
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in VECTORS["cases"] if "error" not in c], ids=lambda c: c["name"]
+)
+def test_a_verified_token_is_what_its_constructor_makes(case: dict[str, Any]) -> None:
+    """Threat: a verified token built another way differing from the dataclass's own.
+
+    verify_at_time fills the frozen token's fields at once instead of through the
+    generated __init__; every field, equality, hash and immutability must be the
+    same as what the constructor makes from the same values.
+    """
+    table = {kid: bytes.fromhex(k["secret"]) for kid, k in VECTORS["keys"].items()
+             if k["status"] == "active"}
+    v = verify_at_time(case["token"], table.get, VECTORS["now"],
+                       depth_limit=case.get("depth_limit", VECTORS["depth_limit"]))
+    names = [f.name for f in dataclasses.fields(VerifiedToken)]
+    built = VerifiedToken(**{name: getattr(v, name) for name in names})
+    assert sorted(vars(v)) == sorted(vars(built)) == sorted(names)
+    for name in names:
+        assert getattr(v, name) is getattr(built, name), name
+    assert v == built
+    assert hash(v) == hash(built)
+    assert repr(v) == repr(built)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        v.agent = "mallory"  # type: ignore[misc]
+    again = verify_at_time(case["token"], table.get, VECTORS["now"],
+                           depth_limit=case.get("depth_limit", VECTORS["depth_limit"]))
+    assert again == v and again is not v
