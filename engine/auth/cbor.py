@@ -301,6 +301,11 @@ def _fast_item(data: bytes, pos: int, depth: int, max_depth: int) -> tuple[Value
     info = initial & 0x1F
     if info < 24:
         arg = info
+    elif info == 24:
+        arg = data[pos]  # IndexError: truncated argument
+        if arg < 24:
+            raise _GiveUp  # not in shortest form
+        pos += 1
     elif info < 28:
         stop = pos + _ARG_SIZE[info]
         if stop > len(data):

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.auth import cbor
 from engine.auth._mac import chain_tags, delegation_key, hmac_sha256, tags_equal
@@ -266,8 +266,7 @@ def describe(token: VerifiedToken) -> Mapping[str, Any]:
 # --- internals ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Shape:
+class _Shape(NamedTuple):
     """What the blocks say, decoded and interpreted (no key, no time involved)."""
 
     blocks: tuple[_Block, ...]
@@ -335,12 +334,14 @@ def _in_every_scope(path_scopes: tuple[tuple[str, ...], ...], path: str) -> bool
     return all(in_scope(path, globs) for globs in path_scopes)
 
 
-@dataclass(frozen=True)
-class _Block:
+class _Block(NamedTuple):
     """A decoded block: what verification needs of it (never mutated).
 
     ``caveats`` is the decoded caveat list as :func:`decode_block` gave it, kept
     so that :func:`_block_caveats` interprets it without decoding the bytes again.
+    A named tuple, not a frozen dataclass: one is made per block of every
+    never-seen token, and the dataclass's field-by-field ``__init__`` cost more
+    than the block's other work besides decoding.
     """
 
     id: bytes
@@ -356,14 +357,17 @@ class _Block:
 @functools.lru_cache(maxsize=LIMITS.token_block_cache_entries)
 def _block(raw: bytes) -> _Block:
     block = decode_block(raw)
-    core = {k: v for k, v in block.items() if k != "proof"}
+    if "proof" in block:
+        core = cbor.encode({k: v for k, v in block.items() if k != "proof"})
+    else:
+        core = raw
     return _Block(
-        id=block["id"],
-        keys=frozenset(block),
-        agent=block.get("agent"),
-        proof=block.get("proof"),
-        core=cbor.encode(core) if "proof" in block else raw,
-        caveats=block["caveats"],
+        block["id"],
+        frozenset(block),
+        block.get("agent"),
+        block.get("proof"),
+        core,
+        block["caveats"],
     )
 
 
