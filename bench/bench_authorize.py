@@ -12,9 +12,14 @@ on ``src/api/v1.py`` at a fixed ``now``:
 - biscuit-python: parse (signatures checked) a 4-block biscuit (authority facts
   and checks, then 3 attenuation blocks of checks) and authorize it with an
   authorizer holding the operation, path and time facts and ``allow if true``.
+  Its run-time limit is raised from 1 ms to 1 s: on a busy machine a call that
+  is preempted would otherwise abort the run ("Reached Datalog execution limits");
+  the limit stops work, it does not speed it up.
 
 Start-up checks make sure every side allows the call and refuses a wrong
-operation, so no side can silently measure a failing path. Timings are the median
+operation, so no side can silently measure a failing path. Targets (issue 15):
+warm chit at most 0.3 of pymacaroons and 0.1 of biscuit-python; cold chit (a
+token never seen before) at most 1.0 of pymacaroons. Timings are the median
 per-call time over the repeats of ``timeit.repeat``; the ratios compare across
 machines. ``--profile [N]`` also prints a cProfile of N chit calls to stderr.
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import datetime
 import json
 import platform
 import pstats
@@ -62,15 +68,17 @@ WRONG_TOOL, WRONG_OPERATION = "commit", "commit"
 REPEAT = 7
 TARGET_REPEAT_S = 0.2
 PROFILE_CALLS = 20_000
-TARGET_VS_PYMACAROONS = 0.5
+TARGET_VS_PYMACAROONS = 0.3
 TARGET_VS_BISCUIT = 0.1
+TARGET_COLD_VS_PYMACAROONS = 1.0
+BISCUIT_MAX_TIME = datetime.timedelta(seconds=1)
 
 # --- chit ----------------------------------------------------------------------
 
 
 COLD_CACHES = [
     t._parse, verify._analyse, verify._block, verify._block_caveats, caveats.intersect,
-    ppaths._is_valid_path, ppaths._is_valid_glob, ppaths._match, ppaths.fold_path,
+    verify._in_every_scope, ppaths._is_valid_path, ppaths._is_valid_glob, ppaths._match, ppaths.fold_path,
     ppaths._fold_glob, ppaths._deny_matches_cached,
 ]
 
@@ -165,7 +173,11 @@ def biscuit_authorizer(text: str, public_key: PublicKey) -> Callable[[str], bool
     def authorize(operation: str) -> bool:
         token = Biscuit.from_base64(text, public_key)
         params = {"op": operation, "path": PATH, "now": NOW}
-        authorizer = AuthorizerBuilder(_AUTHORIZER, params).build(token)
+        builder = AuthorizerBuilder(_AUTHORIZER, params)
+        limits = builder.limits()
+        limits.max_time = BISCUIT_MAX_TIME
+        builder.set_limits(limits)
+        authorizer = builder.build(token)
         authorizer.authorize()  # raises AuthorizationError on refusal
         return True
 
@@ -266,8 +278,10 @@ def main() -> None:
         "ratio_chit_over_biscuit": round(vs_bis, 3),
         "target_chit_over_pymacaroons": TARGET_VS_PYMACAROONS,
         "target_chit_over_biscuit": TARGET_VS_BISCUIT,
+        "target_chit_cold_over_pymacaroons": TARGET_COLD_VS_PYMACAROONS,
         "met_vs_pymacaroons": vs_mac <= TARGET_VS_PYMACAROONS,
         "met_vs_biscuit": vs_bis <= TARGET_VS_BISCUIT,
+        "met_cold_vs_pymacaroons": cold_s / mac_s <= TARGET_COLD_VS_PYMACAROONS,
         "chit_token_chars": len(chit_text),
         "pymacaroons_token_chars": len(mac_text),
         "biscuit_token_chars": len(bis_text),

@@ -59,6 +59,8 @@ class Limits:
     """Block byte strings whose decoding (and, apart, caveats) is memoised."""
     grant_cache_entries: int = 4096
     """Caveat chains whose intersected grant is memoised."""
+    scope_match_cache_entries: int = 16384
+    """Pairs of a token's path scopes and a path whose match is memoised."""
 
     # --- chit-det/1 (engine/auth/cbor.py) -------------------------------------------
     cbor_default_size_bytes: int = 65536

@@ -106,7 +106,10 @@ def _remember(cache: dict[_K, _V], key: _K, value: _V) -> None:
 
 
 def _index(policy: Policy) -> _Index:
-    index = policy._index
+    # Read from the model's private storage: ``policy._index`` goes through
+    # pydantic's __getattr__, which costs more than the rest of an evaluation.
+    private = policy.__pydantic_private__
+    index = private.get("_index") if private is not None else None
     if not isinstance(index, _Index):
         index = _Index(policy)
         policy._index = index
@@ -141,6 +144,13 @@ def _path_rules(paths: tuple[str, ...], denials: list[frozenset[int]]) -> Decisi
 
 def _limits(policy: Policy, request: Request) -> Decision | None:
     limits = policy.limits
+    if (
+        request.content_bytes <= limits.file_bytes
+        and request.staged_bytes <= limits.staged_bytes
+        and request.staged_files <= limits.staged_files
+        and request.commit_files <= limits.files_per_commit
+    ):
+        return None  # within every limit: what follows would find nothing
     checks = (
         ("limits.file_bytes", request.content_bytes, limits.file_bytes, "the file is", "bytes"),
         ("limits.staged_bytes", request.staged_bytes, limits.staged_bytes, "staged", "bytes"),

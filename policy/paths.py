@@ -55,10 +55,11 @@ _HFS_IGNORABLE = frozenset(
     for code in range(first, last + 1)
 )
 
-# Bidirectional embedding, override and isolate controls (Unicode TR9).
-_BIDI_CONTROLS = frozenset(
-    [chr(c) for c in range(0x202A, 0x202F)] + [chr(c) for c in range(0x2066, 0x206A)]
-)
+# Bidirectional embedding, override and isolate controls (Unicode TR9): U+202A
+# to U+202E and U+2066 to U+2069.
+_BIDI_CONTROL = re.compile("[\\u202a-\\u202e\\u2066-\\u2069]")
+# C0 controls, DEL and the C1 controls: ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F.
+_CONTROL = re.compile("[\\x00-\\x1f\\x7f-\\x9f]")
 
 # Applied to a segment after _fold_for_dotgit(): ".git" or an 8.3 short name
 # "git~N", then only dots and spaces (NTFS drops them), then either the end or an
@@ -109,9 +110,12 @@ def _size_problem(text: str, noun: str) -> str | None:
     """
     if not text:
         return f"{noun} is empty"
-    # len() first: a cheap guard before encoding a huge string. "surrogatepass"
-    # only measures here; lone surrogates are refused by _form_problem().
-    if len(text) > MAX_PATH_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+    # len() first: a cheap guard before encoding a huge string (ASCII text is as
+    # long in UTF-8). "surrogatepass" only measures here; lone surrogates are
+    # refused by _form_problem().
+    if len(text) > MAX_PATH_BYTES or (
+        not text.isascii() and len(text.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES
+    ):
         return f"{noun} is longer than {MAX_PATH_BYTES} bytes"
     return None
 
@@ -120,37 +124,45 @@ def _form_problem(text: str, noun: str) -> str | None:
     """Return why a non-empty, bounded ``text`` is not a well-formed relative name, or None.
 
     Checks the whole string (encoding, absolute or drive-like prefixes,
-    backslashes, control characters), then every segment.
+    backslashes, control characters), then every segment. ASCII text skips the
+    checks it passes by construction: it encodes, holds no separator or
+    bidirectional control beyond ASCII, and is NFC.
     """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return f"{noun} is not valid UTF-8 (lone surrogate)"
+    ascii_only = text.isascii()
+    if not ascii_only:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{noun} is not valid UTF-8 (lone surrogate)"
     if text.startswith(_SEP):
         return f"{noun} is absolute"
     if len(text) >= 2 and text[0].isascii() and text[0].isalpha() and text[1] == ":":
         return f"{noun} has a drive prefix"  # git's has_dos_drive_prefix()
     if "\\" in text:
         return f"{noun} contains a backslash"  # a separator on Windows checkouts
-    if any(ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F for char in text):
+    if _CONTROL.search(text) is not None:
         return f"{noun} contains a control character"  # NUL truncation, log forging
-    if "\u2028" in text or "\u2029" in text:
-        return f"{noun} contains a line or paragraph separator"  # log forging
-    if any(char in _BIDI_CONTROLS for char in text):
-        # "Trojan source" (CVE-2021-42574): text that displays in another order.
-        return f"{noun} contains a bidirectional control character"
-    if not unicodedata.is_normalized("NFC", text):
-        # Two spellings of one name (macOS writes NFD); provenance records hold NFC text.
-        return f"{noun} is not in Unicode NFC form"
+    if not ascii_only:
+        if "\u2028" in text or "\u2029" in text:
+            return f"{noun} contains a line or paragraph separator"  # log forging
+        if _BIDI_CONTROL.search(text) is not None:
+            # "Trojan source" (CVE-2021-42574): text that displays in another order.
+            return f"{noun} contains a bidirectional control character"
+        if not unicodedata.is_normalized("NFC", text):
+            # Two spellings of one name (macOS writes NFD); provenance records hold NFC text.
+            return f"{noun} is not in Unicode NFC form"
     for segment in text.split(_SEP):
-        problem = _segment_problem(segment, noun)
+        problem = _segment_problem(segment, noun, ascii_only)
         if problem is not None:
             return problem
     return None
 
 
-def _segment_problem(segment: str, noun: str) -> str | None:
-    """Return why one segment is not acceptable, or None if it is."""
+def _segment_problem(segment: str, noun: str, ascii_only: bool = False) -> str | None:
+    """Return why one segment is not acceptable, or None if it is.
+
+    ``ascii_only`` says the segment is ASCII (so as long in UTF-8 as in characters).
+    """
     if not segment:
         return f"{noun} has an empty segment"
     if segment in (".", ".."):
@@ -159,7 +171,8 @@ def _segment_problem(segment: str, noun: str) -> str | None:
         # Win32 drops trailing dots and spaces, so "... " or ".. " becomes ".."
         # on a Windows checkout (git for Windows refuses such names too).
         return f"{noun} has a segment made only of dots and spaces"
-    if len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES:
+    size = len(segment) if ascii_only else len(segment.encode("utf-8"))
+    if size > MAX_SEGMENT_BYTES:
         return f"{noun} has a segment longer than {MAX_SEGMENT_BYTES} bytes"
     return None
 
@@ -272,13 +285,25 @@ def validate_glob(glob: object) -> str:
     """
     if not isinstance(glob, str):
         raise ValueError("glob must be a string")
-    problem = _size_problem(glob, "glob") or _form_problem(glob, "glob")
+    # An exact str's verdict is memoised (_is_valid_glob, bounded like the globs
+    # it keeps); the reason is found again only for a glob that fails.
+    if type(glob) is str and len(glob) <= MAX_PATH_BYTES and _is_valid_glob(glob):
+        return glob
+    problem = _glob_problem(glob)
     if problem is not None:
         raise ValueError(problem)
+    return glob
+
+
+def _glob_problem(glob: str) -> str | None:
+    """Return why ``glob`` is not a valid glob (see :func:`validate_glob`), or None."""
+    problem = _size_problem(glob, "glob") or _form_problem(glob, "glob")
+    if problem is not None:
+        return problem
     for segment in glob.split(_SEP):
         if _DOUBLE_STAR in segment and segment != _DOUBLE_STAR:
-            raise ValueError("glob uses '**' inside a segment; it must be a whole segment")
-    return glob
+            return "glob uses '**' inside a segment; it must be a whole segment"
+    return None
 
 
 def _run_automaton(
@@ -348,16 +373,29 @@ def _is_valid_path(path: str) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _is_valid_glob(glob: str) -> bool:
     """Whether :func:`validate_glob` accepts ``glob`` (used to fail closed)."""
-    try:
-        validate_glob(glob)
-    except ValueError:
-        return False
-    return True
+    return isinstance(glob, str) and _glob_problem(glob) is None
 
 
 @functools.lru_cache(maxsize=65536)
 def _match(glob: str, path: str) -> bool:
-    """Match a validated glob against a validated path (see :func:`glob_matches`)."""
+    """Match a validated glob against a validated path (see :func:`glob_matches`).
+
+    Two common shapes are answered directly, exactly as the automaton of
+    :func:`_match_segments` would answer them for any strings: a glob without
+    wildcards matches only itself, and ``lit/eral/**`` (wildcards only in the
+    trailing ``**``) matches what starts with ``lit/eral/`` (``**`` alone
+    matches everything).
+    """
+    if _STAR not in glob and _ANY_ONE not in glob:
+        return glob == path
+    head, sep, last = glob.rpartition(_SEP)
+    if last == _DOUBLE_STAR and _STAR not in head and _ANY_ONE not in head:
+        return path.startswith(head + _SEP) if sep else True
+    return _match_segments(glob, path)
+
+
+def _match_segments(glob: str, path: str) -> bool:
+    """:func:`_match` by the segment automaton, for every glob shape."""
     pattern = glob.split(_SEP)
     if pattern[-1] == _DOUBLE_STAR:
         # A trailing "**" needs at least one segment: "x/**" == "x/*/**".

@@ -265,6 +265,139 @@ class _Decoder:
         return mapping, pos
 
 
+# The fast path. It accepts only what _Decoder accepts, and returns the same
+# value; it never refuses. Whenever it meets anything _Decoder would refuse (or
+# that it does not handle itself), it gives up and the input is read again by
+# _Decoder, which then accepts or refuses it with its own reason. Each check
+# below is one of _Decoder's, in the same terms, so the refusals, their order
+# and the reasons are unchanged (tests/engine/auth/test_cbor_fast.py compares
+# the two paths on valid and hostile inputs).
+
+
+class _GiveUp(Exception):
+    """Raised inside the fast path; never leaves this module."""
+
+
+def _fast_text(data: bytes, pos: int, stop: int) -> str:
+    """The text at ``data[pos:stop]``, as :meth:`_Decoder.text` would accept it."""
+    if stop > len(data):
+        raise _GiveUp  # length exceeds input
+    text = data[pos:stop].decode("utf-8")  # UnicodeDecodeError: invalid UTF-8
+    # ASCII text is always NFC; anything else is checked as _Decoder does.
+    if not text.isascii() and not unicodedata.is_normalized("NFC", text):
+        raise _GiveUp
+    return text
+
+
+def _fast_item(data: bytes, pos: int, depth: int, max_depth: int) -> tuple[Value, int]:
+    """:meth:`_Decoder.item`, for input it accepts; raises :class:`_GiveUp` otherwise.
+
+    Short text, small integers and short byte strings inside arrays and maps
+    are read in the loop itself (their heads need no further check), the rest
+    by a recursive call.
+    """
+    initial = data[pos]  # IndexError: truncated input
+    pos += 1
+    info = initial & 0x1F
+    if info < 24:
+        arg = info
+    elif info == 24:
+        arg = data[pos]  # IndexError: truncated argument
+        if arg < 24:
+            raise _GiveUp  # not in shortest form
+        pos += 1
+    elif info < 28:
+        stop = pos + _ARG_SIZE[info]
+        if stop > len(data):
+            raise _GiveUp  # truncated argument
+        arg = int.from_bytes(data[pos:stop], "big")
+        if arg < _ARG_MINIMUM[info]:
+            raise _GiveUp  # not in shortest form
+        pos = stop
+    else:
+        raise _GiveUp  # reserved, indefinite length or break
+    major = initial >> 5
+    if major == _MT_ARRAY:
+        if depth >= max_depth or arg > len(data) - pos:
+            raise _GiveUp  # nesting too deep, length exceeds input
+        depth += 1
+        items: list[Value] = []
+        for _ in range(arg):
+            initial = data[pos]
+            if initial < 0x18:  # unsigned integer 0..23
+                items.append(initial)
+                pos += 1
+            elif 0x60 <= initial < 0x78:  # text of 0..23 bytes
+                stop = pos + 1 + (initial - 0x60)
+                items.append(_fast_text(data, pos + 1, stop))
+                pos = stop
+            else:
+                item, pos = _fast_item(data, pos, depth, max_depth)
+                items.append(item)
+        return items, pos
+    if major == _MT_MAP:
+        if depth >= max_depth or arg > (len(data) - pos) // 2:
+            raise _GiveUp  # nesting too deep, length exceeds input
+        depth += 1
+        mapping: dict[str, Value] = {}
+        previous = b""
+        for _ in range(arg):
+            initial = data[pos]
+            if 0x60 <= initial < 0x78:  # a key of 0..23 bytes
+                stop = pos + 1 + (initial - 0x60)
+                key = _fast_text(data, pos + 1, stop)
+            elif initial >> 5 == _MT_TEXT:
+                found, stop = _fast_item(data, pos, depth, max_depth)
+                if type(found) is not str:
+                    raise _GiveUp  # pragma: no cover (a text head reads as text)
+                key = found
+            else:
+                raise _GiveUp  # map key is not a text string
+            encoded_key = data[pos:stop]
+            # Strictly increasing encodings (the first key is above b"").
+            if encoded_key <= previous:
+                raise _GiveUp  # duplicate map key, map keys out of order
+            previous = encoded_key
+            initial = data[stop]
+            if initial < 0x18:
+                mapping[key] = initial
+                pos = stop + 1
+            elif 0x40 <= initial < 0x58:  # bytes of 0..23 bytes
+                pos = stop + 1 + (initial - 0x40)
+                if pos > len(data):
+                    raise _GiveUp  # length exceeds input
+                mapping[key] = data[stop + 1 : pos]
+            else:
+                mapping[key], pos = _fast_item(data, stop, depth, max_depth)
+        return mapping, pos
+    if major == _MT_TEXT:
+        stop = pos + arg
+        return _fast_text(data, pos, stop), stop
+    if major == _MT_BYTES:
+        stop = pos + arg
+        if stop > len(data):
+            raise _GiveUp  # length exceeds input
+        return data[pos:stop], stop
+    if major == _MT_UINT:
+        return arg, pos
+    if major == _MT_NINT:
+        return -1 - arg, pos
+    if major == _MT_SIMPLE and initial in _SIMPLE_VALUES:
+        return _SIMPLE_VALUES[initial], pos
+    raise _GiveUp  # a tag, a float or another simple value
+
+
+def _fast_decode(data: bytes, max_depth: int) -> tuple[Value] | None:
+    """``(value,)`` if the fast path vouches for ``data``, else ``None`` (ask _Decoder)."""
+    try:
+        value, pos = _fast_item(data, 0, 0, max_depth)
+    except (_GiveUp, IndexError, UnicodeDecodeError):
+        return None
+    if pos != len(data):
+        return None  # trailing bytes after item
+    return (value,)
+
+
 def decode(
     data: bytes | bytearray,
     *,
@@ -313,7 +446,11 @@ def decode(
     _check_limit("max_depth", max_depth, LIMITS.cbor_depth_ceiling_levels)
     if len(data) > max_size:
         raise ProfileError("input larger than max_size")
-    decoder = _Decoder(bytes(data), max_depth)
+    data = bytes(data)
+    fast = _fast_decode(data, max_depth)
+    if fast is not None:
+        return fast[0]
+    decoder = _Decoder(data, max_depth)
     value, pos = decoder.item(0, 0)
     if pos != decoder.end:
         raise ProfileError("trailing bytes after item")

@@ -12,7 +12,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from engine.auth import cbor
 from engine.auth._mac import chain_tags, delegation_key, hmac_sha256, tags_equal
@@ -89,6 +90,19 @@ class VerifiedToken:
         if self._seal is not _SEAL:
             raise TypeError("only verify_at_time() makes a VerifiedToken")
 
+    @classmethod
+    def _of(cls, shape: _Shape, parsed: UnverifiedToken) -> VerifiedToken:
+        """The token :func:`verify_at_time` returns once every check has passed.
+
+        The same object the generated ``__init__`` would make from these values,
+        built by filling its ``__dict__`` at once (the frozen ``__init__`` sets
+        each of its twelve fields through ``object.__setattr__``, which cost as
+        much as the rest of a verification without its MACs).
+        """
+        token = object.__new__(cls)
+        token.__dict__.update(shape.verified, key_id=parsed.key_id, parsed=parsed, _seal=_SEAL)
+        return token
+
     @property
     def depth(self) -> int:
         """Number of delegation hops (0 for a root token)."""
@@ -108,7 +122,7 @@ class VerifiedToken:
         """Return True iff ``path`` (already validated) is inside every block's path scope."""
         if not self.path_scopes:
             return False
-        return all(in_scope(path, globs) for globs in self.path_scopes)
+        return _in_every_scope(self.path_scopes, path)
 
 
 def verify_at_time(
@@ -199,24 +213,9 @@ def verify_at_time(
         raise TokenError(
             "token_not_yet_valid", "the token is not valid yet", not_before=grant.not_before
         )
-    block_ids = shape.block_ids
-    if is_revoked(block_ids):
+    if is_revoked(shape.block_ids):
         raise TokenError("token_revoked", "the token, or a token it derives from, was revoked")
-    identity_index, agent = shape.identities[-1]
-    return VerifiedToken(
-        token_id=block_ids[identity_index],
-        block_ids=block_ids,
-        key_id=parsed.key_id,
-        agent=agent,
-        operations=grant.operations,
-        path_scopes=grant.path_scopes,
-        expires_at=grant.expires_at,
-        not_before=grant.not_before,
-        delegable=grant.delegable,
-        chain=tuple((block_ids[i], name) for i, name in shape.identities),
-        parsed=parsed,
-        _seal=_SEAL,
-    )
+    return VerifiedToken._of(shape, parsed)
 
 
 def grant_of_blocks(blocks: Sequence[bytes]) -> dict[str, Any]:
@@ -267,8 +266,7 @@ def describe(token: VerifiedToken) -> Mapping[str, Any]:
 # --- internals ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Shape:
+class _Shape(NamedTuple):
     """What the blocks say, decoded and interpreted (no key, no time involved)."""
 
     blocks: tuple[_Block, ...]
@@ -276,6 +274,9 @@ class _Shape:
     hops_allowed: tuple[bool, ...]
     grant: Grant
     block_ids: tuple[str, ...]
+    verified: Mapping[str, object]
+    """The fields of a :class:`VerifiedToken` that the blocks decide: all but
+    ``key_id``, ``parsed`` and ``_seal``."""
 
 
 # A pure function of the received block bytes, so memoised; everything that
@@ -301,24 +302,54 @@ def _analyse(raw_blocks: tuple[bytes, ...]) -> _Shape:
     for index, _agent in identities[1:]:
         before = intersect(per_block[:index])
         hops.append(before.delegable and "sub-token:issue" in before.operations)
+    block_ids = tuple(block.id.hex() for block in blocks)
+    grant = intersect(per_block)
+    identity_index, agent = identities[-1]
+    verified = {
+        "token_id": block_ids[identity_index],
+        "block_ids": block_ids,
+        "agent": agent,
+        "operations": grant.operations,
+        "path_scopes": grant.path_scopes,
+        "expires_at": grant.expires_at,
+        "not_before": grant.not_before,
+        "delegable": grant.delegable,
+        "chain": tuple((block_ids[i], name) for i, name in identities),
+    }
     return _Shape(
         blocks=blocks,
         identities=tuple(identities),
         hops_allowed=tuple(hops),
-        grant=intersect(per_block),
-        block_ids=tuple(block.id.hex() for block in blocks),
+        grant=grant,
+        block_ids=block_ids,
+        verified=MappingProxyType(verified),
     )
 
 
-@dataclass(frozen=True)
-class _Block:
-    """A decoded block, immutable: what verification needs of it."""
+# Whether a path is in every scope is a pure function of the scopes (the
+# token's globs) and the path, so it is memoised; which token may ask is decided
+# by verify_at_time on every call.
+@functools.lru_cache(maxsize=LIMITS.scope_match_cache_entries)
+def _in_every_scope(path_scopes: tuple[tuple[str, ...], ...], path: str) -> bool:
+    return all(in_scope(path, globs) for globs in path_scopes)
+
+
+class _Block(NamedTuple):
+    """A decoded block: what verification needs of it (never mutated).
+
+    ``caveats`` is the decoded caveat list as :func:`decode_block` gave it, kept
+    so that :func:`_block_caveats` interprets it without decoding the bytes again.
+    A named tuple, not a frozen dataclass: one is made per block of every
+    never-seen token, and the dataclass's field-by-field ``__init__`` cost more
+    than the block's other work besides decoding.
+    """
 
     id: bytes
     keys: frozenset[str]
     agent: object
     proof: object
     core: bytes
+    caveats: list[Any]
 
 
 # Decoding is a pure function of the block's bytes, so it is memoised; the MAC,
@@ -326,16 +357,22 @@ class _Block:
 @functools.lru_cache(maxsize=LIMITS.token_block_cache_entries)
 def _block(raw: bytes) -> _Block:
     block = decode_block(raw)
-    core = {k: v for k, v in block.items() if k != "proof"}
+    if "proof" in block:
+        core = cbor.encode({k: v for k, v in block.items() if k != "proof"})
+    else:
+        core = raw
     return _Block(
-        id=block["id"],
-        keys=frozenset(block),
-        agent=block.get("agent"),
-        proof=block.get("proof"),
-        core=cbor.encode(core) if "proof" in block else raw,
+        block["id"],
+        frozenset(block),
+        block.get("agent"),
+        block.get("proof"),
+        core,
+        block["caveats"],
     )
 
 
+# The block is decoded once (by _block) whether its shape or its caveats are
+# asked for first; interpreting them is memoised separately.
 @functools.lru_cache(maxsize=LIMITS.token_block_cache_entries)
 def _block_caveats(raw: bytes) -> Caveats:
-    return interpret(decode_block(raw)["caveats"])
+    return interpret(_block(raw).caveats)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from typing import Any
 
@@ -304,6 +304,13 @@ class Offer:
     catalog_hash: str
     catalog_bytes: bytes
     withheld: int
+    _by_name: dict[str, ToolSpec] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_name: dict[str, ToolSpec] = {}
+        for tool in self.tools:
+            by_name.setdefault(tool.name, tool)  # the first of a name, as a scan finds it
+        object.__setattr__(self, "_by_name", by_name)
 
     def names(self) -> list[str]:
         """Offered tool names, sorted."""
@@ -311,7 +318,9 @@ class Offer:
 
     def get(self, name: str) -> ToolSpec | None:
         """Return the offered tool named exactly ``name``, or ``None``."""
-        for tool in self.tools:
+        if type(name) is str:
+            return self._by_name.get(name)
+        for tool in self.tools:  # anything else compares as it always did
             if tool.name == name:
                 return tool
         return None

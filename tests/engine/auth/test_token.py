@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import secrets
 from pathlib import Path
@@ -428,3 +429,76 @@ def test_hostile_headers_in_a_token_are_refused_quickly() -> None:
         text = "chit_" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
         with pytest.raises(MalformedDataError):
             verify_at_time(text, keys, NOW)
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in VECTORS["cases"] if "error" not in c], ids=lambda c: c["name"]
+)
+def test_a_verified_token_is_what_its_constructor_makes(case: dict[str, Any]) -> None:
+    """Threat: a verified token built another way differing from the dataclass's own.
+
+    verify_at_time fills the frozen token's fields at once instead of through the
+    generated __init__; every field, equality, hash and immutability must be the
+    same as what the constructor makes from the same values.
+    """
+    table = {kid: bytes.fromhex(k["secret"]) for kid, k in VECTORS["keys"].items()
+             if k["status"] == "active"}
+    v = verify_at_time(case["token"], table.get, VECTORS["now"],
+                       depth_limit=case.get("depth_limit", VECTORS["depth_limit"]))
+    names = [f.name for f in dataclasses.fields(VerifiedToken)]
+    built = VerifiedToken(**{name: getattr(v, name) for name in names})
+    assert sorted(vars(v)) == sorted(vars(built)) == sorted(names)
+    for name in names:
+        assert getattr(v, name) is getattr(built, name), name
+    assert v == built
+    assert hash(v) == hash(built)
+    assert repr(v) == repr(built)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        v.agent = "mallory"  # type: ignore[misc]
+    again = verify_at_time(case["token"], table.get, VECTORS["now"],
+                           depth_limit=case.get("depth_limit", VECTORS["depth_limit"]))
+    assert again == v and again is not v
+
+
+def _b64url_decode_reference(body: str) -> bytes:
+    """The text form's base64url check as written before its fast path."""
+    if not body or not body.isascii():
+        raise t.malformed("the body must be base64url")
+    padded = body + "=" * (-len(body) % 4)
+    try:
+        raw = base64.b64decode(padded, altchars=b"-_", validate=True)
+    except (ValueError, TypeError):
+        raise t.malformed("the body must be unpadded base64url") from None
+    if base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii") != body:
+        raise t.malformed("the body is not canonical base64url")
+    return raw
+
+
+def _b64_outcome(decode: Any, body: str) -> tuple[str, Any]:
+    try:
+        return "ok", decode(body)
+    except MalformedDataError as exc:
+        return "refused", (exc.code, str(exc))
+
+
+b64_bodies = st.one_of(
+    st.binary(max_size=40).map(lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()),
+    st.binary(max_size=40).map(lambda b: base64.urlsafe_b64encode(b).decode()),
+    st.binary(max_size=40).map(lambda b: base64.b64encode(b).decode()),
+    st.text(alphabet="AQgw-_+/=abcXYZ09 \n.\u00e9", max_size=24),
+    st.text(max_size=12),
+)
+
+
+@settings(max_examples=3000)
+@given(b64_bodies, st.data())
+def test_base64url_fast_path_agrees_with_the_checks(body: str, data: st.DataObject) -> None:
+    """Threat: a second spelling of a token (padding, '+' '/', trailing bits) accepted.
+
+    The fast path must accept exactly the bodies the checks accept, with the
+    same bytes, and leave every refusal (and its message) to them.
+    """
+    if body and data.draw(st.booleans()):  # also flip one character
+        i = data.draw(st.integers(0, len(body) - 1))
+        body = body[:i] + data.draw(st.sampled_from("AB-_+/=\x00")) + body[i + 1 :]
+    assert _b64_outcome(t._b64url_decode, body) == _b64_outcome(_b64url_decode_reference, body)
