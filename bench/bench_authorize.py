@@ -78,8 +78,8 @@ BISCUIT_MAX_TIME = datetime.timedelta(seconds=1)
 
 COLD_CACHES = [
     t._parse, verify._analyse, verify._block, verify._block_caveats, caveats.intersect,
-    verify._in_every_scope, ppaths._is_valid_path, ppaths._is_valid_glob, ppaths._match, ppaths.fold_path,
-    ppaths._fold_glob, ppaths._deny_matches_cached,
+    verify._in_every_scope, ppaths._is_valid_path, ppaths._is_valid_glob, ppaths._match,
+    ppaths.fold_path, ppaths._fold_glob, ppaths._deny_matches_cached,
 ]
 
 

@@ -177,7 +177,8 @@ def chit_world(agents: int) -> Iterator[ChitWorld]:
             if not listed["ok"]:
                 raise SystemExit(f"offer refused: {listed['error']}")
             made.append(ChitAgent(name, token, str(listed["catalog_hash"])))
-        yield ChitWorld(engine, tmp / "repo", made)
+        with engine:  # its call log is written and signed before the folder goes
+            yield ChitWorld(engine, tmp / "repo", made)
 
 
 @dataclass

@@ -105,6 +105,7 @@ class LogWriter:
         self._closing = False
         self._busy = False  # a caller is appending its own entry
         self._waiting = 0  # callers waiting for their entries
+        self._checkpoint_failures = 0  # failed checkpoints in a row
         self._thread: threading.Thread | None = None
         self._unsigned = False  # this writer appended since its last checkpoint
         self._signed_at = time.monotonic()
@@ -142,10 +143,15 @@ class LogWriter:
                 self._busy = True
             else:
                 self._queue.append(record)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="chit-call-log", daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="chit-call-log", daemon=True
+                    )
+                    self._thread.start()
+                elif len(self._queue) == 1 or len(self._queue) >= self._batch_entries:
+                    # Wake the thread only when it has something new to do: a first
+                    # entry, or a full batch (a lingering batch needs no wake-up).
+                    self._cond.notify_all()
             if inline:
                 pass
             elif not durable and not self._failing:
@@ -194,16 +200,22 @@ class LogWriter:
                         target=self._run, name="chit-call-log", daemon=True
                     )
                     self._thread.start()
-            self._cond.notify_all()
+            if self._queue or self._waiting:
+                self._cond.notify_all()
 
     def flush(self, timeout: float = LIMITS.calllog_wait_seconds) -> bool:
         """Wait until every entry queued so far is committed; False on timeout."""
         deadline = time.monotonic() + timeout
         with self._cond:
             target = self._queued
-            while self._written < target:
-                if not self._cond.wait(deadline - time.monotonic()):
-                    return False
+            self._waiting += 1
+            self._cond.notify_all()  # a lingering batch is written at once
+            try:
+                while self._written < target:
+                    if not self._cond.wait(deadline - time.monotonic()):
+                        return False
+            finally:
+                self._waiting -= 1
         return True
 
     def close(self) -> None:
@@ -297,7 +309,15 @@ class LogWriter:
         try:
             tlog.checkpoint(self._store, self._signer, now=self._now())
         except Exception:
-            logger.exception("the call log's checkpoint could not be signed; retrying")
-            self._signed_at = time.monotonic()
+            # Retried with growing pauses (up to a minute), logged at the first
+            # failure of a run of them, so a lasting fault does not flood the log.
+            self._checkpoint_failures += 1
+            if self._checkpoint_failures == 1:
+                logger.exception("the call log's checkpoint could not be signed; retrying")
+            pause = min(60.0, 2.0 ** self._checkpoint_failures)
+            self._signed_at = time.monotonic() + pause - LIMITS.calllog_checkpoint_seconds
             return
+        if self._checkpoint_failures:
+            logger.warning("the call log's checkpoint is signed again")
+        self._checkpoint_failures = 0
         self._unsigned, self._signed_at = False, time.monotonic()
