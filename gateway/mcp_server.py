@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import uuid
 from typing import Any, Protocol
 
@@ -152,12 +153,27 @@ def call_result(name: str, answer: CallAnswer) -> types.CallToolResult:
     )
 
 
+INLINE_TOOLS: frozenset[str] = frozenset(
+    {"read_file", "write_file", "status", "effective_scope", "list_conflicts"}
+)
+"""Tools an embedded engine answers on the connection's event loop, not a worker thread.
+
+Each does bounded work (one blob, one staged change, the session's state), so
+running it in place costs the connection less than the hand-off to a thread
+(docs/benchmarks.md, *Edges*); every other call, and every call to a separate
+engine, runs on a worker thread, so a slow one never stalls the connection.
+"""
+
+
 class _Edge:
     """Per-connection state: the token, a session id, the last listed catalog hash."""
 
-    def __init__(self, engine: EngineClient, token: str) -> None:
+    def __init__(
+        self, engine: EngineClient, token: str, *, inline: frozenset[str] = frozenset()
+    ) -> None:
         self._engine = engine
         self._token = token
+        self._inline = inline
         self.session_id = uuid.uuid4().hex
         self.listed_hash: str | None = None
         # One connection gets a few engine workers, not the runtime's 40: queued
@@ -182,9 +198,12 @@ class _Edge:
         self, _ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         try:
-            answer = await anyio.to_thread.run_sync(
-                self._call, params.name, params.arguments, limiter=self._limiter
-            )
+            if params.name in self._inline:
+                answer = self._call(params.name, params.arguments)
+            else:
+                answer = await anyio.to_thread.run_sync(
+                    self._call, params.name, params.arguments, limiter=self._limiter
+                )
         except Exception:
             logger.exception("edge failed to reach the engine")
             answer = ENGINE_UNAVAILABLE
@@ -208,9 +227,13 @@ def build_server(engine: EngineClient, token: str) -> Server[Any]:
         token: The agent's token text; re-presented to the engine on every call.
 
     Returns:
-        A low-level ``mcp`` server with ``tools/list`` and ``tools/call``.
+        A low-level ``mcp`` server with ``tools/list`` and ``tools/call``; an
+        in-process engine answers the :data:`INLINE_TOOLS` on its event loop.
     """
-    edge = _Edge(engine, token)
+    # An embedded engine's module is loaded already; a separate engine's never is.
+    interface = sys.modules.get("engine.service.interface")
+    embedded = interface is not None and isinstance(engine, interface.Engine)
+    edge = _Edge(engine, token, inline=INLINE_TOOLS if embedded else frozenset())
     from gateway import __version__
 
     return Server(
