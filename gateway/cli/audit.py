@@ -213,8 +213,7 @@ def cmd_audit_log_prove(args: argparse.Namespace) -> int:
                   f"{found['new_size']}")
             print(f"old root  {found['old_root']}")
             print(f"new root  {found['new_root']}")
-            for i, h in enumerate(found["proof"]):
-                print(f"{'proof' if i == 0 else '':<9} {h}")
+            _print_proof(found["proof"])
         return EXIT_OK
     checkpoint = admin.read_checkpoint_file(args.checkpoint) if args.checkpoint else None
     found = admin.prove_inclusion(home, keys, args.entry, checkpoint)
@@ -225,9 +224,14 @@ def cmd_audit_log_prove(args: argparse.Namespace) -> int:
               f"{found['tree_size']} entries")
         print(f"leaf hash {found['leaf_hash']}")
         print(f"root      {found['root']}")
-        for i, h in enumerate(found["proof"]):
-            print(f"{'proof' if i == 0 else '':<9} {h}")
+        _print_proof(found["proof"])
     return EXIT_OK
+
+
+def _print_proof(hashes: list[str]) -> None:
+    """The proof's hashes, one a line, the first labelled ``proof``."""
+    for i, h in enumerate(hashes):
+        print(f"{'proof' if i == 0 else '':<9} {h}")
 
 
 def _public_keys(args: argparse.Namespace) -> dict[str, Any]:

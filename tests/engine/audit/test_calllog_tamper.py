@@ -8,9 +8,7 @@ real keys, and the real CLI for ``chit audit log verify`` (docs/audit.md §8,
 from __future__ import annotations
 
 import hashlib
-import json
 import sqlite3
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,22 +19,10 @@ from engine.auth import cbor
 from engine.service import Engine
 from engine.state import open_store
 from tests.conftest import World
+from tests.engine.audit.test_calllog import cli, verify_json
 from tests.engine.engine_calls import Caller
 
 call = Caller(session="s").call
-
-
-def cli(world: World, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*world.cli(), *args], capture_output=True, text=True, timeout=120, check=False
-    )
-
-
-def verify_json(world: World, *extra: str) -> tuple[int, dict[str, Any]]:
-    out = cli(world, "audit", "log", "verify", "--json", *extra)
-    assert out.returncode in (0, 1), out.stderr
-    report: dict[str, Any] = json.loads(out.stdout)
-    return out.returncode, report
 
 
 def _calls(world: World, count: int = 8) -> None:
