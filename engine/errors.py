@@ -116,6 +116,34 @@ class ConfigurationError(Exception):
     """
 
 
+class StoreError(Exception):
+    """The state store failed (unreachable, locked too long, refused a statement).
+
+    A store turns its driver's failures into this, with a message written for
+    operators that names the store by its URL without a password; the
+    driver's own error is chained for the engine's log only. Never sent to an
+    agent: a call that meets it is refused with ``internal_error``.
+
+    Args:
+        message: What failed (never a password or a token).
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r})"
+
+
+class SchemaError(StoreError):
+    """The store's schema is newer than this chit knows, or not chit's at all.
+
+    An engine refuses to start on it: writing to a schema it does not know
+    could lose what a newer chit recorded.
+    """
+
+
 class ProfileError(ValueError):
     """A value or byte string outside the ``chit-det/1`` CBOR profile.
 

@@ -119,6 +119,20 @@ class Limits:
     """Paths one intent (or one session's shared staged paths) names."""
     sqlite_busy_timeout_seconds: float = 10.0
     """Seconds a SQLite connection waits for a lock another process holds."""
+    postgres_connect_seconds: float = 10.0
+    """Seconds a PostgreSQL store waits to connect (and for a pooled connection)."""
+    postgres_statement_seconds: float = 30.0
+    """Seconds one PostgreSQL statement may run (a lock wait included) before it fails."""
+    postgres_pool_connections: int = 16
+    """Connections one PostgreSQL store opens at most (the change listener's apart)."""
+    change_poll_seconds: float = 0.25
+    """Seconds between two reads of the change feed's position (SQLite; PostgreSQL listens)."""
+    change_retry_seconds: float = 1.0
+    """Seconds before the change feed's watcher retries after its store failed."""
+    change_wait_seconds: float = 30.0
+    """Seconds one wait for the change feed lasts at most."""
+    changes_kept: int = 1000
+    """Change-feed rows kept; older ones are deleted as new ones are announced."""
 
     # --- audit and call log (engine/audit) --------------------------------------------
     provenance_record_bytes: int = 1 << 20
@@ -223,8 +237,6 @@ class Limits:
     """Sessions an engine keeps open; when full, idle ones are forgotten first."""
     session_id_chars: int = 128
     """Characters of a session id."""
-    rate_limit_sweep_entries: int = 4096
-    """Rate-limit windows kept before expired ones are swept."""
     policy_file_bytes: int = 4 << 20
     """Bytes of the policy file read (4 MiB); a larger one is invalid."""
 

@@ -40,6 +40,7 @@ from engine.admin.keys import (
     rotate_signing_key,
 )
 from engine.admin.seed import create_repository, files_from_directory
+from engine.admin.state import migrate_state
 from engine.admin.tokens import (
     attenuate_token,
     inspect_token,
@@ -69,6 +70,7 @@ __all__ = [
     "inspect_token",
     "list_keys",
     "load_trusted_keys",
+    "migrate_state",
     "mint_token",
     "open_repository",
     "parse_anchor",

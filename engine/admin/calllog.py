@@ -12,15 +12,14 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from engine.admin.state import state_store
 from engine.audit import calllog, checkpoints, logverify, merkle, note
-from engine.errors import ConfigurationError
 from engine.limits import LIMITS
-from engine.state.sqlite import SQLiteStore, open_store
+from engine.state import Store
 
 __all__ = [
     "call_log_checkpoint",
@@ -35,12 +34,6 @@ __all__ = [
 ]
 
 _ANCHOR = re.compile(r"^([0-9]{1,18}):(sha256:[0-9a-f]{64})$")
-
-
-def _state(home: str | os.PathLike[str]) -> SQLiteStore:
-    if not (Path(home) / "state.db").is_file():
-        raise ConfigurationError(f"no state store at {Path(home) / 'state.db'}")
-    return open_store(home)
 
 
 def parse_since(text: str) -> int:
@@ -96,11 +89,13 @@ def verify_call_log(
     *,
     anchors: Mapping[int, str] | None = None,
     given: Sequence[str] = (),
+    state: str | None = None,
 ) -> dict[str, Any]:
     """Verify the home's call log (:func:`engine.audit.logverify.verify`).
 
     Args:
         home: The chit home.
+        state: A state URL (``--state``); ``None``: the home's (docs/deployment.md).
         public_keys: Trusted key id to Ed25519 public key.
         anchors: ``{seq: "sha256:<hex>"}`` from an earlier verify.
         given: Checkpoint notes kept elsewhere, each checked against the log.
@@ -108,15 +103,18 @@ def verify_call_log(
     Raises:
         ConfigurationError: If the home has no state store.
     """
-    store = _state(home)
-    return logverify.verify(
-        store.log_rows(), store.log_head(), public_keys, tree=store.log_tree(),
-        checkpoints=store.log_checkpoints(), given=given, anchors=anchors,
-    )
+    with state_store(home, state, must_exist=True) as store:
+        return logverify.verify(
+            store.log_rows(), store.log_head(), public_keys, tree=store.log_tree(),
+            checkpoints=store.log_checkpoints(), given=given, anchors=anchors,
+        )
 
 
 def call_log_checkpoint(
-    home: str | os.PathLike[str], public_keys: Mapping[str, Ed25519PublicKey]
+    home: str | os.PathLike[str],
+    public_keys: Mapping[str, Ed25519PublicKey],
+    *,
+    state: str | None = None,
 ) -> dict[str, Any]:
     """The newest stored checkpoint whose signature verifies.
 
@@ -127,8 +125,8 @@ def call_log_checkpoint(
         ConfigurationError: If the home has no state store.
         ValueError: If the log has no checkpoint that verifies yet.
     """
-    store = _state(home)
-    stored = _stored(store, public_keys)
+    with state_store(home, state, must_exist=True) as store:
+        stored = _stored(store, public_keys)
     if not stored:
         raise ValueError("the call log has no signed checkpoint yet (one is made within a "
                          "second of an engine's first entry, and when it stops)")
@@ -139,12 +137,16 @@ def call_log_checkpoint(
 
 
 def call_log_verifier_keys(
-    home: str | os.PathLike[str], public_keys: Mapping[str, Ed25519PublicKey]
+    home: str | os.PathLike[str],
+    public_keys: Mapping[str, Ed25519PublicKey],
+    *,
+    state: str | None = None,
 ) -> list[str]:
     """The log's verifier keys in the C2SP note form ``<origin>+<key hash>+<base64 key>``.
 
     Args:
         home: The chit home.
+        state: A state URL (``--state``); ``None``: the home's (docs/deployment.md).
         public_keys: The engine's public keys, the active one first.
 
     Returns:
@@ -154,7 +156,8 @@ def call_log_verifier_keys(
         ConfigurationError: If the home has no state store.
         ValueError: If the log has no entry yet (its origin is fixed by the first).
     """
-    tree = _state(home).log_tree()
+    with state_store(home, state, must_exist=True) as store:
+        tree = store.log_tree()
     if tree is None:
         raise ValueError("the call log has no entry yet; its origin is fixed by the first")
     return [note.verifier_key(tree.origin, key.public_bytes_raw()) for key in public_keys.values()]
@@ -164,7 +167,7 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def _leaves(store: SQLiteStore, size: int) -> list[bytes]:
+def _leaves(store: Store, size: int) -> list[bytes]:
     leaves: list[bytes] = []
     for row in store.log_rows():
         if len(leaves) == size:
@@ -176,7 +179,7 @@ def _leaves(store: SQLiteStore, size: int) -> list[bytes]:
 
 
 def _stored(
-    store: SQLiteStore, public_keys: Mapping[str, Ed25519PublicKey]
+    store: Store, public_keys: Mapping[str, Ed25519PublicKey]
 ) -> dict[int, checkpoints.SignedCheckpoint]:
     """The stored checkpoints that verify, by size."""
     tree = store.log_tree()
@@ -193,7 +196,7 @@ def _stored(
 
 
 def _tree_at(
-    store: SQLiteStore,
+    store: Store,
     public_keys: Mapping[str, Ed25519PublicKey],
     which: str | int | None,
 ) -> checkpoints.SignedCheckpoint:
@@ -218,11 +221,14 @@ def prove_inclusion(
     public_keys: Mapping[str, Ed25519PublicKey],
     entry: int,
     checkpoint: str | None = None,
+    *,
+    state: str | None = None,
 ) -> dict[str, Any]:
     """An RFC 6962 inclusion proof of entry ``entry`` in a checkpoint's tree.
 
     Args:
         home: The chit home.
+        state: A state URL (``--state``); ``None``: the home's (docs/deployment.md).
         public_keys: Trusted key id to Ed25519 public key.
         entry: The entry's sequence number (leaf ``entry - 1``).
         checkpoint: A checkpoint note (verified first); ``None``: the newest stored.
@@ -237,12 +243,12 @@ def prove_inclusion(
         ValueError: If the checkpoint does not verify, the entry is not in its
             tree, or the stored log does not match it.
     """
-    store = _state(home)
-    signed = _tree_at(store, public_keys, checkpoint)
-    size, root = signed.size, signed.root
-    if not 1 <= entry <= size:
-        raise ValueError(f"entry {entry} is not in the checkpoint's tree of {size} entries")
-    leaves = _leaves(store, size)
+    with state_store(home, state, must_exist=True) as store:
+        signed = _tree_at(store, public_keys, checkpoint)
+        size, root = signed.size, signed.root
+        if not 1 <= entry <= size:
+            raise ValueError(f"entry {entry} is not in the checkpoint's tree of {size} entries")
+        leaves = _leaves(store, size)
     proof = merkle.inclusion_proof(leaves, entry - 1, size)
     if not merkle.verify_inclusion(leaves[entry - 1], entry - 1, size, proof, root):
         raise ValueError(
@@ -258,11 +264,14 @@ def prove_consistency(
     public_keys: Mapping[str, Ed25519PublicKey],
     old: str | int,
     new: str | int | None = None,
+    *,
+    state: str | None = None,
 ) -> dict[str, Any]:
     """An RFC 6962 consistency proof between two checkpoints' trees.
 
     Args:
         home: The chit home.
+        state: A state URL (``--state``); ``None``: the home's (docs/deployment.md).
         public_keys: Trusted key id to Ed25519 public key.
         old: The older checkpoint's note, or its tree size.
         new: The newer checkpoint's note, or its size; ``None``: the newest stored.
@@ -277,13 +286,13 @@ def prove_consistency(
         ValueError: If a checkpoint does not verify, the sizes are out of order,
             or the stored log does not match them.
     """
-    store = _state(home)
-    older, newer = _tree_at(store, public_keys, old), _tree_at(store, public_keys, new)
-    old_size, new_size, old_root, new_root = older.size, newer.size, older.root, newer.root
-    if not 0 < old_size <= new_size:
-        raise ValueError(f"the old tree ({old_size}) must be non-empty and no larger than "
-                         f"the new one ({new_size})")
-    leaves = _leaves(store, new_size)
+    with state_store(home, state, must_exist=True) as store:
+        older, newer = _tree_at(store, public_keys, old), _tree_at(store, public_keys, new)
+        old_size, new_size, old_root, new_root = older.size, newer.size, older.root, newer.root
+        if not 0 < old_size <= new_size:
+            raise ValueError(f"the old tree ({old_size}) must be non-empty and no larger than "
+                             f"the new one ({new_size})")
+        leaves = _leaves(store, new_size)
     proof = merkle.consistency_proof(leaves, old_size, new_size)
     if not merkle.verify_consistency(old_size, new_size, old_root, new_root, proof):
         raise ValueError("the stored log does not match the checkpoints; "
@@ -303,7 +312,11 @@ def _plain(value: Any) -> Any:
 
 
 def call_log_entries(
-    home: str | os.PathLike[str], *, agent: str | None = None, since: int | None = None
+    home: str | os.PathLike[str],
+    *,
+    agent: str | None = None,
+    since: int | None = None,
+    state: str | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The stored entries, oldest first, as JSON-ready dicts (``prev`` in hex).
 
@@ -312,6 +325,7 @@ def call_log_entries(
 
     Args:
         home: The chit home.
+        state: A state URL (``--state``); ``None``: the home's (docs/deployment.md).
         agent: Only entries for this agent (``-``: tokens that did not verify;
             ``(operator)``: freeze changes).
         since: Only entries at or after this time, unix seconds.
@@ -319,14 +333,15 @@ def call_log_entries(
     Raises:
         ConfigurationError: If the home has no state store.
     """
-    for row in _state(home).log_rows(agent=agent, since=since):
-        try:
-            entry = calllog.decode_entry(row.entry)
-        except ValueError as exc:
-            yield {"seq": row.seq, "undecodable": str(exc)}
-            continue
-        if (agent is not None and entry["agent"] != agent) or (
-            since is not None and entry["time"] < since
-        ):
-            continue
-        yield _plain(entry)
+    with state_store(home, state, must_exist=True) as store:
+        for row in store.log_rows(agent=agent, since=since):
+            try:
+                entry = calllog.decode_entry(row.entry)
+            except ValueError as exc:
+                yield {"seq": row.seq, "undecodable": str(exc)}
+                continue
+            if (agent is not None and entry["agent"] != agent) or (
+                since is not None and entry["time"] < since
+            ):
+                continue
+            yield _plain(entry)

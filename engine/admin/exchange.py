@@ -23,7 +23,7 @@ from engine.auth import issuers
 from engine.errors import ChitError, TokenError
 from engine.limits import LIMITS
 from engine.service.policyfile import load_policy
-from engine.state.sqlite import SQLiteStore, open_store
+from engine.state import Store, open_store
 
 __all__ = [
     "ACCESS_TOKEN_TYPE",
@@ -59,32 +59,47 @@ class _Facts:
 class TokenExchange:
     """The token exchange of one chit home: verify a JWT, mint a root token, log it.
 
-    One instance serves any number of exchanges from any number of threads (the
-    state store keeps one SQLite connection per thread). ``chit exchange`` makes
-    one with channel ``cli``; ``chit engine serve`` one with channel
-    ``token_endpoint`` for ``POST /token``.
+    One instance serves any number of exchanges from any number of threads.
+    ``chit exchange`` makes one with channel ``cli``; ``chit engine serve`` one
+    with channel ``token_endpoint`` for ``POST /token``, on its engine's store.
 
     Args:
-        home: The chit home (keyring, ``policy.toml``, the issuers' key files,
-            ``state.db``).
+        home: The chit home (keyring, ``policy.toml``, the issuers' key files).
         channel: How exchanges arrive, one of :data:`CHANNELS`; recorded as
             ``via`` in each call-log entry.
+        state: A state URL (``--state``); ``None``: the home's (docs/deployment.md).
+        store: A state store to use (an engine's, which stays open after
+            :meth:`close`) instead of opening one.
 
     Raises:
         ValueError: If ``channel`` is not one of :data:`CHANNELS`.
-        sqlite3.Error: If the state store cannot be opened.
+        ConfigurationError: If the state URL is unusable.
+        StoreError: If the state store cannot be opened.
     """
 
-    def __init__(self, home: str | os.PathLike[str], *, channel: str = "cli") -> None:
+    def __init__(
+        self,
+        home: str | os.PathLike[str],
+        *,
+        channel: str = "cli",
+        state: str | None = None,
+        store: Store | None = None,
+    ) -> None:
         if channel not in CHANNELS:
             raise ValueError(f"channel must be one of {sorted(CHANNELS)}")
         self._home = Path(home)
         self._channel = channel
-        self._store: SQLiteStore = open_store(home)
+        self._owned = store is None
+        self._store: Store = open_store(home, state) if store is None else store
         self._signer = calllog.LogSigner(home)
 
     def __repr__(self) -> str:
         return f"TokenExchange(channel={self._channel!r})"
+
+    def close(self) -> None:
+        """Close the state store this exchange opened (not one it was given); idempotent."""
+        if self._owned:
+            self._store.close()
 
     def __call__(self, subject_token: str) -> dict[str, Any]:
         """Same as :meth:`exchange` at the current time (the ``POST /token`` hook)."""
@@ -293,7 +308,11 @@ def exchange(
         ConfigurationError: If the keyring or policy is unusable.
         ValueError: If ``channel`` is unknown.
     """
-    return TokenExchange(home, channel=channel).exchange(subject_token, now=now)
+    exchanger = TokenExchange(home, channel=channel)
+    try:
+        return exchanger.exchange(subject_token, now=now)
+    finally:
+        exchanger.close()
 
 
 def _unverified(header: dict[str, Any], claims: dict[str, Any]) -> dict[str, str]:

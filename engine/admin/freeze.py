@@ -12,16 +12,19 @@ import os
 import time
 from typing import Any
 
+from engine.admin.state import state_store
 from engine.audit import calllog, provenance, redact, tlog
 from engine.errors import ConfigurationError
 from engine.limits import LIMITS
 from engine.service.policyfile import load_policy
-from engine.state.sqlite import open_store
+from engine.state import Store
 
 __all__ = ["freeze_status", "set_freeze"]
 
 
-def set_freeze(home: str | os.PathLike[str], frozen: bool, *, reason: str = "") -> dict[str, Any]:
+def set_freeze(
+    home: str | os.PathLike[str], frozen: bool, *, reason: str = "", state: str | None = None
+) -> dict[str, Any]:
     """Freeze (read-only mode) or unfreeze every engine that uses this home.
 
     The mode takes effect on each engine's next call. The change is then
@@ -32,6 +35,7 @@ def set_freeze(home: str | os.PathLike[str], frozen: bool, *, reason: str = "") 
         home: The chit home.
         frozen: The new mode.
         reason: A note for other operators, at most 500 characters.
+        state: A state URL (``--state``); ``None``: the home's (docs/deployment.md).
 
     Returns:
         ``{"frozen", "reason", "changed_at", "logged"}``.
@@ -43,8 +47,14 @@ def set_freeze(home: str | os.PathLike[str], frozen: bool, *, reason: str = "") 
     if len(reason) > most or any(ord(c) < 0x20 or ord(c) == 0x7F for c in reason):
         raise ValueError(f"--reason is one line of at most {most} characters")
     now = int(time.time())
-    store = open_store(home)
-    state = store.set_freeze(frozen, now=now, reason=reason)
+    with state_store(home, state) as store:
+        return _set_freeze(home, store, frozen, reason, now)
+
+
+def _set_freeze(
+    home: str | os.PathLike[str], store: Store, frozen: bool, reason: str, now: int
+) -> dict[str, Any]:
+    mode = store.set_freeze(frozen, now=now, reason=reason)
     try:
         policy_hash = provenance.policy_hash(load_policy(home))
     except ConfigurationError:
@@ -67,14 +77,20 @@ def set_freeze(home: str | os.PathLike[str], frozen: bool, *, reason: str = "") 
     except (ConfigurationError, OSError):
         logged = False
     return {
-        "frozen": state.frozen,
-        "reason": state.reason,
-        "changed_at": state.changed_at,
+        "frozen": mode.frozen,
+        "reason": mode.reason,
+        "changed_at": mode.changed_at,
         "logged": logged,
     }
 
 
-def freeze_status(home: str | os.PathLike[str]) -> dict[str, Any]:
-    """The operator's mode: ``{"frozen", "reason", "changed_at"}`` (never set: not frozen)."""
-    state = open_store(home).freeze_state()
-    return {"frozen": state.frozen, "reason": state.reason, "changed_at": state.changed_at}
+def freeze_status(home: str | os.PathLike[str], *, state: str | None = None) -> dict[str, Any]:
+    """The operator's mode: ``{"frozen", "reason", "changed_at"}`` (never set: not frozen).
+
+    Args:
+        home: The chit home.
+        state: A state URL (``--state``); ``None``: the home's.
+    """
+    with state_store(home, state) as store:
+        mode = store.freeze_state()
+    return {"frozen": mode.frozen, "reason": mode.reason, "changed_at": mode.changed_at}

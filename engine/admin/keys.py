@@ -6,12 +6,15 @@ files and their formats are in keys/README.md and docs/provenance-format.md.
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from engine.admin.state import state_store
 from engine.auth.rootkeys import Keyring
 from engine.auth.rootkeys import retire_key as _retire_key
 from engine.auth.rootkeys import rotate_key as _rotate_key
@@ -19,6 +22,7 @@ from engine.auth.sealkeys import rotate_sealing_key as rotate_sealing_key_
 from engine.auth.sealkeys import sealing_keys
 from engine.auth.signkeys import export_public_keys, load_public_keys, signing_keys
 from engine.auth.signkeys import rotate_signing_key as rotate_signing_key_
+from engine.errors import ConfigurationError, StoreError
 
 __all__ = [
     "export_public",
@@ -29,6 +33,8 @@ __all__ = [
     "rotate_sealing_key",
     "rotate_signing_key",
 ]
+
+logger = logging.getLogger("chit.admin")
 
 
 def list_keys(home: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -83,18 +89,46 @@ def export_public(home: str | os.PathLike[str]) -> dict[str, Any]:
     return dict(export_public_keys(home))
 
 
-def rotate_key(home: str | os.PathLike[str]) -> dict[str, Any]:
-    """Add a new signing key (older keys keep verifying)."""
+def rotate_key(home: str | os.PathLike[str], *, state: str | None = None) -> dict[str, Any]:
+    """Add a new signing key (older keys keep verifying), and announce it.
+
+    Args:
+        home: The chit home.
+        state: A state URL (``--state``); ``None``: the home's.
+    """
     key = _rotate_key(home)
     return {"kid": key.key_id, "kind": "root", "created": key.created, "status": key.status,
-            "signing": True}
+            "signing": True, "announced": _announce_keys(home, state)}
 
 
-def retire_key(home: str | os.PathLike[str], key_id: str) -> dict[str, Any]:
-    """Retire a key; its tokens fail with ``token_unknown_key`` from their next call."""
+def retire_key(
+    home: str | os.PathLike[str], key_id: str, *, state: str | None = None
+) -> dict[str, Any]:
+    """Retire a key; its tokens fail with ``token_unknown_key`` from their next call.
+
+    The change is announced on the change feed, so engines tell the
+    connections it affects within a second (docs/deployment.md, "The change feed").
+
+    Args:
+        home: The chit home.
+        key_id: The key's id.
+        state: A state URL (``--state``); ``None``: the home's.
+    """
     key = _retire_key(home, key_id)
     return {"kid": key.key_id, "kind": "root", "created": key.created, "status": key.status,
-            "signing": False}
+            "signing": False, "announced": _announce_keys(home, state)}
+
+
+def _announce_keys(home: str | os.PathLike[str], state: str | None) -> bool:
+    """Announce a keyring change; False if the store failed (engines still see the files)."""
+    try:
+        with state_store(home, state) as store:
+            store.announce("keys", now=int(time.time()))
+    except (StoreError, ConfigurationError):
+        logger.warning("the key change could not be announced on the change feed; engines "
+                       "notice it from the key files within a second")
+        return False
+    return True
 
 
 def load_trusted_keys(doc: object) -> dict[str, Ed25519PublicKey]:

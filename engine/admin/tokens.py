@@ -12,12 +12,12 @@ import re
 import time
 from typing import Any
 
+from engine.admin.state import state_store
 from engine.auth import token as tokens
 from engine.auth.rootkeys import Keyring
 from engine.errors import ChitError
 from engine.paths import validate_path
 from engine.service.policyfile import load_policy
-from engine.state.sqlite import open_store
 
 __all__ = ["attenuate_token", "inspect_token", "mint_token", "parse_duration", "revoke"]
 
@@ -178,12 +178,29 @@ def attenuate_token(
     return {"token": narrowed, "id": info["id"], "blocks": len(info["blocks"])}
 
 
-def revoke(home: str | os.PathLike[str], block_id: str, *, reason: str = "") -> dict[str, Any]:
+def revoke(
+    home: str | os.PathLike[str], block_id: str, *, reason: str = "", state: str | None = None
+) -> dict[str, Any]:
     """Revoke a token or block id; every token derived from it fails from its next call.
+
+    The revocation is announced on the change feed, so every engine on the
+    store tells the connections it affects (``tools/list_changed``) within a
+    second (docs/deployment.md, "The change feed").
+
+    Args:
+        home: The chit home.
+        block_id: 32 hex digits: a token id or any block id.
+        reason: A note kept with the revocation.
+        state: A state URL (``--state``); ``None``: the home's.
+
+    Returns:
+        ``{"id", "revoked_at", "new"}`` (``new``: it was not revoked before).
 
     Raises:
         ValueError: If the id is not 32 lowercase hex digits.
+        StoreError: If the state store fails; nothing is revoked.
     """
     now = int(time.time())
-    added = open_store(home).revoke(block_id.strip().lower(), now=now, reason=reason)
+    with state_store(home, state) as store:
+        added = store.revoke(block_id.strip().lower(), now=now, reason=reason)
     return {"id": block_id.strip().lower(), "revoked_at": now, "new": added}

@@ -15,7 +15,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Final
 
 import pygit2
@@ -29,6 +29,7 @@ __all__ = [
     "STORE_PREFIX",
     "CasUpdate",
     "RefLocks",
+    "SharedLock",
     "cas_update",
     "equals",
     "foreign_lane_refs",
@@ -153,11 +154,17 @@ def cas_update(
         ) from exc
 
 
+SharedLock = Callable[[str], AbstractContextManager[None] | None]
+"""Gives the lock every engine on a state store holds for a name, or ``None`` if there is none."""
+
+
 class RefLocks:
     """The writer locks of a repository's references, per reference.
 
     A writer holds this process's :class:`threading.Lock` for the reference,
-    then an exclusive ``flock`` on ``<chit dir>/locks/<sha256 of the ref
+    then, when engines on several hosts share the state store, the store's
+    lock on the repository and reference (a PostgreSQL advisory lock), then an
+    exclusive ``flock`` on ``<chit dir>/locks/<sha256 of the ref
     name>.flock``, shared by every chit process on the repository (the same
     file from every linked worktree; the kernel releases it when a writer
     dies). The compare-and-swap itself then runs holding git's own reference
@@ -165,10 +172,12 @@ class RefLocks:
 
     Args:
         chit_dir: ``<common git dir>/chit`` (:attr:`Handle.chit_dir`).
+        shared: The state store's lock by name (:data:`SharedLock`), if any.
     """
 
-    def __init__(self, chit_dir: str) -> None:
+    def __init__(self, chit_dir: str, *, shared: SharedLock | None = None) -> None:
         self._chit_dir = chit_dir
+        self._shared = shared
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._lock_folder_checked = False
@@ -188,13 +197,20 @@ class RefLocks:
         """
         with self._locks_guard:
             lock = self._locks.setdefault(ref, threading.Lock())
-        with lock:
+        with lock, self._shared_lock(ref):
             fd = self._open_lock_file(ref)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 yield
             finally:
                 os.close(fd)  # closing the descriptor releases the flock
+
+    def _shared_lock(self, ref: str) -> AbstractContextManager[None]:
+        """The state store's lock on this repository's ``ref``, or nothing to hold."""
+        held = None
+        if self._shared is not None:
+            held = self._shared(os.path.realpath(self._chit_dir) + "\0" + ref)
+        return held if held is not None else nullcontext()
 
     def _open_lock_file(self, ref: str) -> int:
         folder = os.path.join(self._chit_dir, "locks")

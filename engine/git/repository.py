@@ -41,15 +41,25 @@ class Repository:
         sealing: Seals protected content on commit and opens sealed blobs on
             read (``engine.auth.sealing``); without it nothing is sealed and a
             sealed blob never opens (``seal_invalid``), as for an auditor.
+        shared_lock: A lock held by every engine sharing the state store
+            (:meth:`engine.state.Store.lane_lock`: a PostgreSQL advisory lock,
+            or ``None`` on SQLite), taken before the file lock of each
+            reference update.
 
     Raises:
         ConfigurationError: If ``path`` is not a git repository or has no
             ``refs/heads/main`` pointing at a commit.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, sealing: Sealing | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        sealing: Sealing | None = None,
+        shared_lock: refs.SharedLock | None = None,
+    ) -> None:
         self._handle = Handle(path, NO_SEALING if sealing is None else sealing)
-        self._ref_locks = refs.RefLocks(self._handle.chit_dir)
+        self._ref_locks = refs.RefLocks(self._handle.chit_dir, shared=shared_lock)
         try:
             refs.main_head(self._handle.repo)
         except RepositoryError as exc:

@@ -41,7 +41,8 @@ from engine.service.policyfile import PolicyFile
 from engine.service.ratelimit import RateLimiter
 from engine.service.recording import CallFacts, Recorder
 from engine.service.sessions import Sessions, check_session_id
-from engine.state.sqlite import open_store
+from engine.service.watch import LocalChanges
+from engine.state import Store, open_store
 from engine.tools.context import CallContext
 from engine.tools.offer import offer_for
 from engine.tools.semantic.intents import share_staged_paths, staged_paths
@@ -68,9 +69,14 @@ class Engine:
         read_only: Serve this edge read-only (``chit mcp --read-only``): offer
             only read-only tools and refuse the rest with ``engine_frozen``,
             whatever the operator's freeze says.
+        state: The state URL (``--state``); ``None`` resolves it from
+            ``$CHIT_STATE``, ``<home>/engine.toml`` or ``<home>/state.db``
+            (docs/deployment.md).
 
     Raises:
-        ConfigurationError: If the keyring, policy or repository is unusable.
+        ConfigurationError: If the keyring, policy, repository or state URL is unusable.
+        StoreError: If the state store cannot be opened, or its schema is newer
+            than this chit knows (``SchemaError``).
     """
 
     def __init__(
@@ -80,6 +86,7 @@ class Engine:
         *,
         clock: Callable[[], float] = time.time,
         read_only: bool = False,
+        state: str | None = None,
     ) -> None:
         self._home = Path(home)
         self._read_only = read_only
@@ -87,22 +94,29 @@ class Engine:
         self._keyring = Keyring(home)
         # Re-read on every call when the file changes; fail closed if it turns invalid.
         self._policies = PolicyFile(self._home / "policy.toml")
-        self._rates = RateLimiter()
         signkeys.active_signing_key(home)  # refuse to start without a signing key
         # Protected content is sealed in the commit path and opened on reads
         # (docs/sealing.md); protection follows whichever policy is current.
         self._sealing_keys = SealingKeyring(home)
-        self._repo = git.Repository(
-            repo, sealing=sealing.Sealing(self._sealing_keys, self._protects)
-        )
+        self._store = open_store(home, state)
+        self._rates = RateLimiter(self._store)
+        try:
+            self._repo = git.Repository(
+                repo,
+                sealing=sealing.Sealing(self._sealing_keys, self._protects),
+                shared_lock=self._store.lane_lock,
+            )
+        except BaseException:
+            self._store.close()
+            raise
         # The semantic index keeps parsed records beside the lane locks, shared by
         # every engine of this repository, under a key derived from the sealing
         # key (engine/semantic/persist.py); protected files are never kept there.
         indexer_for(self._repo).persist_to(
             PersistedIndex(self._repo.chit_dir, self._semantic_index_key)
         )
-        self._store = open_store(home)
         self._clock = clock
+        self._changes = LocalChanges(self._store, self._home, self._now)
         self._sessions = Sessions()
         self._log = LogWriter(self._store, self._log_signer, self._now)
         self._recorder = Recorder(
@@ -119,13 +133,43 @@ class Engine:
         self.close()
 
     def close(self) -> None:
-        """Make every queued call-log entry durable and sign a last checkpoint.
+        """Make every queued call-log entry durable, sign a last checkpoint, close the store.
 
         Edges call it when they stop; it also runs at interpreter exit. The
         engine answers no call after it (each would be ``internal_error``).
         Idempotent.
         """
+        self._changes.close()
         self._log.close()
+        self._store.close()
+
+    @property
+    def store(self) -> Store:
+        """The engine's state store (for the token exchange and workers on the same engine)."""
+        return self._store
+
+    def wait_change(self, after: int, timeout: float) -> int:
+        """Wait until something that can change an offer changed, on any engine of the store.
+
+        Revocations, freeze changes, key rotation or retirement and policy
+        changes are announced on the store's change feed (this engine announces
+        the key and policy files it notices changed); an edge that waits here
+        asks again for the offers of the tokens it holds when it answers, and
+        sends ``tools/list_changed`` where one changed (docs/deployment.md,
+        "The change feed").
+
+        Args:
+            after: The last position the caller saw (``-1``: answer at once).
+            timeout: Seconds to wait at most (capped at ``LIMITS.change_wait_seconds``).
+
+        Returns:
+            The feed's newest position; greater than ``after`` unless it timed out.
+
+        Raises:
+            StoreError: If the store cannot be read.
+        """
+        self._changes.watch()
+        return self._store.wait_change(after, timeout)
 
     def flush_log(self) -> bool:
         """Wait until every call answered so far is durable in the call log.

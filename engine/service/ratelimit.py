@@ -1,34 +1,52 @@
-"""Rate limits of the organisation policy, counted in this engine process's memory.
+"""Rate limits of the organisation policy, counted in the state store.
 
 The pure policy only says which ``[[rate_limits]]`` apply to a call
-(:func:`policy.rate_limits_for`); :class:`RateLimiter` keeps, per entry and
-agent, the times of the calls it admitted (a sliding window log) and admits a
-call only if every applicable entry has room (docs/policy.md, "Rate limits").
+(:func:`policy.rate_limits_for`); :class:`RateLimiter` names one sliding window
+per entry and agent and asks the store to count the call in every applicable
+window, or in none if one is full, in one transaction. Every engine sharing the
+store counts in the same windows, so N engines together admit what the policy
+allows, not N times it (docs/policy.md, "Rate limits").
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-import threading
-from collections import deque
 
 import policy
-from engine.limits import LIMITS
+from engine.state import RateWindow, Store
 
-__all__ = ["RateLimiter"]
+__all__ = ["RateLimiter", "window_key"]
 
-_Key = tuple[int, policy.RateLimit, str]
+
+def window_key(index: int, limit: policy.RateLimit, agent: str) -> str:
+    """The store's name for the window of entry ``index`` (``limit``) and ``agent``.
+
+    A digest of the entry's place and value and of the agent, so a changed
+    entry starts a fresh window and no agent name reaches the store's keys.
+
+    Returns:
+        64 lowercase hex digits.
+    """
+    spelled = json.dumps(
+        [index, limit.model_dump(mode="json"), agent], sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(spelled.encode("utf-8")).hexdigest()
 
 
 class RateLimiter:
-    """Sliding-window call counts per (rate limit entry, agent); thread-safe."""
+    """Sliding-window call counts per (rate limit entry, agent), kept in the state store.
 
-    def __init__(self) -> None:
-        self._windows: dict[_Key, deque[float]] = {}
-        self._lock = threading.Lock()
+    Args:
+        store: The engine's state store.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
 
     def __repr__(self) -> str:
-        return f"RateLimiter({len(self._windows)} windows)"
+        return "RateLimiter()"
 
     def admit(
         self, pol: policy.Policy, agent: str, tool: str, now: float
@@ -46,37 +64,27 @@ class RateLimiter:
             Decision: ``limit_exceeded``, rule ``rate_limits[i]`` of the first
             entry without room, and ``retry_after``, whole seconds (at least 1)
             until its oldest counted call leaves the window.
+
+        Raises:
+            StoreError: If the store fails (the call is then refused as
+                ``internal_error``: a limit that cannot be counted is not applied
+                open).
         """
         entries = policy.rate_limits_for(pol, agent, tool)
         if not entries:
             return None
-        with self._lock:
-            windows = []
-            for index, limit in entries:
-                key = (index, limit, agent)
-                window = self._windows.get(key)
-                if window is None:
-                    window = self._windows[key] = deque()
-                cutoff = now - limit.per_seconds
-                while window and window[0] <= cutoff:
-                    window.popleft()
-                if len(window) >= limit.calls:
-                    wait = math.ceil(window[0] + limit.per_seconds - now)
-                    retry_after = min(max(1, wait), limit.per_seconds)  # a clock set back
-                    return _refusal(index, limit, retry_after)
-                windows.append(window)
-            for window in windows:
-                window.append(now)
-            if len(self._windows) > LIMITS.rate_limit_sweep_entries:
-                self._sweep(now)
-        return None
-
-    def _sweep(self, now: float) -> None:
-        """Drop windows whose every call has left (agents that stopped calling)."""
-        for key in [
-            k for k, w in self._windows.items() if not w or w[-1] <= now - k[1].per_seconds
-        ]:
-            del self._windows[key]
+        windows = [
+            RateWindow(window_key(index, limit, agent), limit.calls, limit.per_seconds)
+            for index, limit in entries
+        ]
+        full = self._store.admit_rate(windows, now=now)
+        if full is None:
+            return None
+        at, oldest = full
+        index, limit = entries[at]
+        wait = math.ceil(oldest + limit.per_seconds - now)
+        retry_after = min(max(1, wait), limit.per_seconds)  # a clock set back
+        return _refusal(index, limit, retry_after)
 
 
 def _refusal(index: int, limit: policy.RateLimit, retry_after: int) -> policy.Decision:

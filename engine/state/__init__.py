@@ -1,15 +1,21 @@
 """The engine's shared state behind one :class:`Store` protocol (docs/architecture.md).
 
 Revocations, delegations, freeze, the call log, exchanged JWT ids, intents and
-staged paths. The contract and its records are in :mod:`engine.state.store`;
-:func:`open_store` opens the SQLite store (:mod:`engine.state.sqlite`) in the
-chit home.
+staged paths, rate windows, engine sessions and the change feed. The contract
+and its records are in :mod:`engine.state.store`; :func:`open_store` opens the
+store a state URL names (:mod:`engine.state.url`): SQLite
+(:mod:`engine.state.sqlite`) by default, PostgreSQL (:mod:`engine.state.postgres`)
+for several hosts (docs/deployment.md).
 """
 
-from engine.state.sqlite import SQLiteStore, open_store
+from engine.errors import SchemaError, StoreError
+from engine.state.opening import open_store
+from engine.state.sqlite import SQLiteStore
 from engine.state.store import (
+    CHANGE_KINDS,
     GENESIS,
     MAX_JTI_KEEP_UNTIL,
+    SCHEMA_VERSION,
     Delegation,
     FreezeState,
     Intent,
@@ -18,12 +24,16 @@ from engine.state.store import (
     LogEntry,
     LogRow,
     LogTree,
+    RateWindow,
     Store,
 )
+from engine.state.url import StateURL, parse_state_url, resolve_state_url
 
 __all__ = [
+    "CHANGE_KINDS",
     "GENESIS",
     "MAX_JTI_KEEP_UNTIL",
+    "SCHEMA_VERSION",
     "Delegation",
     "FreezeState",
     "Intent",
@@ -32,7 +42,13 @@ __all__ = [
     "LogEntry",
     "LogRow",
     "LogTree",
+    "RateWindow",
     "SQLiteStore",
+    "SchemaError",
+    "StateURL",
     "Store",
+    "StoreError",
     "open_store",
+    "parse_state_url",
+    "resolve_state_url",
 ]

@@ -2,9 +2,12 @@
 
 Every engine process and CLI command of a home opens the same file, so what one
 records (a revocation, the freeze, an intent) the others see on their next call.
-Each operation is one short transaction; call-log appends and replay-cache claims
-run under ``BEGIN IMMEDIATE`` (docs/audit.md §8; docs/exchange.md, "Replay
-protection"). The contract: :class:`~engine.state.store.Store`.
+Each operation is one short transaction; call-log appends, replay-cache claims
+and rate windows run under ``BEGIN IMMEDIATE`` (docs/audit.md §8;
+docs/exchange.md, "Replay protection"). The schema is versioned and migrated
+forward when the store opens (docs/deployment.md, "Schema versions"). The
+contract: :class:`~engine.state.store.Store`; its parts: ``sqlite_log``,
+``sqlite_intents``, ``sqlite_shared``.
 """
 
 from __future__ import annotations
@@ -12,73 +15,128 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from engine.limits import LIMITS
-from engine.state.sqlite_schema import INTENT_SQL, SCHEMA
+from engine.errors import SchemaError, StoreError
+from engine.state._sqlite import guard_errors
+from engine.state.sqlite_intents import SQLiteIntents
+from engine.state.sqlite_log import SQLiteCallLog
+from engine.state.sqlite_schema import MIGRATIONS
+from engine.state.sqlite_shared import SQLiteShared
 from engine.state.store import (
     MAX_JTI_KEEP_UNTIL,
+    SCHEMA_VERSION,
     Delegation,
     FreezeState,
-    Intent,
-    LogBatch,
-    LogCheckpoint,
-    LogRow,
-    LogTree,
+    check_jti,
 )
 
 __all__ = ["SQLiteStore", "open_store"]
 
+_HEX = frozenset("0123456789abcdef")
 
-class SQLiteStore:
+
+@guard_errors
+class SQLiteStore(SQLiteCallLog, SQLiteIntents, SQLiteShared):
     """:class:`~engine.state.store.Store` on SQLite in WAL mode.
 
     Args:
         path: The database file (created 0600 if missing).
+        migrate: Bring the schema to :data:`SCHEMA_VERSION` (the default);
+            ``False`` only reads the version (``chit state migrate --check``).
 
     Raises:
-        sqlite3.Error: If the database cannot be opened.
+        SchemaError: If the file records a schema newer than this chit knows.
+        StoreError: If the database cannot be opened or migrated.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._path = Path(path)
-        if not self._path.exists():
-            fd = os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600)
-            os.close(fd)
-        self._local = threading.local()
-        with self._connect() as db:
-            db.executescript(SCHEMA)
+    def __init__(self, path: str | os.PathLike[str], *, migrate: bool = True) -> None:
+        super().__init__(Path(path))
+        try:
+            if not self._path.exists():
+                fd = os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600)
+                os.close(fd)
+            self._version = self._migrate() if migrate else self._checked(self._connect())
+        except sqlite3.Error as exc:
+            name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+            raise StoreError(f"cannot open the state store {self.location} ({name})") from exc
+        except OSError as exc:
+            raise StoreError(
+                f"cannot open the state store {self.location} ({exc.strerror})"
+            ) from exc
 
     def __repr__(self) -> str:
-        return f"SQLiteStore({str(self._path)!r})"
+        return f"SQLiteStore({self.location!r})"
 
-    def _connect(self) -> sqlite3.Connection:
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(
-                self._path, timeout=LIMITS.sqlite_busy_timeout_seconds, isolation_level=None
+    # --- the schema ------------------------------------------------------------------
+
+    @staticmethod
+    def _read_version(db: sqlite3.Connection) -> int:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "chit_schema" in tables:
+            row = db.execute("SELECT version FROM chit_schema WHERE id = 1").fetchone()
+            if row is not None and type(row[0]) is int:
+                return int(row[0])
+        # Stores made before versions were recorded hold version 1's tables.
+        return 1 if "revocations" in tables else 0
+
+    def _checked(self, db: sqlite3.Connection) -> int:
+        """The stored version; refuse one newer than this chit knows."""
+        version = self._read_version(db)
+        if version > SCHEMA_VERSION:
+            raise SchemaError(
+                f"the state store {self.location} has schema version {version}; this chit "
+                f"knows versions up to {SCHEMA_VERSION}: upgrade chit"
             )
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            self._local.db = db
-        return db
+        return version
+
+    def _migrate(self) -> int:
+        with self._write() as db:
+            version = self._checked(db)
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[step]:
+                    db.execute(statement)
+            if version < SCHEMA_VERSION:
+                db.execute(
+                    "INSERT OR REPLACE INTO chit_schema (id, version) VALUES (1, ?)",
+                    (SCHEMA_VERSION,),
+                )
+        return SCHEMA_VERSION
+
+    def schema_version(self) -> int:
+        """The version of the schema the store holds."""
+        return self._version
+
+    def close(self) -> None:
+        """Stop the change feed's watcher and close this thread's connection; idempotent."""
+        self._feed.close()
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            self._local.db = None
+            db.close()
+
+    # --- revocations and delegations ----------------------------------------------
 
     def revoke(self, block_id: str, *, now: int, reason: str = "") -> bool:
-        """Revoke ``block_id`` (32 hex digits).
+        """Revoke ``block_id`` (32 hex digits) and announce it on the change feed.
 
         Raises:
             ValueError: If ``block_id`` is not 32 lowercase hex digits.
         """
-        if len(block_id) != 32 or any(c not in "0123456789abcdef" for c in block_id):
+        if len(block_id) != 32 or not set(block_id) <= _HEX:
             raise ValueError("a token or block id is 32 lowercase hex digits")
-        cursor = self._connect().execute(
-            "INSERT OR IGNORE INTO revocations (id, revoked_at, reason) VALUES (?, ?, ?)",
-            (block_id, now, reason),
-        )
-        return cursor.rowcount == 1
+        with self._write() as db:
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO revocations (id, revoked_at, reason) VALUES (?, ?, ?)",
+                (block_id, now, reason),
+            )
+            added = cursor.rowcount == 1
+            position = self._announce(db, "revocation", now) if added else None
+        if position is not None:
+            self._feed.moved(position)
+        return added
 
     def any_revoked(self, block_ids: Iterable[str]) -> bool:
         """True iff any of the hex block ids is revoked."""
@@ -149,7 +207,7 @@ class SQLiteStore:
         return FreezeState(bool(row[0]), str(row[1]), int(row[2]))
 
     def set_freeze(self, frozen: bool, *, now: int, reason: str = "") -> FreezeState:
-        """Freeze (``True``) or unfreeze every engine that uses this store.
+        """Freeze (``True``) or unfreeze every engine that uses this store, and announce it.
 
         Args:
             frozen: The new mode.
@@ -159,111 +217,15 @@ class SQLiteStore:
         Returns:
             The new state.
         """
-        self._connect().execute(
-            "INSERT OR REPLACE INTO engine_mode (id, frozen, reason, changed_at)"
-            " VALUES (1, ?, ?, ?)",
-            (int(frozen), reason, now),
-        )
-        return FreezeState(frozen, reason, now)
-
-    # --- the call log ------------------------------------------------------------
-
-    def append_log(
-        self, compose: Callable[[LogTree | None], LogBatch | None]
-    ) -> LogTree | None:
-        """Append a batch of call-log entries (and maybe a checkpoint), serialised on the head.
-
-        Inside one ``BEGIN IMMEDIATE`` transaction (the database's write lock, so
-        no two appends interleave, from any process) this reads the tree head,
-        asks ``compose(head)`` for the batch (``None``: nothing to write), inserts
-        its entries and checkpoint and moves the head. The next entry always
-        continues from the *head*, never from the last row: rows deleted behind
-        the head's back stay a visible gap; the store repairs nothing. ``compose``
-        may read :meth:`log_rows` and :meth:`log_head` (same transaction), as it
-        must when there is no head yet but entries of the first form exist.
-
-        Args:
-            compose: Makes the batch from the stored head (``None`` if none).
-
-        Returns:
-            The tree head after the transaction.
-
-        Raises:
-            sqlite3.Error: If the database fails, or a sequence number is taken
-                (a row inserted behind the engine's back); nothing is written.
-            ValueError: If the batch's entries do not number on from the head
-                (a programming error); nothing is written.
-        """
-        db = self._connect()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            tree = self._read_tree(db)
-            batch = compose(tree)
-            if batch is None:
-                db.execute("ROLLBACK")
-                return tree
-            first = tree.size + 1 if tree is not None else None
-            for i, item in enumerate(batch.entries):
-                if first is not None and item.seq != first + i:
-                    raise ValueError("call-log entries must number on from the tree head")
-            db.executemany(
-                "INSERT INTO call_log (seq, time, agent, entry, sig) VALUES (?, ?, ?, ?, x'')",
-                [(e.seq, e.time, e.agent, e.entry) for e in batch.entries],
-            )
-            t = batch.tree
+        with self._write() as db:
             db.execute(
-                "INSERT OR REPLACE INTO call_log_tree"
-                " (id, origin, size, last, frontier, signed, signed_at)"
-                " VALUES (1, ?, ?, ?, ?, ?, ?)",
-                (t.origin, t.size, t.last, t.frontier, t.signed, t.signed_at),
+                "INSERT OR REPLACE INTO engine_mode (id, frozen, reason, changed_at)"
+                " VALUES (1, ?, ?, ?)",
+                (int(frozen), reason, now),
             )
-            if batch.checkpoint is not None:
-                c = batch.checkpoint
-                db.execute(
-                    "INSERT INTO call_log_checkpoint (size, time, note) VALUES (?, ?, ?)",
-                    (c.size, c.time, c.note),
-                )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return batch.tree
-
-    @staticmethod
-    def _read_tree(db: sqlite3.Connection) -> LogTree | None:
-        row = db.execute(
-            "SELECT origin, size, last, frontier, signed, signed_at FROM call_log_tree"
-            " WHERE id = 1"
-        ).fetchone()
-        if row is None:
-            return None
-        origin, size, last, frontier, signed, signed_at = row
-        if not (
-            isinstance(origin, str)
-            and type(size) is int
-            and isinstance(last, bytes)
-            and isinstance(frontier, bytes)
-            and type(signed) is int
-            and type(signed_at) is int
-        ):
-            raise sqlite3.DatabaseError("the call log's tree head is malformed")
-        return LogTree(origin, size, last, frontier, signed, signed_at)
-
-    def log_tree(self) -> LogTree | None:
-        """The stored tree head, untrusted; ``None`` before the first entry of this form.
-
-        Raises:
-            sqlite3.DatabaseError: If the row's columns have the wrong types.
-        """
-        return self._read_tree(self._connect())
-
-    def log_checkpoints(self) -> Iterator[LogCheckpoint]:
-        """Stored checkpoints in ascending ``size``, untrusted (their notes are unverified)."""
-        rows = self._connect().execute(
-            "SELECT size, time, note FROM call_log_checkpoint ORDER BY size"
-        )
-        for size, when, note in rows:
-            yield LogCheckpoint(size, when, note)
+            position = self._announce(db, "freeze", now)
+        self._feed.moved(position)
+        return FreezeState(frozen, reason, now)
 
     # --- the token exchange's replay cache -----------------------------------------
 
@@ -293,28 +255,18 @@ class SQLiteStore:
         Raises:
             ValueError: If ``issuer`` or ``jti`` is empty or not UTF-8 encodable
                 (nothing is written).
-            sqlite3.Error: If the database fails; nothing is recorded.
+            StoreError: If the database fails; nothing is recorded.
         """
-        for value in (issuer, jti):
-            if not isinstance(value, str) or not value:
-                raise ValueError("the issuer and jti must be non-empty text")
-            value.encode("utf-8")  # UnicodeEncodeError (a ValueError) for lone surrogates
+        check_jti(issuer, jti)
         keep = min(int(keep_until), MAX_JTI_KEEP_UNTIL)
-        db = self._connect()
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._write() as db:
             db.execute("DELETE FROM exchange_jti WHERE keep_until < ?", (now,))
             cursor = db.execute(
                 "INSERT OR IGNORE INTO exchange_jti (issuer, jti, used_at, keep_until)"
                 " VALUES (?, ?, ?, ?)",
                 (issuer, jti, now, keep),
             )
-            claimed = cursor.rowcount == 1
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return claimed
+            return cursor.rowcount == 1
 
     def release_jti(self, issuer: str, jti: str) -> None:
         """Forget ``(issuer, jti)``: its exchange failed after the claim and minted nothing.
@@ -323,7 +275,7 @@ class SQLiteStore:
         returns no token; until then every other exchange of the JWT was refused.
 
         Raises:
-            sqlite3.Error: If the database fails (the entry stays: fail closed).
+            StoreError: If the database fails (the entry stays: fail closed).
         """
         self._connect().execute(
             "DELETE FROM exchange_jti WHERE issuer = ? AND jti = ?", (issuer, jti)
@@ -334,149 +286,7 @@ class SQLiteStore:
         row = self._connect().execute("SELECT COUNT(*) FROM exchange_jti").fetchone()
         return int(row[0])
 
-    # --- intents ---------------------------------------------------------------------
-
-    def put_intent(self, intent: Intent, *, now: int, staged: bool = False) -> None:
-        """Record a session's intent, replacing its earlier one, in one transaction.
-
-        Expired intents of every repository are deleted in the same transaction,
-        and of this repository's live ones only the ``LIMITS.intents_per_repository`` that
-        expire last are kept, at most ``LIMITS.intents_per_token`` per token.
-
-        Args:
-            intent: The intent; ``paths`` at most ``LIMITS.intent_paths``.
-            now: Unix seconds.
-            staged: Record the paths the session has staged (table
-                ``staged_paths``, same rules) instead of a declared intent; an
-                intent with no paths then deletes the session's row.
-
-        Raises:
-            ValueError: If ``intent`` names more than ``LIMITS.intent_paths``
-                paths or a path that is not a string (a programming error).
-            sqlite3.Error: If the database fails; nothing is changed.
-        """
-        if len(intent.paths) > LIMITS.intent_paths or not all(
-            isinstance(p, str) for p in intent.paths
-        ):
-            raise ValueError("an intent names at most 256 path strings")
-        sql = INTENT_SQL[staged]
-        db = self._connect()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            db.execute(sql["expire"], (now,))
-            if staged and not intent.paths:
-                db.execute(sql["forget"], (intent.repo, intent.session, intent.token_id))
-                db.execute("COMMIT")
-                return
-            db.execute(
-                sql["put"],
-                (
-                    intent.repo,
-                    intent.session,
-                    intent.token_id,
-                    intent.agent,
-                    json.dumps(list(intent.paths)),
-                    intent.expires_at,
-                ),
-            )
-            # One token's sessions keep at most LIMITS.intents_per_token intents, so a
-            # single agent cannot fill the table every peer lookup reads.
-            db.execute(
-                sql["per_token"],
-                (intent.repo, intent.token_id, intent.repo, intent.token_id,
-                 LIMITS.intents_per_token),
-            )
-            db.execute(sql["per_repo"], (intent.repo, intent.repo, LIMITS.intents_per_repository))
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-
-    def intents(self, repo: str, *, now: int, staged: bool = False) -> list[Intent]:
-        """Live intents about ``repo`` (at most ``LIMITS.intents_per_repository``), by session.
-
-        A row that does not read back as an intent (paths not a JSON list of
-        strings, or too many) is skipped.
-
-        Args:
-            repo: The repository's identity, as in :attr:`Intent.repo`.
-            now: Unix seconds; intents expiring at or before it are left out.
-            staged: Read sessions' staged paths instead of declared intents.
-
-        Returns:
-            Intents ordered by session id, then token id.
-        """
-        live = INTENT_SQL[staged]["live"]
-        rows = self._connect().execute(live, (repo, now, LIMITS.intents_per_repository)).fetchall()
-        out: list[Intent] = []
-        for session, token_id, agent, raw, expires_at in rows:
-            try:
-                paths = json.loads(raw)
-            except (TypeError, ValueError):
-                continue
-            if (
-                not isinstance(paths, list)
-                or len(paths) > LIMITS.intent_paths
-                or not all(isinstance(p, str) for p in paths)
-            ):
-                continue
-            out.append(
-                Intent(repo, str(session), str(token_id), str(agent), tuple(paths), int(expires_at))
-            )
-        return out
-
-    def log_head(self) -> tuple[Any, Any, Any, Any] | None:
-        """The ``chit-call-log/1`` chain head ``(seq, hash, head bytes, sig)``, untrusted.
-
-        Kept for logs written before checkpoints: the head of their last signed
-        entry; ``None`` if the log never had one.
-        """
-        row = (
-            self._connect()
-            .execute("SELECT seq, hash, head, sig FROM call_log_head WHERE id = 1")
-            .fetchone()
-        )
-        return None if row is None else (row[0], row[1], row[2], row[3])
-
-    def log_rows(
-        self,
-        *,
-        agent: str | None = None,
-        since: int | None = None,
-        batch: int = 512,
-    ) -> Iterator[LogRow]:
-        """Stored call-log rows in sequence order, read in batches (untrusted).
-
-        Args:
-            agent: Only rows whose agent column equals this.
-            since: Only rows whose time column is at or after this (unix seconds).
-            batch: Rows fetched per query.
-
-        Yields:
-            :class:`LogRow` in ascending ``seq``.
-        """
-        where = ["seq > ?"]
-        params: list[Any] = []
-        if agent is not None:
-            where.append("agent = ?")
-            params.append(agent)
-        if since is not None:
-            where.append("time >= ?")
-            params.append(since)
-        query = (
-            "SELECT seq, time, agent, entry, sig FROM call_log WHERE "  # noqa: S608 - fixed
-            + " AND ".join(where)
-            + " ORDER BY seq LIMIT ?"
-        )
-        after: Any = -(2**63)
-        while True:
-            rows = self._connect().execute(query, (after, *params, batch)).fetchall()
-            yield from map(LogRow._make, rows)
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
-
 
 def open_store(home: str | os.PathLike[str]) -> SQLiteStore:
-    """Open (creating if needed) the state store of a chit home."""
+    """Open (creating if needed) the SQLite state store of a chit home, ``<home>/state.db``."""
     return SQLiteStore(Path(home) / "state.db")

@@ -1,13 +1,18 @@
-"""The SQLite store's schema: its tables, and the statements on the two intent tables.
+"""The SQLite store's schema, version by version, and the statements on the intent tables.
 
-Every table is created if missing when a store opens; the statements on declared
-intents and on sessions' staged paths are one set over two tables of one shape
+``MIGRATIONS[v]`` takes a store from version ``v - 1`` to ``v``; a store opens
+by applying those above the version it records (docs/deployment.md, "Schema
+versions"). Version 1 is the schema of stores made before versions were
+recorded, so its statements are idempotent. The statements on declared intents
+and on sessions' staged paths are one set over two tables of one shape
 (docs/semantic.md, "Intents").
 """
 
 from __future__ import annotations
 
-__all__ = ["INTENT_SQL", "SCHEMA"]
+from engine.state.store import SCHEMA_VERSION
+
+__all__ = ["INTENT_SQL", "MIGRATIONS", "SCHEMA"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS revocations (
@@ -85,6 +90,46 @@ CREATE TABLE IF NOT EXISTS {table} (
 CREATE INDEX IF NOT EXISTS {table}_expiry ON {table} (repo, expires_at);
 """
 SCHEMA += "".join(_INTENT_TABLE.format(table=table) for table in ("intents", "staged_paths"))
+
+_VERSION_2 = """
+CREATE TABLE IF NOT EXISTS chit_schema (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rate_events (
+    key TEXT NOT NULL,
+    at REAL NOT NULL,
+    expires REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rate_events_key ON rate_events (key, at);
+CREATE INDEX IF NOT EXISTS rate_events_expires ON rate_events (expires);
+CREATE TABLE IF NOT EXISTS changes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,
+    at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS engine_sessions (
+    session TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    placed_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS engine_sessions_owner ON engine_sessions (owner);
+"""
+
+
+def _statements(script: str) -> tuple[str, ...]:
+    """A script's statements (they hold no ``;`` inside), without comment lines."""
+    lines = (line for line in script.splitlines() if not line.lstrip().startswith("--"))
+    return tuple(s.strip() for s in "\n".join(lines).split(";") if s.strip())
+
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: _statements(SCHEMA),
+    2: _statements(_VERSION_2),
+}
+"""Statements taking the schema from version ``v - 1`` to ``v``, run in one transaction."""
+if max(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a programming error
+    raise RuntimeError("the SQLite migrations end at another version than the contract's")
 
 _INTENT_SQL_TEMPLATES = {
     "expire": "DELETE FROM {table} WHERE expires_at <= ?",

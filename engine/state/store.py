@@ -1,21 +1,28 @@
 """The state store's contract: the :class:`Store` protocol, its records and its bounds.
 
-What the engine keeps between calls and shares between processes: revocations,
-issued delegations, the engine's mode (frozen or not), the call log, the token
-exchange's replay cache of JWT ``jti`` values, and sessions' declared intents
-and staged paths. engine/state/sqlite.py implements it on one host; a PostgreSQL
-store can implement it for several (docs/architecture.md).
+What the engine keeps between calls and shares between processes and hosts:
+revocations, issued delegations, the engine's mode (frozen or not), the call
+log, the token exchange's replay cache of JWT ``jti`` values, sessions' declared
+intents and staged paths, rate-limit windows, where each engine session is
+served, and the change feed. engine/state/sqlite.py implements it on one host,
+engine/state/postgres.py for several (docs/deployment.md, docs/architecture.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from engine.limits import LIMITS
+
 __all__ = [
+    "CHANGE_KINDS",
     "GENESIS",
     "MAX_JTI_KEEP_UNTIL",
+    "SCHEMA_VERSION",
     "Delegation",
     "FreezeState",
     "Intent",
@@ -24,13 +31,21 @@ __all__ = [
     "LogEntry",
     "LogRow",
     "LogTree",
+    "RateWindow",
     "Store",
+    "check_intent",
+    "check_jti",
+    "read_intent_paths",
 ]
 
 GENESIS = bytes(32)
 """``prev`` of the first call-log entry: 32 zero bytes."""
 MAX_JTI_KEEP_UNTIL = 2**62
 """Latest time a replay-cache entry may name (SQLite integers are 64-bit)."""
+SCHEMA_VERSION = 2
+"""The newest schema version this chit knows; every store numbers its migrations alike."""
+CHANGE_KINDS: frozenset[str] = frozenset({"revocation", "freeze", "keys", "policy"})
+"""What the change feed announces: each can change what a token is offered."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,46 @@ class Intent:
     agent: str
     paths: tuple[str, ...]
     expires_at: int
+
+
+def check_intent(intent: Intent) -> None:
+    """Refuse an intent no store keeps (every store calls this before writing one).
+
+    Raises:
+        ValueError: If it names more than ``LIMITS.intent_paths`` paths or a
+            path that is not a string (a programming error).
+    """
+    if len(intent.paths) > LIMITS.intent_paths or not all(
+        isinstance(p, str) for p in intent.paths
+    ):
+        raise ValueError(f"an intent names at most {LIMITS.intent_paths} path strings")
+
+
+def check_jti(issuer: str, jti: str) -> None:
+    """Refuse an empty or unencodable issuer or jti (every store calls this first).
+
+    Raises:
+        ValueError: If either is empty, not text, or not UTF-8 encodable.
+    """
+    for value in (issuer, jti):
+        if not isinstance(value, str) or not value:
+            raise ValueError("the issuer and jti must be non-empty text")
+        value.encode("utf-8")  # UnicodeEncodeError (a ValueError) for lone surrogates
+
+
+def read_intent_paths(raw: object) -> tuple[str, ...] | None:
+    """A stored intent's paths column (untrusted JSON), or ``None`` if it is not a path list."""
+    try:
+        paths = json.loads(raw)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    if (
+        not isinstance(paths, list)
+        or len(paths) > LIMITS.intent_paths
+        or not all(isinstance(p, str) for p in paths)
+    ):
+        return None
+    return tuple(paths)
 
 
 @dataclass(frozen=True)
@@ -167,6 +222,22 @@ class LogBatch:
     checkpoint: LogCheckpoint | None = None
 
 
+@dataclass(frozen=True)
+class RateWindow:
+    """One sliding window a call is counted in (a ``[[rate_limits]]`` entry, for one agent).
+
+    Attributes:
+        key: The window's name in the store: a digest of the entry (its index
+            and value in the policy) and the agent, at most 64 characters.
+        calls: How many calls the window admits.
+        per_seconds: The window's length, seconds (at least 1).
+    """
+
+    key: str
+    calls: int
+    per_seconds: int
+
+
 class LogRow(NamedTuple):
     """A stored call-log row, untrusted until verified (any column may be tampered).
 
@@ -187,7 +258,15 @@ class LogRow(NamedTuple):
 
 
 class Store(Protocol):
-    """What the engine needs from its state store."""
+    """What the engine needs from its state store.
+
+    Every method may raise :class:`~engine.errors.StoreError` when the
+    store fails (its message names the store by :attr:`location`, never a
+    password); what failed changed nothing.
+    """
+
+    location: str
+    """The store's URL without any password, for operators' messages."""
 
     def revoke(self, block_id: str, *, now: int, reason: str = "") -> bool:
         """Revoke a token or block id; True if it was not revoked before."""
@@ -240,3 +319,86 @@ class Store(Protocol):
         self, *, agent: str | None = None, since: int | None = None, batch: int = 512
     ) -> Iterator[LogRow]:
         """Stored call-log rows in ascending ``seq``, untrusted, optionally filtered."""
+
+    # --- schema ------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        """The version of the schema the store holds (migrated forward when opened)."""
+
+    def close(self) -> None:
+        """Release the store's connections and stop its change watcher; idempotent."""
+
+    # --- rate limits (docs/policy.md, "Rate limits") -------------------------------
+
+    def admit_rate(self, windows: Sequence[RateWindow], *, now: float) -> tuple[int, float] | None:
+        """Count one call in every window, or in none if one of them is full.
+
+        Atomic across every engine on the store: of N concurrent calls against
+        a window with room for k, exactly k are admitted.
+
+        Args:
+            windows: The windows the call falls in (at least one).
+            now: The engine's clock, unix seconds (fractions allowed).
+
+        Returns:
+            ``None`` if the call was admitted (and is now counted in each
+            window), else ``(i, oldest)``: ``windows[i]`` is the first full one
+            and ``oldest`` the time of its oldest counted call, unix seconds.
+        """
+
+    # --- the change feed ---------------------------------------------------------
+
+    def announce(self, kind: str, *, now: int) -> int:
+        """Record a change every engine must act on; returns its feed position.
+
+        :meth:`revoke` and :meth:`set_freeze` announce their own change in
+        the same transaction; this is for changes made outside the store
+        (keys, policy files).
+
+        Raises:
+            ValueError: If ``kind`` is not one of :data:`CHANGE_KINDS`.
+        """
+
+    def latest_change(self) -> int:
+        """The feed position of the newest change (0: none yet)."""
+
+    def wait_change(self, after: int, timeout: float) -> int:
+        """Block until the feed moves past ``after``, or ``timeout`` seconds pass.
+
+        Changes made by any engine or command on this store count. The first
+        call starts the store's watcher (PostgreSQL ``LISTEN``, or polling).
+
+        Args:
+            after: A position a caller saw (``-1``: answer at once).
+            timeout: Seconds to wait at most.
+
+        Returns:
+            The newest position known; greater than ``after`` unless it timed out.
+        """
+
+    # --- where each engine session is served (engine workers) ---------------------
+
+    def place_session(self, session: str, owner: str, *, now: int) -> str:
+        """Record ``owner`` as the worker serving ``session`` unless one is recorded.
+
+        Returns:
+            The owner on record afterwards (``owner`` if the claim won).
+        """
+
+    def move_session(self, session: str, old: str, new: str, *, now: int) -> bool:
+        """Move ``session`` from ``old`` to ``new`` if ``old`` is still on record."""
+
+    def release_sessions(self, owner: str, sessions: Sequence[str] | None = None) -> int:
+        """Forget ``sessions`` (default: every one) placed with ``owner``; how many went.
+
+        A worker releases a session it forgets, and all of its own when it stops.
+        """
+
+    # --- locks shared by engines on several hosts ---------------------------------
+
+    def lane_lock(self, name: str) -> AbstractContextManager[None] | None:
+        """A lock on ``name`` held across every engine on the store, or ``None``.
+
+        ``None`` when the store reaches only one host's engines (SQLite),
+        whose lane locks are files; PostgreSQL answers an advisory lock.
+        """

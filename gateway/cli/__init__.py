@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from engine.errors import ChitError, ConfigurationError
+from engine.errors import ChitError, ConfigurationError, StoreError
 from gateway.cli._output import EXIT_ERROR
 from gateway.cli.parser import build_parser
 
@@ -42,6 +42,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except ConfigurationError as exc:
         print(f"chit: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except StoreError as exc:
+        # Written for operators; names the store without its password.
+        print(f"chit: {exc.message}", file=sys.stderr)
         return EXIT_ERROR
     except ValueError as exc:
         # Operator input the engine refused (durations, globs, names, ids): the

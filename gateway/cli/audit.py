@@ -135,7 +135,8 @@ def cmd_audit_log(args: argparse.Namespace) -> int:
     home = admin.resolve_home(args.home)
     if args.log_command == "show":
         since = admin.parse_since(args.since) if args.since else None
-        entries = admin.call_log_entries(home, agent=args.agent, since=since)
+        entries = admin.call_log_entries(home, agent=args.agent, since=since,
+                                         state=args.state)
         if args.json:
             print_json(list(entries))
             return EXIT_OK
@@ -151,7 +152,8 @@ def cmd_audit_log(args: argparse.Namespace) -> int:
         return EXIT_OK
     anchors = dict(admin.parse_anchor(a) for a in args.anchor or ())
     given = [admin.read_checkpoint_file(f) for f in args.checkpoint or ()]
-    report = admin.verify_call_log(home, _public_keys(args), anchors=anchors, given=given)
+    report = admin.verify_call_log(home, _public_keys(args), anchors=anchors, given=given,
+                                   state=args.state)
     if args.json:
         print_json(report)
     else:
@@ -178,13 +180,13 @@ def cmd_audit_log_checkpoint(args: argparse.Namespace) -> int:
 
     home = admin.resolve_home(args.home)
     if args.key:
-        keys = admin.call_log_verifier_keys(home, _public_keys(args))
+        keys = admin.call_log_verifier_keys(home, _public_keys(args), state=args.state)
         if args.json:
             print_json({"verifier_keys": keys})
         else:
             print("\n".join(keys))
         return EXIT_OK
-    found = admin.call_log_checkpoint(home, _public_keys(args))
+    found = admin.call_log_checkpoint(home, _public_keys(args), state=args.state)
     if args.json:
         print_json(found)
     else:
@@ -205,7 +207,7 @@ def cmd_audit_log_prove(args: argparse.Namespace) -> int:
     keys = _public_keys(args)
     if args.consistency:
         old, new = (_checkpoint_arg(a) for a in args.consistency)
-        found = admin.prove_consistency(home, keys, old, new)
+        found = admin.prove_consistency(home, keys, old, new, state=args.state)
         if args.json:
             print_json(found)
         else:
@@ -216,7 +218,7 @@ def cmd_audit_log_prove(args: argparse.Namespace) -> int:
             _print_proof(found["proof"])
         return EXIT_OK
     checkpoint = admin.read_checkpoint_file(args.checkpoint) if args.checkpoint else None
-    found = admin.prove_inclusion(home, keys, args.entry, checkpoint)
+    found = admin.prove_inclusion(home, keys, args.entry, checkpoint, state=args.state)
     if args.json:
         print_json(found)
     else:

@@ -43,10 +43,10 @@ def cmd_freeze(args: argparse.Namespace) -> int:
 
     home = operator_home(args)
     if args.freeze_command == "status":
-        info = admin.freeze_status(home)
+        info = admin.freeze_status(home, state=args.state)
     else:
         on = args.freeze_command == "on"
-        info = admin.set_freeze(home, on, reason=args.reason if on else "")
+        info = admin.set_freeze(home, on, reason=args.reason if on else "", state=args.state)
     if args.json:
         print_json(info)
         return EXIT_OK

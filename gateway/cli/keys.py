@@ -68,16 +68,14 @@ def cmd_keys(args: argparse.Namespace) -> int:
     if args.keys_command == "rotate":
         if args.signing and args.sealing:
             raise ValueError("rotate one kind at a time: --signing or --sealing")
-        rotate = (
-            admin.rotate_signing_key
-            if args.signing
-            else admin.rotate_sealing_key
-            if args.sealing
-            else admin.rotate_key
-        )
-        keys = [rotate(home)]
+        if args.signing:
+            keys = [admin.rotate_signing_key(home)]
+        elif args.sealing:
+            keys = [admin.rotate_sealing_key(home)]
+        else:
+            keys = [admin.rotate_key(home, state=args.state)]
     elif args.keys_command == "retire":
-        keys = [admin.retire_key(home, args.kid)]
+        keys = [admin.retire_key(home, args.kid, state=args.state)]
     else:
         keys = admin.list_keys(home)
     if args.json:

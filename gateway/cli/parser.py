@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from gateway.cli import audit, freeze, keys, serve, setup, tokens
+from gateway.cli import audit, freeze, keys, serve, setup, state, tokens
 
 __all__ = ["build_parser"]
 
@@ -18,9 +18,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="chit", description="Capability gateway for coding agents."
     )
     parser.add_argument("--home", help="chit home (default: $CHIT_HOME, else ~/.chit)")
+    parser.add_argument("--state", metavar="URL",
+                        help="state store: sqlite:///PATH or postgresql://... (default: "
+                        "$CHIT_STATE, else [state] url in <home>/engine.toml, else "
+                        "<home>/state.db; docs/deployment.md)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", default=argparse.SUPPRESS, help="chit home")
+    common.add_argument("--state", metavar="URL", default=argparse.SUPPRESS,
+                        help="state store URL (docs/deployment.md)")
     sub = parser.add_subparsers(dest="command", required=True)
     setup.add_init(sub, common)
     tokens.add_mint(sub, common)
@@ -33,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_mcp(sub, common)
     serve.add_engine(sub, common)
     freeze.add_freeze(sub, common)
+    state.add_state(sub, common)
     audit.add_audit(sub, common)
     setup.add_demo(sub, common)
     return parser

@@ -86,7 +86,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
     token = _read_token(args)
-    with Engine(home, args.repo, read_only=args.read_only) as engine:
+    with Engine(home, args.repo, read_only=args.read_only, state=args.state) as engine:
         serve_stdio(engine, token)
     return EXIT_OK
 
@@ -122,7 +122,7 @@ def _mcp_http(args: argparse.Namespace) -> int:
 
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
-    with Engine(home, args.repo, read_only=args.read_only) as engine:
+    with Engine(home, args.repo, read_only=args.read_only, state=args.state) as engine:
         serve_http(engine, settings)
     return EXIT_OK
 
@@ -189,8 +189,9 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
         public_url = _oauth.check_issuer_url(
             args.public_url, option="--public-url", origin_only=True
         )
-    engine = Engine(home, args.repo)  # refuses an unusable keyring, policy or repository
-    exchanger = admin.TokenExchange(home, channel="token_endpoint")
+    # Refuses an unusable keyring, policy, repository or state store.
+    engine = Engine(home, args.repo, state=args.state)
+    exchanger = admin.TokenExchange(home, channel="token_endpoint", store=engine.store)
     if address is not None:
         listener = engine_server.bind_tcp(*address)
     else:

@@ -101,7 +101,11 @@ def cmd_exchange(args: argparse.Namespace) -> int:
     else:
         with open(args.jwt, encoding="ascii") as fh:
             text = fh.read(admin.LIMITS.jwt_chars + 2)
-    info = admin.TokenExchange(home, channel="cli").exchange(text)
+    exchanger = admin.TokenExchange(home, channel="cli", state=args.state)
+    try:
+        info = exchanger.exchange(text)
+    finally:
+        exchanger.close()
     if args.json:
         print_json(info)
     else:
@@ -196,7 +200,7 @@ def cmd_revoke(args: argparse.Namespace) -> int:
 
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
-    info = admin.revoke(home, args.id, reason=args.reason)
+    info = admin.revoke(home, args.id, reason=args.reason, state=args.state)
     if args.json:
         print_json(info)
     else:

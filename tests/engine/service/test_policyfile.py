@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from engine.audit import provenance
 from engine.errors import AccessDeniedError, ConfigurationError, denied
 from engine.service.policyfile import PolicyFile, check_file
 from engine.service.ratelimit import RateLimiter
+from engine.state import SQLiteStore
 
 
 def replace(path: Path, text: str) -> None:
@@ -109,8 +111,15 @@ LIMITS = policy.load(
 )
 
 
-def test_sliding_window_at_its_boundary() -> None:
-    limiter = RateLimiter()
+@pytest.fixture
+def limiter(tmp_path: Path) -> Iterator[RateLimiter]:
+    """A limiter counting in a real SQLite store (the contract suite runs both stores)."""
+    store = SQLiteStore(tmp_path / "state.db")
+    yield RateLimiter(store)
+    store.close()
+
+
+def test_sliding_window_at_its_boundary(limiter: RateLimiter) -> None:
     assert limiter.admit(LIMITS, "a", "log", 0.0) is None
     assert limiter.admit(LIMITS, "a", "log", 9.0) is None
     refused = limiter.admit(LIMITS, "a", "log", 9.5)
@@ -124,8 +133,7 @@ def test_sliding_window_at_its_boundary() -> None:
     assert refused.retry_after == 89
 
 
-def test_a_refused_call_counts_against_no_entry() -> None:
-    limiter = RateLimiter()
+def test_a_refused_call_counts_against_no_entry(limiter: RateLimiter) -> None:
     for t in (0.0, 1.0):
         assert limiter.admit(LIMITS, "a", "log", t) is None
     for t in (2.0, 3.0, 4.0):
@@ -134,20 +142,20 @@ def test_a_refused_call_counts_against_no_entry() -> None:
     assert limiter.admit(LIMITS, "a", "status", 6.0) is not None
 
 
-def test_budgets_are_per_agent_and_unlimited_calls_are_not_counted() -> None:
-    limiter = RateLimiter()
+def test_budgets_are_per_agent_and_unlimited_calls_are_not_counted(limiter: RateLimiter) -> None:
     unlimited = policy.load("")
     for t in range(100):
         assert limiter.admit(unlimited, "a", "log", float(t)) is None
-    assert repr(limiter) == "RateLimiter(0 windows)"
+    # None of those counted: the first limited call finds its window empty.
+    assert limiter.admit(LIMITS, "a", "log", 99.0) is None
+    assert limiter.admit(LIMITS, "a", "log", 99.5) is None
     for agent in ("b", "c", "d"):
         for t in (0.0, 1.0, 2.0):
             assert limiter.admit(LIMITS, agent, "log", t) is None
         assert limiter.admit(LIMITS, agent, "log", 3.0) is not None
 
 
-def test_a_clock_set_back_never_asks_for_more_than_the_window() -> None:
-    limiter = RateLimiter()
+def test_a_clock_set_back_never_asks_for_more_than_the_window(limiter: RateLimiter) -> None:
     for t in (1000.0, 1001.0):
         assert limiter.admit(LIMITS, "a", "log", t) is None
     refused = limiter.admit(LIMITS, "a", "log", 0.0)

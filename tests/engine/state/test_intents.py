@@ -16,7 +16,7 @@ import pytest
 from engine.limits import LIMITS
 from engine.service import Engine
 from engine.state import Intent
-from engine.state import sqlite as state
+from engine.state import sqlite_intents as state
 from engine.state.sqlite import SQLiteStore
 from tests.conftest import World
 from tests.engine.engine_calls import Caller
