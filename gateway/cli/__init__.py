@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from engine.errors import ChitError, ConfigurationError, StoreError
 from gateway.cli._output import EXIT_ERROR
 from gateway.cli.parser import build_parser
 
-__all__ = ["main"]
+__all__ = ["main", "reported"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -35,8 +35,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    return reported(lambda: int(args.func(args)), args.command)
+
+
+def reported(run: Callable[[], int], command: str) -> int:
+    """Run a command, printing any error the CLI knows as one line (no traceback).
+
+    Also used by the worker processes of ``chit engine serve`` and ``chit mcp
+    --http``, so a worker that cannot start says why as the command would.
+
+    Args:
+        run: The command; returns its exit status.
+        command: The command's name, for operator-input errors.
+
+    Returns:
+        ``run``'s status, or 2 after printing an error.
+    """
     try:
-        status: int = args.func(args)
+        status = run()
     except ChitError as exc:
         print(f"chit: {exc.code}: {exc.message}", file=sys.stderr)
         return EXIT_ERROR
@@ -50,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         # Operator input the engine refused (durations, globs, names, ids): the
         # messages are written for the operator and never carry secrets.
-        print(f"chit {args.command}: {exc}", file=sys.stderr)
+        print(f"chit {command}: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except OSError as exc:
         print(f"chit: {exc.strerror or 'I/O error'}: {exc.filename or ''}", file=sys.stderr)

@@ -22,7 +22,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from engine.service import SessionElsewhere
 from gateway import _wire
+from gateway.engine_server.forward import SessionRouting
 from gateway.engine_server.requests import (
     RequestError,
     guard,
@@ -50,6 +52,7 @@ def create_app(
     engine_threads: int = ENGINE_THREADS,
     exchange: Exchange | None = None,
     issuer: str | None = None,
+    sessions: SessionRouting | None = None,
 ) -> Starlette:
     """Build the ASGI app that serves ``engine`` as ``chit-engine/1``.
 
@@ -67,6 +70,9 @@ def create_app(
             its RFC 8414 metadata at ``/.well-known/oauth-authorization-server``.
             ``None`` (a unix socket without ``--public-url``): that path answers
             404 saying why, since no URL of this server is known.
+        sessions: For a worker among several: where each ``invoke`` is
+            answered, here or at the worker holding its session
+            (:mod:`gateway.engine_server.forward`); ``None``: always here.
 
     Returns:
         A Starlette application.
@@ -76,6 +82,8 @@ def create_app(
     async def run(call: Callable[[], dict[str, Any]]) -> JSONResponse:
         try:
             answer = await anyio.to_thread.run_sync(call, limiter=limiter)
+        except SessionElsewhere:
+            raise  # for the session routing: another worker holds the session
         except Exception:
             # The engine shapes its own failures; this is a bug. Never forward its text.
             logger.exception("the engine raised instead of answering")
@@ -93,13 +101,16 @@ def create_app(
     async def invoke(request: Request) -> Response:
         try:
             guard(request, allowed_hosts)
-            asked = invoke_request(await read_json(request, max_request_bytes))
+            doc = await read_json(request, max_request_bytes)
+            asked = invoke_request(doc)
         except RequestError as exc:
             return json_response(exc.answer, exc.status)
         call = functools.partial(
             engine.invoke, asked.token, asked.tool, asked.arguments,
             session=asked.session, offered_catalog_hash=asked.offered_catalog_hash,
         )
+        if sessions is not None:
+            return await sessions.invoke(asked.session, doc, functools.partial(run, call))
         return await run(call)
 
     async def health(request: Request) -> Response:
