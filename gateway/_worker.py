@@ -1,6 +1,6 @@
 """Inside a worker process of :mod:`gateway._workers`: its start, its servers, its stop.
 
-A worker first asks the kernel to stop it when its supervisor dies
+A worker first asks the kernel to kill it when its supervisor dies
 (``PR_SET_PDEATHSIG``, then checks the supervisor is still its parent), reads
 its settings from stdin, and reports ready on a pipe once its servers listen.
 It runs uvicorn servers (the shared socket, and its private one) in one event
@@ -53,7 +53,9 @@ def begin() -> dict[str, Any]:
         SystemExit: If the supervisor is already gone or sent no settings.
     """
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+    # SIGKILL, as if the one engine process had been killed: a supervisor is
+    # only ever gone without stopping its workers when it was killed itself.
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise SystemExit("chit: worker: cannot tie its life to the supervisor's")
     raw = sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1)
     try:

@@ -89,7 +89,7 @@ def ready_line(listener: Listener, workers: int = 1) -> str:
     mode = ""
     if listener.path is not None:
         mode = f" (mode {stat.S_IMODE(os.lstat(listener.path).st_mode):04o})"
-    many = f", {workers} workers" if workers > 1 else ""
+    many = f" with {workers} workers" if workers > 1 else ""
     return f"chit engine: serving {_wire.API} on {listener.url}{mode}{many}"
 
 
