@@ -156,11 +156,18 @@ class Supervisor:
         """The live workers' process ids."""
         return [s.process.pid for s in self._slots if s.process is not None]
 
-    def run(self, on_ready: Callable[[], None]) -> int:
+    def run(self, on_ready: Callable[[], None], on_stopping: Callable[[], None]) -> int:
         """Start every worker, call ``on_ready`` once all are ready, serve until a signal.
 
         Must run in the main thread: workers die with the thread that started
         them (``PR_SET_PDEATHSIG``), and signals reach only the main thread.
+
+        Args:
+            on_ready: Called once, when every worker has reported ready.
+            on_stopping: Called when stopping starts, before the workers are
+                told to stop: closes the shared socket here, so that new
+                connections are refused (not queued unanswered) as soon as the
+                workers close theirs.
 
         Returns:
             0 after SIGTERM or SIGINT; if a worker fails before every worker was
@@ -179,6 +186,7 @@ class Supervisor:
                 self._start(slot)
             return self._serve(on_ready)
         finally:
+            on_stopping()
             self._stop_all()
             signal.set_wakeup_fd(old_wakeup)
             for sig, handler in previous.items():

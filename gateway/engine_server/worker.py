@@ -64,7 +64,8 @@ def serve_workers(
     spec = _workers.WorkerSpec("gateway.engine_server.worker", config, (fd,), DRAIN_SECONDS)
     try:
         return _workers.Supervisor(spec, count, name="chit engine").run(
-            lambda: print(ready_line(listener, count), file=sys.stderr, flush=True))
+            lambda: print(ready_line(listener, count), file=sys.stderr, flush=True),
+            listener.close)
     finally:
         listener.close()
         folder.remove()

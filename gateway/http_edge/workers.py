@@ -54,7 +54,8 @@ def serve_http_workers(engine_url: str, settings: HttpSettings, count: int, *,
     url = resource_url(settings, port)
     try:
         return _workers.Supervisor(spec, count, name="chit mcp").run(
-            lambda: print(f"chit: MCP over streamable HTTP at {url}", file=sys.stderr, flush=True))
+            lambda: print(f"chit: MCP over streamable HTTP at {url}", file=sys.stderr, flush=True),
+            sock.close)
     finally:
         sock.close()
         folder.remove()
