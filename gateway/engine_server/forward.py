@@ -101,7 +101,11 @@ class Peers:
         """
         client = self._clients.get(owner)
         if client is None:
-            transport = httpx2.AsyncHTTPTransport(uds=owner, retries=0, trust_env=False)
+            # A new connection for each call: one to a worker that died since is
+            # refused (taken over) instead of failing after the call was sent.
+            transport = httpx2.AsyncHTTPTransport(
+                uds=owner, retries=0, trust_env=False,
+                limits=httpx2.Limits(max_keepalive_connections=0))
             client = self._clients[owner] = httpx2.AsyncClient(
                 base_url="http://chit-engine", transport=transport, trust_env=False,
                 follow_redirects=False,

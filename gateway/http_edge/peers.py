@@ -19,6 +19,7 @@ import hashlib
 import json
 import logging
 import re
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -150,9 +151,12 @@ class EdgeWorkers:
     def _client(self, index: int) -> httpx2.AsyncClient:
         client = self._clients.get(index)
         if client is None:
+            # A new connection for each request: one to a worker that died since
+            # fails to connect (its sessions are gone: 404) instead of failing
+            # half-way on a kept-alive connection, which would look like a hiccup.
             transport = httpx2.AsyncHTTPTransport(
                 uds=str(self.socket(index)), retries=0, trust_env=False,
-                limits=httpx2.Limits(max_connections=MAX_PROXIED, max_keepalive_connections=16),
+                limits=httpx2.Limits(max_connections=MAX_PROXIED, max_keepalive_connections=0),
             )
             client = self._clients[index] = httpx2.AsyncClient(
                 base_url="http://chit-edge", transport=transport, trust_env=False,
@@ -176,8 +180,9 @@ class EdgeWorkers:
             await self._unreachable(index, scope, listener_gone(exc))(scope, receive, send)
             return
         except (httpx2.HTTPError, _ClientGone):
-            logger.warning("a request to another edge worker failed before its answer")
-            await _unavailable()(scope, receive, send)
+            # Cut off before any answer: the worker may have died just now.
+            await self._unreachable(index, scope, not _listens(self.socket(index)))(
+                scope, receive, send)
             return
         try:
             await self._relay(response, receive, send)
@@ -272,6 +277,21 @@ async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> N
     while (await receive())["type"] != "http.disconnect":
         pass
     scope.cancel()
+
+
+def _listens(path: Path) -> bool:
+    """Whether a worker listens on ``path`` (a plain connect, closed at once)."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.setblocking(False)
+    try:
+        probe.connect(str(path))
+    except BlockingIOError:  # a full backlog: someone listens
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 def _unavailable() -> ASGIApp:
