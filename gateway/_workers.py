@@ -255,11 +255,12 @@ class Supervisor:
             raise
         finally:
             os.close(ready_w)
-        assert process.stdin is not None  # noqa: S101 - stdin=PIPE above
-        with contextlib.suppress(BrokenPipeError):  # it died at once: its exit is seen
-            process.stdin.write(json.dumps(config).encode("utf-8"))
-        with contextlib.suppress(BrokenPipeError):
-            process.stdin.close()
+        stdin = process.stdin  # a pipe (stdin=PIPE above)
+        if stdin is not None:
+            with contextlib.suppress(BrokenPipeError):  # it died at once: its exit is seen
+                stdin.write(json.dumps(config).encode("utf-8"))
+            with contextlib.suppress(BrokenPipeError):
+                stdin.close()
         slot.process, slot.ready_fd, slot.ready = process, ready_r, False
         slot.started = time.monotonic()
         slot.deadline = slot.started + START_SECONDS
@@ -315,11 +316,9 @@ class Supervisor:
     def _stop_all(self) -> None:
         """SIGTERM every worker, wait (bounded), SIGKILL what is left, sweep every group."""
         self._stopping = True
-        live = [s for s in self._slots if s.process is not None]
-        for slot in live:
-            assert slot.process is not None  # noqa: S101 - filtered above
+        for process in [s.process for s in self._slots if s.process is not None]:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(slot.process.pid, signal.SIGTERM)
+                os.kill(process.pid, signal.SIGTERM)
         deadline = time.monotonic() + self._spec.drain_seconds + STOP_SECONDS
         while any(s.process is not None for s in self._slots):
             left = deadline - time.monotonic()

@@ -74,7 +74,7 @@ def serve_workers(
 def main() -> int:
     """A worker process: serve until the supervisor says stop (or dies)."""
     from gateway import _worker
-    from gateway.cli import reported
+    from gateway._reporting import reported
 
     config = _worker.begin()
     return reported(lambda: _serve(config), "engine")

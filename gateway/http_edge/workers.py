@@ -64,7 +64,7 @@ def serve_http_workers(engine_url: str, settings: HttpSettings, count: int, *,
 def main() -> int:
     """An edge worker: serve until the supervisor says stop (or dies)."""
     from gateway import _worker
-    from gateway.cli import reported
+    from gateway._reporting import reported
 
     config = _worker.begin()
     return reported(lambda: _serve(config), "mcp")
@@ -90,10 +90,12 @@ def _serve(config: dict[str, Any]) -> int:
     try:
         with RemoteEngine(config["engine"]) as remote:
             edge = HttpEdge(remote, settings, port=port, workers=workers)
-            assert edge.private_app is not None  # noqa: S101 - made with workers
+            private_app = edge.private_app
+            if private_app is None:  # an edge made with workers always has one
+                raise RuntimeError("the edge has no app for its private socket")
             _worker.run_servers(
                 [(_worker.Server(uvicorn_config(edge.app)), [shared]),
-                 (_worker.Server(uvicorn_config(edge.private_app, lifespan="off")),
+                 (_worker.Server(uvicorn_config(private_app, lifespan="off")),
                   [private.sock])],
                 ready_fd=int(config["ready_fd"]),
                 drain_seconds=DRAIN_SECONDS,
