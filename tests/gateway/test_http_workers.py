@@ -211,6 +211,13 @@ def test_the_per_identity_session_limit_holds_across_workers(
         opened = [open_session(greedy) for _ in range(MAX_SESSIONS_PER_IDENTITY)]
         refused = [open_session(greedy) for _ in range(4)]
         theirs = open_session(other)
+        # Threat: a client posing as a worker, to record a listing its identity never
+        # made (writes would then skip catalog_changed). Only private sockets have it.
+        with httpx2.Client(timeout=30) as http:
+            posed = [http.post(edge.origin + "/_chit/listed", json={
+                "token_id": "x", "agent": "greedy", "catalog_hash": "sha256:0"})
+                for _ in range(4)]
+    assert [r.status_code for r in posed] == [404] * 4
     assert all(r.status_code == 200 for r in opened)
     assert len({r.headers["mcp-session-id"][:3] for r in opened}) == 1  # one worker holds them
     assert [r.status_code for r in refused] == [429] * 4
