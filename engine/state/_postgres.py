@@ -15,6 +15,7 @@ import functools
 import hashlib
 import inspect
 import math
+import select
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -146,6 +147,33 @@ class PostgresBase:
             raise psycopg.OperationalError("the state store is closed")
         return pool
 
+    @staticmethod
+    def _checkout(pool: ConnectionPool[Connection]) -> Connection:
+        """A live connection from the pool (give it back with ``putconn``).
+
+        Pooled connections the server hung up on (restarted, or ended by an
+        administrator) are closed and skipped, so the first call after a
+        server restart does not fail on one; telling costs a ``poll`` of the
+        socket, and a round trip only when an idle connection has something
+        to read.
+        """
+        for _ in range(LIMITS.postgres_pool_connections):
+            conn = pool.getconn()
+            if _alive(conn):
+                return conn
+            conn.close()
+            pool.putconn(conn)  # a closed connection is discarded and replaced
+        return pool.getconn()
+
+    @contextmanager
+    def _pooled_connection(self) -> Iterator[Connection]:
+        pool = self._pooled()
+        conn = self._checkout(pool)
+        try:
+            yield conn
+        finally:
+            pool.putconn(conn)
+
     @contextmanager
     def _conn(self) -> Iterator[Connection]:
         """The thread's current connection (inside a transaction), else one from the pool."""
@@ -153,7 +181,7 @@ class PostgresBase:
         if current is not None:
             yield current
             return
-        with self._pooled().connection() as conn:
+        with self._pooled_connection() as conn:
             yield conn
 
     @contextmanager
@@ -164,7 +192,7 @@ class PostgresBase:
             with current.transaction():
                 yield current
             return
-        with self._pooled().connection() as conn:
+        with self._pooled_connection() as conn:
             self._local.conn = conn
             try:
                 with conn.transaction():
@@ -175,6 +203,21 @@ class PostgresBase:
     def _failed(self, exc: psycopg.Error) -> StoreError:
         code = getattr(exc, "sqlstate", None) or type(exc).__name__
         return StoreError(f"the state store {self.location} failed ({code})")
+
+
+def _alive(conn: Connection) -> bool:
+    """Whether an idle pooled connection still reaches its server."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        if not poller.poll(0):
+            return True  # nothing to read: nobody hung up
+        conn.execute("")  # an idle connection with news: most likely the server leaving
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return True
 
 
 def guard_errors(cls: _T) -> _T:

@@ -180,7 +180,7 @@ class PostgresShared(PostgresBase):
         key = advisory_key("lane", name)
         try:
             pool = self._pooled()
-            conn = pool.getconn()
+            conn = self._checkout(pool)
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
         try:

@@ -19,19 +19,29 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(request.getfixturevalue("postgres_url"))
 
 
-@pytest.fixture
-def make_store(store_url: str, tmp_path: Path) -> Iterator[MakeStore]:
-    """Opens stores (another engine's instance each time), closed after the test."""
+def _factory(url: str, tmp_path: Path) -> Iterator[MakeStore]:
     opened: list[Store] = []
 
-    def make(url: str | None = None, *, migrate: bool = True) -> Store:
-        store = open_store(tmp_path / "home", url or store_url, migrate=migrate)
+    def make(other: str | None = None, *, migrate: bool = True) -> Store:
+        store = open_store(tmp_path / "home", other or url, migrate=migrate)
         opened.append(store)
         return store
 
     yield make
     for store in opened:
         store.close()
+
+
+@pytest.fixture
+def make_store(store_url: str, tmp_path: Path) -> Iterator[MakeStore]:
+    """Opens stores (another engine's instance each time), closed after the test."""
+    yield from _factory(store_url, tmp_path)
+
+
+@pytest.fixture
+def make_pg_store(postgres_url: str, tmp_path: Path) -> Iterator[MakeStore]:
+    """The same on PostgreSQL only, for what SQLite has no counterpart of."""
+    yield from _factory(postgres_url, tmp_path)
 
 
 @pytest.fixture
