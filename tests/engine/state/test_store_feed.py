@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import psycopg
@@ -21,10 +22,12 @@ from tests.engine.state.storekit import MakeStore, raw
 WAKE = 5.0  # seconds a waiter may take to learn of a change before the test fails
 
 
-def later(seconds: float, action: object) -> threading.Thread:
+def later(seconds: float, action: Callable[[], object]) -> threading.Thread:
+    """Run ``action`` in a thread after ``seconds``."""
+
     def run() -> None:
         time.sleep(seconds)
-        action()  # type: ignore[operator]
+        action()
 
     thread = threading.Thread(target=run)
     thread.start()
