@@ -55,13 +55,14 @@ def advisory_key(scope: str, name: str) -> int:
     return int.from_bytes(digest.digest()[:8], "big", signed=True)
 
 
-def connect_kwargs(conninfo: str) -> dict[str, Any]:
+def connect_kwargs(conninfo: str, name: str = "chit") -> dict[str, Any]:
     """What every connection of a store adds to its URL: autocommit and the time bounds.
 
     ``connect_timeout`` (whole seconds, at least 2 as libpq wants) from
     ``LIMITS.postgres_connect_seconds``; ``statement_timeout`` from
     ``LIMITS.postgres_statement_seconds``, appended to any ``options`` the URL
-    gives; ``application_name`` ``chit`` unless the URL names one.
+    gives; ``application_name`` ``name`` unless the URL names one (so an
+    operator tells the change feed's listener, ``chit changes``, from the pool).
 
     Raises:
         psycopg.ProgrammingError: If ``conninfo`` is not a connection string
@@ -76,7 +77,7 @@ def connect_kwargs(conninfo: str) -> dict[str, Any]:
         "options": options,
     }
     if not params.get("application_name"):
-        kwargs["application_name"] = "chit"
+        kwargs["application_name"] = name
     return kwargs
 
 
@@ -136,10 +137,10 @@ class PostgresBase:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
 
-    def _connect_direct(self) -> Connection:
+    def _connect_direct(self, name: str = "chit") -> Connection:
         """A connection of its own, outside the pool (the caller closes it)."""
         conninfo = self._url.conninfo
-        return psycopg.connect(conninfo, **connect_kwargs(conninfo))
+        return psycopg.connect(conninfo, **connect_kwargs(conninfo, name))
 
     def _pooled(self) -> ConnectionPool[Connection]:
         pool = self._pool

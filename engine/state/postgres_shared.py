@@ -39,8 +39,9 @@ class PostgresShared(PostgresBase):
 
     def __init__(self, url: StateURL) -> None:
         super().__init__(url)
-        self._feed: ChangeFeed = ListeningFeed(self.latest_change, self._connect_direct,
-                                               self.location)
+        self._feed: ChangeFeed = ListeningFeed(
+            self.latest_change, lambda: self._connect_direct("chit changes"), self.location
+        )
 
     # --- rate limits -------------------------------------------------------------
 
