@@ -1,11 +1,11 @@
 """The ASGI app of ``chit-engine/1``: the engine's ``offer`` and ``invoke`` over HTTP.
 
 ``POST /v1/offer`` and ``POST /v1/invoke`` answer what the engine answers, as it
-is (its typed answers are ``dict`` objects of their JSON form); ``POST
-/v1/changes`` waits on the engine's change feed (a long poll, in threads of its
-own); ``GET /v1/health`` names the API. Requests are checked first
-(``requests``), and the token exchange routes join when there is an exchange
-function (``token``). The API: docs/engine-api.md.
+is (its typed answers are ``dict`` objects of their JSON form); ``GET
+/v1/health`` names the API. Requests are checked first (``requests``); ``POST
+/v1/changes`` waits on the engine's change feed (``changes``), and the token
+exchange routes join when there is an exchange function (``token``). The API:
+docs/engine-api.md.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,11 +24,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from engine.service import LIMITS
 from gateway import _wire
+from gateway.engine_server.changes import changes_route
 from gateway.engine_server.requests import (
     RequestError,
-    changes_request,
     guard,
     invoke_request,
     json_response,
@@ -45,7 +43,6 @@ logger = logging.getLogger("chit.engine_server")
 
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
 ENGINE_THREADS = 32  # engine calls running at once; the rest wait for a thread
-STOP_CHECK_SECONDS = 1.0  # how soon a change wait notices that the server is stopping
 
 
 def create_app(
@@ -75,16 +72,12 @@ def create_app(
             ``None`` (a unix socket without ``--public-url``): that path answers
             404 saying why, since no URL of this server is known.
         stopping: Set when the server starts stopping: each ``POST /v1/changes``
-            then answers within :data:`STOP_CHECK_SECONDS`, so no long poll
-            holds up the shutdown.
+            then answers within a second, so no long poll holds up the shutdown.
 
     Returns:
         A Starlette application.
     """
     limiter = anyio.CapacityLimiter(engine_threads)
-    # Long polls wait in threads of their own, never holding an engine call's.
-    waits = anyio.CapacityLimiter(LIMITS.change_waiters)
-    stop = stopping or threading.Event()
 
     async def run(call: Callable[[], dict[str, Any]]) -> JSONResponse:
         try:
@@ -115,26 +108,6 @@ def create_app(
         )
         return await run(call)
 
-    async def changes(request: Request) -> Response:
-        try:
-            guard(request, allowed_hosts)
-            after, timeout = changes_request(await read_json(request, max_request_bytes))
-        except RequestError as exc:
-            return json_response(exc.answer, exc.status)
-        if waits.available_tokens < 1:
-            return json_response(_wire.error(
-                "limit_exceeded", "too many waits for the change feed at once; ask again shortly",
-                limit=LIMITS.change_waiters,
-            ), 503)
-        wait = functools.partial(_wait_change, engine, after, timeout, stop)
-        try:
-            position = await anyio.to_thread.run_sync(wait, limiter=waits, abandon_on_cancel=True)
-        except Exception:
-            logger.warning("the change feed could not be read", exc_info=True)
-            return json_response(_wire.error("internal_error", "the change feed could not be read"),
-                                 500)
-        return json_response({"ok": True, "position": position})
-
     async def health(request: Request) -> Response:
         try:
             guard(request, allowed_hosts)
@@ -145,24 +118,15 @@ def create_app(
     routes = [
         Route(_wire.OFFER_PATH, offer, methods=["POST"]),
         Route(_wire.INVOKE_PATH, invoke, methods=["POST"]),
-        Route(_wire.CHANGES_PATH, changes, methods=["POST"]),
         Route(_wire.HEALTH_PATH, health, methods=["GET"]),
+        changes_route(engine, allowed_hosts=allowed_hosts, max_request_bytes=max_request_bytes,
+                      stopping=stopping or threading.Event()),
     ]
     if exchange is not None:
         routes += token_routes(exchange, issuer, allowed_hosts=allowed_hosts, limiter=limiter)
     return Starlette(
         routes=routes, exception_handlers={HTTPException: _http_error, 500: _server_error}
     )
-
-
-def _wait_change(engine: EngineClient, after: int, timeout: float, stop: threading.Event) -> int:
-    """``engine.wait_change`` in slices, answering early once the server is stopping."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        position = engine.wait_change(after, max(0.0, min(left, STOP_CHECK_SECONDS)))
-        if position != after or left <= STOP_CHECK_SECONDS or stop.is_set():
-            return position
 
 
 async def _http_error(_request: Request, exc: Exception) -> Response:
