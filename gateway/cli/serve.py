@@ -114,6 +114,7 @@ def _mcp_http(args: argparse.Namespace) -> int:
         if args.read_only:
             raise ValueError("--read-only applies to an embedded engine; with --engine, the "
                              "engine decides (chit freeze on)")
+        _no_state_with_engine(args)
         with RemoteEngine(args.engine) as remote:
             serve_http(remote, settings)
         return EXIT_OK
@@ -135,6 +136,7 @@ def _mcp_remote(args: argparse.Namespace) -> int:
     if getattr(args, "read_only", False):
         raise ValueError("--read-only applies to an embedded engine; with --engine, the "
                          "engine decides (chit freeze on)")
+    _no_state_with_engine(args)
     token = _read_token(args)
     with RemoteEngine(args.engine) as engine:
         health = engine.health()
@@ -144,6 +146,13 @@ def _mcp_remote(args: argparse.Namespace) -> int:
             )
         serve_stdio(engine, token)
     return EXIT_OK
+
+
+def _no_state_with_engine(args: argparse.Namespace) -> None:
+    """An edge of a separate engine holds no state: ``--state`` belongs to the engine."""
+    if getattr(args, "state", None):
+        raise ValueError("--state applies to the engine (chit engine serve --state URL); an "
+                         "edge with --engine holds no state")
 
 
 def add_engine(
