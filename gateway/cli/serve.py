@@ -47,7 +47,7 @@ def add_mcp(
                    help="with --http, the origin agents use when a proxy is in front")
     p.add_argument("--watch-interval", type=float, default=2.0, metavar="SECONDS",
                    help="with --http, how often connected tokens' offers are re-checked "
-                   "for tools/list_changed (default 2)")
+                   "for tools/list_changed besides the engine's change feed (default 2)")
     p.add_argument("--authorization-server", metavar="URL",
                    help="with --http, the authorization server that issues chit tokens (the "
                    "chit engine serve URL with POST /token), listed in the RFC 9728 metadata; "

@@ -11,13 +11,19 @@ import os
 import signal
 import stat
 import sys
+import threading
 import urllib.parse
 from collections.abc import Iterator
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from gateway import _oauth, _wire
 from gateway.engine_server.app import MAX_REQUEST_BYTES, EngineClient, create_app
 from gateway.engine_server.listeners import Listener
 from gateway.engine_server.token import Exchange
+
+if TYPE_CHECKING:
+    import uvicorn
 
 __all__ = ["serve"]
 
@@ -65,9 +71,10 @@ def serve(
         issuer = _oauth.check_issuer_url(public_url, option="--public-url", origin_only=True)
         if hosts is not None:  # a proxy in front forwards its own Host
             hosts = hosts | {urllib.parse.urlsplit(issuer).netloc.lower()}
+    stopping = threading.Event()
     app = create_app(
         engine, allowed_hosts=hosts, max_request_bytes=max_request_bytes,
-        exchange=exchange, issuer=issuer if exchange is not None else None,
+        exchange=exchange, issuer=issuer if exchange is not None else None, stopping=stopping,
     )
     config = uvicorn.Config(
         app,
@@ -92,9 +99,25 @@ def serve(
         try:
             print(f"chit engine: serving {_wire.API} on {listener.url}{mode}", file=sys.stderr,
                   flush=True)
-            uvicorn.Server(config).run(sockets=[listener.sock])
+            _server(config, stopping).run(sockets=[listener.sock])
         finally:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _server(config: uvicorn.Config, stopping: threading.Event) -> uvicorn.Server:
+    """The uvicorn server, setting ``stopping`` when a signal asks it to stop.
+
+    uvicorn waits for the requests in flight before it exits; ``stopping``
+    makes the ``POST /v1/changes`` long polls among them answer at once.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            stopping.set()
+            super().handle_exit(sig, frame)
+
+    return Server(config)
 
 
 def _exit_on_sigterm(_sig: int, _frame: object) -> None:
