@@ -29,29 +29,11 @@ from engine.catalog.declarations import TOOLS
 from engine.tools.table import handler_for
 from tests.conftest import World
 from tests.gateway.http_client import http_client, running_edge, start, stop
-from tests.gateway.mcp_client import Edge, engine_server, payload
+from tests.gateway.mcp_client import HEARD_BOUND as BOUND
+from tests.gateway.mcp_client import Edge, Heard, engine_server, payload
 
 READ_ONLY = {t.name for t in TOOLS if t.read_only and handler_for(t.name) is not None}
-BOUND = 10.0  # seconds a notification may take to arrive before the test fails
 QUIET = 1.5  # seconds (several feed polls) a connection is watched for a notification
-
-
-class Heard:
-    """Counts the ``notifications/tools/list_changed`` one client receives."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    async def __call__(self, message: Any) -> None:
-        if getattr(message, "method", None) == "notifications/tools/list_changed":
-            self.count += 1
-
-    async def reaches(self, count: int) -> int:
-        """Wait (up to :data:`BOUND`) until ``count`` notifications arrived; the count then."""
-        with anyio.move_on_after(BOUND):
-            while self.count < count:
-                await anyio.sleep(0.05)
-        return self.count
 
 
 def _token_id(token: str) -> str:
