@@ -131,6 +131,8 @@ class Limits:
     """Seconds before the change feed's watcher retries after its store failed."""
     change_wait_seconds: float = 30.0
     """Seconds one wait for the change feed lasts at most."""
+    change_waiters: int = 256
+    """Waits for the change feed one engine server serves at once (``POST /v1/changes``)."""
     changes_kept: int = 1000
     """Change-feed rows kept; older ones are deleted as new ones are announced."""
 

@@ -13,6 +13,7 @@ from typing import Any
 
 __all__ = [
     "API",
+    "CHANGES_PATH",
     "HEALTH_PATH",
     "INVOKE_PATH",
     "MAX_DEPTH",
@@ -27,6 +28,7 @@ PREFIX = "/v1"
 OFFER_PATH = f"{PREFIX}/offer"
 INVOKE_PATH = f"{PREFIX}/invoke"
 HEALTH_PATH = f"{PREFIX}/health"
+CHANGES_PATH = f"{PREFIX}/changes"
 MAX_DEPTH = 64  # objects and arrays nested deeper than this are refused
 
 

@@ -19,6 +19,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
@@ -87,6 +88,7 @@ def run_servers(
     ready_fd: int,
     drain_seconds: float,
     on_stop: Callable[[], Awaitable[None]] | None = None,
+    stopping: threading.Event | None = None,
 ) -> None:
     """Serve until SIGTERM or SIGINT, starting ``servers`` in order; report ready once all listen.
 
@@ -100,9 +102,12 @@ def run_servers(
         ready_fd: The pipe to the supervisor: ``R`` is written once all listen.
         drain_seconds: Each server's ``timeout_graceful_shutdown``, for the hard stop.
         on_stop: Awaited in the servers' loop once they have all stopped.
+        stopping: Set at the signal, before draining (long polls then answer).
     """
 
     def stop(sig: int, _frame: object) -> None:
+        if stopping is not None:
+            stopping.set()
         for server, _ in servers:
             if server.should_exit and sig == signal.SIGINT:
                 server.force_exit = True

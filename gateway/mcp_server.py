@@ -3,7 +3,9 @@
 The edge holds no authority: it re-presents the agent's token on every request,
 asks the engine for the offer on ``tools/list`` and for the result on
 ``tools/call``, and translates the engine's typed answers into MCP results and
-errors (docs/errors.md). No exception text ever reaches the client.
+errors (docs/errors.md). No exception text ever reaches the client. Over stdio
+it follows the engine's change feed and sends ``tools/list_changed`` when the
+token's offer changed (docs/deployment.md, "The change feed").
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ from typing import Any, Protocol
 import anyio
 import anyio.to_thread
 import mcp_types as types
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.session import ServerSession
 from mcp.server.stdio import stdio_server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from engine.service import CallAnswer, Called, OfferAnswer, Offered, Refused
+from gateway.feed import FeedFollower, OfferState, offer_state
 
 __all__ = [
     "ENGINE_UNAVAILABLE",
@@ -38,6 +44,8 @@ logger = logging.getLogger("chit.gateway")
 
 INVALID_PARAMS = -32602
 TOKEN_REFUSED = -32001
+NOTIFY_TIMEOUT = 5.0  # seconds one list_changed may take to write to the client
+STDIO_LISTENS = 16  # subscriptions/listen streams one stdio connection keeps open at once
 
 INSTRUCTIONS = """\
 chit is a capability gateway: you work on a git repository through the tools your \
@@ -74,6 +82,9 @@ class EngineClient(Protocol):
         offered_catalog_hash: str | None = None,
     ) -> CallAnswer:
         """See :meth:`engine.service.Engine.invoke`."""
+
+    def wait_change(self, after: int, timeout: float) -> int:
+        """See :meth:`engine.service.Engine.wait_change`."""
 
 
 ENGINE_UNAVAILABLE = Refused("internal_error", "engine unavailable")
@@ -166,7 +177,12 @@ engine, runs on a worker thread, so a slow one never stalls the connection.
 
 
 class _Edge:
-    """Per-connection state: the token, a session id, the last listed catalog hash."""
+    """Per-connection state: the token, a session id, the last listed catalog hash.
+
+    It also follows the engine's change feed (:meth:`watch`) and tells the
+    client when the token's offer is no longer the one it was shown: on the
+    session (2025-11-25) or on its ``subscriptions/listen`` streams (2026-07-28).
+    """
 
     def __init__(
         self, engine: EngineClient, token: str, *, inline: frozenset[str] = frozenset()
@@ -176,6 +192,10 @@ class _Edge:
         self._inline = inline
         self.session_id = uuid.uuid4().hex
         self.listed_hash: str | None = None
+        self.shown: OfferState | None = None  # the offer (or refusal) last shown to the client
+        self._peer: ServerSession | None = None  # the 2025-11-25 session, once it listed
+        self._bus = InMemorySubscriptionBus()
+        self._listens = ListenHandler(self._bus, max_subscriptions=STDIO_LISTENS)
         # One connection gets a few engine workers, not the runtime's 40: queued
         # calls wait here instead of each holding a thread and its git handle.
         self._limiter = anyio.CapacityLimiter(4)
@@ -183,16 +203,34 @@ class _Edge:
     def __repr__(self) -> str:
         return f"_Edge(session={self.session_id})"
 
-    async def list_tools(
-        self, _ctx: Any, _params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        answer = await anyio.to_thread.run_sync(
+    async def _offer(self) -> OfferAnswer:
+        return await anyio.to_thread.run_sync(
             self._engine.offer, self._token, limiter=self._limiter
         )
+
+    async def list_tools(
+        self, ctx: Any, _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            # Handlers run once the handshake is done: from now on the session
+            # may hear notifications/tools/list_changed.
+            self._peer = ctx.session
+        answer = await self._offer()
+        self.shown = offer_state(answer) or self.shown
         offer = offered(answer)
         result = listing_result(offer)
         self.listed_hash = offer.catalog_hash
         return result
+
+    async def listen(
+        self, ctx: Any, params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
+        """Serve one 2026-07-28 ``subscriptions/listen`` stream of this connection."""
+        answer = await self._offer()
+        offered(answer)  # a refused token opens no stream (JSON-RPC -32001)
+        if self.shown is None:
+            self.shown = offer_state(answer)
+        return await self._listens(ctx, params)
 
     async def call_tool(
         self, _ctx: Any, params: types.CallToolRequestParams
@@ -218,6 +256,37 @@ class _Edge:
             offered_catalog_hash=self.listed_hash,
         )
 
+    async def watch(self) -> None:
+        """Follow the engine's change feed until cancelled (the client disconnected)."""
+        await FeedFollower(self._engine).run(self.check_offer)
+
+    async def check_offer(self) -> bool:
+        """Ask for the token's offer again; tell the client if it is not the one shown.
+
+        Returns:
+            Whether the client was told. Nothing is sent before the client was
+            shown an offer, nor when the engine cannot answer.
+        """
+        if self.shown is None:
+            return False
+        try:
+            state = offer_state(await self._offer())
+        except Exception:
+            logger.exception("edge failed to reach the engine")
+            return False
+        if state is None or state == self.shown:
+            return False
+        self.shown = state
+        await self._bus.publish(ToolsListChanged())
+        if self._peer is not None:
+            # A client that stopped reading must not hold the feed up.
+            with anyio.move_on_after(NOTIFY_TIMEOUT):
+                try:
+                    await self._peer.send_tool_list_changed()
+                except Exception:  # the client may have gone between the check and now
+                    logger.debug("tools/list_changed not delivered to a closed session")
+        return True
+
 
 def build_server(engine: EngineClient, token: str) -> Server[Any]:
     """Build the MCP server for one connection holding ``token``.
@@ -227,30 +296,47 @@ def build_server(engine: EngineClient, token: str) -> Server[Any]:
         token: The agent's token text; re-presented to the engine on every call.
 
     Returns:
-        A low-level ``mcp`` server with ``tools/list`` and ``tools/call``; an
-        in-process engine answers the :data:`INLINE_TOOLS` on its event loop.
+        A low-level ``mcp`` server with ``tools/list``, ``tools/call`` and
+        ``subscriptions/listen``; an in-process engine answers the
+        :data:`INLINE_TOOLS` on its event loop. (:func:`serve_stdio` also
+        follows the change feed for it.)
     """
+    return _build(engine, token)[0]
+
+
+def _build(engine: EngineClient, token: str) -> tuple[Server[Any], _Edge]:
     # An embedded engine's module is loaded already; a separate engine's never is.
     interface = sys.modules.get("engine.service.interface")
     embedded = interface is not None and isinstance(engine, interface.Engine)
     edge = _Edge(engine, token, inline=INLINE_TOOLS if embedded else frozenset())
     from gateway import __version__
 
-    return Server(
+    server: Server[Any] = Server(
         "chit",
         version=__version__,
         instructions=INSTRUCTIONS,
         on_list_tools=edge.list_tools,
         on_call_tool=edge.call_tool,
+        on_subscriptions_listen=edge.listen,
     )
+    return server, edge
 
 
 def serve_stdio(engine: EngineClient, token: str) -> None:
-    """Serve MCP over stdio until the client closes the connection."""
-    server = build_server(engine, token)
+    """Serve MCP over stdio until the client closes the connection.
+
+    Beside the connection, a task follows the engine's change feed and sends
+    ``notifications/tools/list_changed`` when the token's offer changes
+    (``initialize`` advertises ``tools.listChanged``). It ends with the
+    connection; a wait still in progress is left to a daemon thread.
+    """
+    server, edge = _build(engine, token)
+    options = server.create_initialization_options(NotificationOptions(tools_changed=True))
 
     async def main() -> None:
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        async with stdio_server() as (read, write), anyio.create_task_group() as tg:
+            tg.start_soon(edge.watch)
+            await server.run(read, write, options)
+            tg.cancel_scope.cancel()
 
     anyio.run(main)

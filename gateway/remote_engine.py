@@ -1,10 +1,11 @@
 """The edge's side of ``chit-engine/1``: the engine's interface over HTTP.
 
-:class:`RemoteEngine` has :class:`engine.service.Engine`'s ``offer`` and
-``invoke`` and returns its typed answers, read from the wire with validation, so
-the MCP server runs the same code embedded or remote. It holds nothing but the
-connection and never raises for the engine or the transport: those failures are
-``internal_error`` (docs/engine-api.md, "The edge: what it holds").
+:class:`RemoteEngine` has :class:`engine.service.Engine`'s ``offer``, ``invoke``
+and ``wait_change`` and returns its typed answers, read from the wire with
+validation, so the MCP server runs the same code embedded or remote. It holds
+nothing but the connection and never raises for the engine or the transport:
+those failures are ``internal_error``, or for a wait no change
+(docs/engine-api.md, "The edge: what it holds").
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,6 +21,7 @@ from urllib.parse import urlsplit
 import httpx2
 
 from engine.service import (
+    LIMITS,
     AnswerError,
     CallAnswer,
     OfferAnswer,
@@ -137,6 +140,7 @@ class RemoteEngine:
             headers={"user-agent": f"chit-edge/{__version__}", "accept": "application/json"},
         )
         self.url = url
+        self._feed_failing = False
 
     def __repr__(self) -> str:
         return f"RemoteEngine(url={self.url!r})"
@@ -190,22 +194,72 @@ class RemoteEngine:
         except AnswerError:
             return _UNREADABLE
 
+    def wait_change(self, after: int, timeout: float) -> int:
+        """See :meth:`engine.service.Engine.wait_change`: ``POST /v1/changes``; never raises.
+
+        Args:
+            after: The last feed position the caller saw (``-1``: answer at once).
+            timeout: Seconds to wait at most (capped at ``LIMITS.change_wait_seconds``).
+
+        Returns:
+            The engine's newest feed position; ``after`` if it did not move, or
+            if the engine could not be asked (then only after a pause of up to
+            ``LIMITS.change_retry_seconds``, so a caller's loop never spins).
+        """
+        wait = min(max(0.0, timeout), LIMITS.change_wait_seconds)
+        started = time.monotonic()
+        try:
+            doc = self._post(
+                _wire.CHANGES_PATH, {"after": after, "timeout": wait},
+                timeout=httpx2.Timeout(wait + CONNECT_TIMEOUT, connect=CONNECT_TIMEOUT),
+            )
+        except Exception:  # the client closed under a waiting thread, say
+            doc = _UNREACHABLE
+        if isinstance(doc, Refused):
+            failure = doc.code
+        else:
+            position = doc.get("position")
+            if doc.get("ok") is True and type(position) is int and position >= 0:
+                self._feed_failing = False
+                return position
+            failure = "an answer off the API"
+        if not self._feed_failing:  # said once per outage, not once a second
+            logger.warning("the engine's change feed cannot be followed (%s); retrying", failure)
+        self._feed_failing = True
+        pause = min(LIMITS.change_retry_seconds, wait - (time.monotonic() - started))
+        if pause > 0:
+            time.sleep(pause)
+        return after
+
     def health(self) -> Mapping[str, Any]:
         """``GET /v1/health``: ``{"ok": true, "api": ...}``, or the refusal; never raises."""
         return self._request("GET", _wire.HEALTH_PATH, None)
 
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any] | Refused:
+    def _post(
+        self, path: str, body: dict[str, Any], *, timeout: httpx2.Timeout | None = None
+    ) -> dict[str, Any] | Refused:
         try:
             content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
         except (TypeError, ValueError, UnicodeEncodeError):
             return _NOT_JSON
-        return self._request("POST", path, content)
+        return self._request("POST", path, content, timeout=timeout)
 
-    def _request(self, method: str, path: str, content: bytes | None) -> dict[str, Any] | Refused:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        content: bytes | None,
+        *,
+        timeout: httpx2.Timeout | None = None,
+    ) -> dict[str, Any] | Refused:
         """The answer's JSON object (status 200), or a refusal: the engine's, or the edge's own."""
         headers = {"content-type": "application/json"} if content is not None else {}
+        quiet = path == _wire.CHANGES_PATH  # wait_change says it once per outage
         try:
-            with self._client.stream(method, path, content=content, headers=headers) as response:
+            with self._client.stream(
+                method, path, content=content, headers=headers,
+                timeout=timeout if timeout is not None else httpx2.USE_CLIENT_DEFAULT,
+            ) as response:
                 raw = bytearray()
                 for chunk in response.iter_bytes():
                     raw += chunk
@@ -214,11 +268,13 @@ class RemoteEngine:
                         return _UNREADABLE
                 status = response.status_code
         except (httpx2.ConnectError, httpx2.ConnectTimeout):
-            logger.warning("the engine at %s is unreachable", self.url)
+            if not quiet:
+                logger.warning("the engine at %s is unreachable", self.url)
             return _UNREACHABLE
         except httpx2.HTTPError as exc:
             # Never the exception's text in an answer; its class is enough here.
-            logger.warning("the call to the engine failed (%s)", type(exc).__name__)
+            if not quiet:
+                logger.warning("the call to the engine failed (%s)", type(exc).__name__)
             cut_off = path == _wire.INVOKE_PATH  # it may have run: say so, never retry
             return _CUT_OFF if cut_off else _UNREACHABLE
         try:

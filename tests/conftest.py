@@ -14,6 +14,7 @@ from hypothesis import settings
 
 from engine import admin
 from engine.admin.seed import create_repository
+from tests.pgserver import PostgresServer
 
 # Tests assert behaviour, never timing: no per-example deadline (a loaded CI
 # machine must not turn a slow example into a failure).
@@ -73,3 +74,17 @@ def world(tmp_path: Path) -> Iterator[World]:
     main_id = create_repository(repo, FILES)
     admin.init_home(home)
     yield World(home=home, repo=repo, main_id=main_id)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for the whole run, started on first use (tests/pgserver.py)."""
+    with PostgresServer() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresServer) -> Iterator[str]:
+    """A fresh database on that server, its URL; dropped after the test."""
+    with postgres.database() as url:
+        yield url

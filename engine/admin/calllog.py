@@ -127,11 +127,11 @@ def call_log_checkpoint(
     """
     with state_store(home, state, must_exist=True) as store:
         stored = _stored(store, public_keys)
-    if not stored:
-        raise ValueError("the call log has no signed checkpoint yet (one is made within a "
-                         "second of an engine's first entry, and when it stops)")
-    newest = stored[max(stored)]
-    when = next(r.time for r in store.log_checkpoints() if r.size == newest.size)
+        if not stored:
+            raise ValueError("the call log has no signed checkpoint yet (one is made within a "
+                             "second of an engine's first entry, and when it stops)")
+        newest = stored[max(stored)]
+        when = next(r.time for r in store.log_checkpoints() if r.size == newest.size)
     return {"origin": newest.origin, "size": newest.size, "root": _b64(newest.root),
             "time": when, "note": newest.text}
 

@@ -3,13 +3,15 @@
 Every call re-runs the ordered check (docs/architecture.md); the answers are the
 typed objects of ``engine.service.answers`` (docs/engine-api.md, "Answers").
 ``Engine`` is imported on first use, so an edge that only reads answers (``chit
-mcp --engine``) never loads the engine, its keys or git.
+mcp --engine``) never loads the engine, its keys or git; ``LIMITS`` (pure) gives
+edges the bounds of the API they speak (docs/limits.md).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from engine.limits import LIMITS
 from engine.service.answers import (
     Answer,
     AnswerError,
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from engine.service.interface import Engine
 
 __all__ = [
+    "LIMITS",
     "Answer",
     "AnswerError",
     "CallAnswer",

@@ -16,7 +16,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from engine.service.ratelimit import RateLimiter
 from engine.service.recording import CallFacts, Recorder
 from engine.service.sessions import Sessions, check_session_id
 from engine.service.watch import LocalChanges
-from engine.state import Store, open_store
+from engine.state import FreezeState, Store, open_store
 from engine.tools.context import CallContext
 from engine.tools.offer import offer_for
 from engine.tools.semantic.intents import share_staged_paths, staged_paths
@@ -320,17 +320,27 @@ class Engine:
         # expiry, revocation of any block (so of every ancestor).
         self._keyring.refresh()
         current = self._policies.current()  # this call's policy, start to end
+        modes: list[FreezeState] = []
+
+        def is_revoked(block_ids: Iterable[str]) -> bool:
+            # Revocation and the operator's mode come from the store together:
+            # one statement per call (one round trip to PostgreSQL).
+            revoked, mode = self._store.call_state(block_ids)
+            modes.append(mode)
+            return revoked
+
         verified = tokens.verify_at_time(
             token,
             self._keyring.lookup,
             self._now(),
-            is_revoked=self._store.any_revoked,
+            is_revoked=is_revoked,
             depth_limit=current.policy.limits.delegation_depth,
         )
         # 4. the operations and the flag decide the offer; a frozen engine (the
         # operator's mode, read on every call) or a read-only edge offers only
         # the read-only tools among them.
-        frozen = self._read_only or self._store.freeze_state().frozen
+        mode = modes[-1] if modes else self._store.freeze_state()
+        frozen = self._read_only or mode.frozen
         return Checked(
             verified, offer_for(verified.operations, verified.delegable, frozen), frozen, current
         )

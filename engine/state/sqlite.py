@@ -154,6 +154,22 @@ class SQLiteStore(SQLiteCallLog, SQLiteIntents, SQLiteShared):
         )
         return row is not None
 
+    def call_state(self, block_ids: Iterable[str]) -> tuple[bool, FreezeState]:
+        """Whether any of the block ids is revoked, and the engine's mode, in one statement."""
+        ids = list(block_ids)
+        marks = ",".join("?" * len(ids)) or "NULL"
+        row = self._connect().execute(
+            "SELECT EXISTS (SELECT 1 FROM revocations WHERE id IN ("  # noqa: S608 - only '?'
+            + marks
+            + ")), m.frozen, m.reason, m.changed_at FROM (SELECT 1) LEFT JOIN engine_mode m"
+            " ON m.id = 1",
+            ids,
+        ).fetchone()
+        mode = FreezeState(False, "", 0) if row[1] is None else FreezeState(
+            bool(row[1]), str(row[2]), int(row[3])
+        )
+        return bool(row[0]), mode
+
     def record_delegation(self, delegation: Delegation) -> None:
         """Record an issued delegation (idempotent on ``child_id``)."""
         self._connect().execute(

@@ -274,6 +274,13 @@ class Store(Protocol):
     def any_revoked(self, block_ids: Iterable[str]) -> bool:
         """True iff any of the hex block ids is revoked."""
 
+    def call_state(self, block_ids: Iterable[str]) -> tuple[bool, FreezeState]:
+        """Whether any of the hex block ids is revoked, and the engine's mode, read together.
+
+        What every call's check reads from the store, in one statement (one
+        round trip to a PostgreSQL server).
+        """
+
     def record_delegation(self, delegation: Delegation) -> None:
         """Record an issued delegation."""
 

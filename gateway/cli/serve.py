@@ -48,7 +48,7 @@ def add_mcp(
                    help="with --http, the origin agents use when a proxy is in front")
     p.add_argument("--watch-interval", type=float, default=2.0, metavar="SECONDS",
                    help="with --http, how often connected tokens' offers are re-checked "
-                   "for tools/list_changed (default 2)")
+                   "for tools/list_changed besides the engine's change feed (default 2)")
     p.add_argument("--authorization-server", metavar="URL",
                    help="with --http, the authorization server that issues chit tokens (the "
                    "chit engine serve URL with POST /token), listed in the RFC 9728 metadata; "
@@ -126,6 +126,7 @@ def _mcp_http(args: argparse.Namespace) -> int:
         if args.read_only:
             raise ValueError("--read-only applies to an embedded engine; with --engine, the "
                              "engine decides (chit freeze on)")
+        _no_state_with_engine(args)
         if workers > 1:
             from gateway.http_edge.workers import serve_http_workers
 
@@ -151,6 +152,7 @@ def _mcp_remote(args: argparse.Namespace) -> int:
     if getattr(args, "read_only", False):
         raise ValueError("--read-only applies to an embedded engine; with --engine, the "
                          "engine decides (chit freeze on)")
+    _no_state_with_engine(args)
     token = _read_token(args)
     with RemoteEngine(args.engine) as engine:
         health = engine.health()
@@ -160,6 +162,13 @@ def _mcp_remote(args: argparse.Namespace) -> int:
             )
         serve_stdio(engine, token)
     return EXIT_OK
+
+
+def _no_state_with_engine(args: argparse.Namespace) -> None:
+    """An edge of a separate engine holds no state: ``--state`` belongs to the engine."""
+    if getattr(args, "state", None):
+        raise ValueError("--state applies to the engine (chit engine serve --state URL); an "
+                         "edge with --engine holds no state")
 
 
 def add_engine(

@@ -2,15 +2,17 @@
 
 ``POST /v1/offer`` and ``POST /v1/invoke`` answer what the engine answers, as it
 is (its typed answers are ``dict`` objects of their JSON form); ``GET
-/v1/health`` names the API. Requests are checked first (``requests``), and the
-token exchange routes join when there is an exchange function (``token``).
-The API: docs/engine-api.md.
+/v1/health`` names the API. Requests are checked first (``requests``); ``POST
+/v1/changes`` waits on the engine's change feed (``changes``), and the token
+exchange routes join when there is an exchange function (``token``). The API:
+docs/engine-api.md.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +26,7 @@ from starlette.routing import Route
 
 from engine.service import SessionElsewhere
 from gateway import _wire
+from gateway.engine_server.changes import changes_route
 from gateway.engine_server.forward import SessionRouting
 from gateway.engine_server.requests import (
     RequestError,
@@ -52,6 +55,7 @@ def create_app(
     engine_threads: int = ENGINE_THREADS,
     exchange: Exchange | None = None,
     issuer: str | None = None,
+    stopping: threading.Event | None = None,
     sessions: SessionRouting | None = None,
 ) -> Starlette:
     """Build the ASGI app that serves ``engine`` as ``chit-engine/1``.
@@ -70,6 +74,8 @@ def create_app(
             its RFC 8414 metadata at ``/.well-known/oauth-authorization-server``.
             ``None`` (a unix socket without ``--public-url``): that path answers
             404 saying why, since no URL of this server is known.
+        stopping: Set when the server starts stopping: each ``POST /v1/changes``
+            then answers within a second, so no long poll holds up the shutdown.
         sessions: For a worker among several: where each ``invoke`` is
             answered, here or at the worker holding its session
             (:mod:`gateway.engine_server.forward`); ``None``: always here.
@@ -124,6 +130,8 @@ def create_app(
         Route(_wire.OFFER_PATH, offer, methods=["POST"]),
         Route(_wire.INVOKE_PATH, invoke, methods=["POST"]),
         Route(_wire.HEALTH_PATH, health, methods=["GET"]),
+        changes_route(engine, allowed_hosts=allowed_hosts, max_request_bytes=max_request_bytes,
+                      stopping=stopping or threading.Event()),
     ]
     if exchange is not None:
         routes += token_routes(exchange, issuer, allowed_hosts=allowed_hosts, limiter=limiter)

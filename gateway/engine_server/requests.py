@@ -14,12 +14,15 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from engine.service import LIMITS
 from gateway import _wire
 
 __all__ = [
     "HEADERS",
+    "MAX_POSITION",
     "InvokeRequest",
     "RequestError",
+    "changes_request",
     "guard",
     "invoke_request",
     "json_response",
@@ -29,6 +32,8 @@ __all__ = [
 
 HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
 _INVOKE_FIELDS = frozenset({"token", "tool", "arguments", "session", "offered_catalog_hash"})
+_CHANGES_FIELDS = frozenset({"after", "timeout"})
+MAX_POSITION = (1 << 63) - 1  # feed positions are 64-bit integers in every store
 
 
 class RequestError(Exception):
@@ -157,6 +162,38 @@ def invoke_request(doc: dict[str, Any]) -> InvokeRequest:
             fields=["offered_catalog_hash"],
         )
     return InvokeRequest(token, tool, arguments, session, listed)
+
+
+def changes_request(doc: dict[str, Any]) -> tuple[int, float]:
+    """The fields of ``POST /v1/changes``'s body ``{"after", "timeout"}``.
+
+    Returns:
+        ``(after, timeout)``: the last feed position the caller saw (``-1``:
+        none, answer at once) and the seconds to wait at most.
+
+    Raises:
+        RequestError: 400 ``invalid_argument`` (``fields``) for an unknown,
+            missing or mistyped field, ``after`` below ``-1`` or past 2^63 - 1,
+            or ``timeout`` outside ``0..LIMITS.change_wait_seconds``.
+    """
+    _fields(doc, required={"after", "timeout"}, allowed=_CHANGES_FIELDS)
+    after, timeout = doc["after"], doc["timeout"]
+    if isinstance(after, bool) or not isinstance(after, int) or not -1 <= after <= MAX_POSITION:
+        raise RequestError(
+            400, "invalid_argument", "after must be an integer, -1 or a feed position",
+            fields=["after"],
+        )
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 <= timeout <= LIMITS.change_wait_seconds
+    ):
+        raise RequestError(
+            400, "invalid_argument",
+            f"timeout must be a number of seconds from 0 to {LIMITS.change_wait_seconds:g}",
+            fields=["timeout"],
+        )
+    return after, float(timeout)
 
 
 def _fields(doc: dict[str, Any], *, required: set[str], allowed: frozenset[str] | set[str]) -> None:

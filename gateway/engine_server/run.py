@@ -11,8 +11,10 @@ import os
 import signal
 import stat
 import sys
+import threading
 import urllib.parse
 from collections.abc import Iterator
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
@@ -64,11 +66,11 @@ def serve(
     Raises:
         ValueError: If ``public_url`` is not an https origin (http only on loopback).
     """
-    import uvicorn
-
+    stopping = threading.Event()
     app = build_app(
         engine, url=listener.url, allowed_hosts=listener.allowed_hosts,
         max_request_bytes=max_request_bytes, exchange=exchange, public_url=public_url,
+        stopping=stopping,
     )
     config = uvicorn_config(app)
     with _closing(listener):
@@ -79,7 +81,7 @@ def serve(
         previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         try:
             print(ready_line(listener), file=sys.stderr, flush=True)
-            uvicorn.Server(config).run(sockets=[listener.sock])
+            _server(config, stopping).run(sockets=[listener.sock])
         finally:
             signal.signal(signal.SIGTERM, previous)
 
@@ -101,9 +103,10 @@ def build_app(
     max_request_bytes: int,
     exchange: Exchange | None,
     public_url: str | None,
+    stopping: threading.Event,
     sessions: SessionRouting | None = None,
 ) -> Starlette:
-    """The app for a listener at ``url`` (see :func:`serve`; ``sessions``: :func:`create_app`)."""
+    """The app for a listener at ``url`` (see :func:`serve`; the rest: :func:`create_app`)."""
     issuer = url if allowed_hosts is not None else None
     hosts = allowed_hosts
     if public_url is not None:
@@ -112,7 +115,8 @@ def build_app(
             hosts = hosts | {urllib.parse.urlsplit(issuer).netloc.lower()}
     return create_app(
         engine, allowed_hosts=hosts, max_request_bytes=max_request_bytes,
-        exchange=exchange, issuer=issuer if exchange is not None else None, sessions=sessions,
+        exchange=exchange, issuer=issuer if exchange is not None else None,
+        stopping=stopping, sessions=sessions,
     )
 
 
@@ -138,6 +142,22 @@ def uvicorn_config(app: Starlette, *, drain_seconds: float | None = None) -> uvi
         limit_concurrency=MAX_CONNECTIONS,
         ws="none",
     )
+
+
+def _server(config: uvicorn.Config, stopping: threading.Event) -> uvicorn.Server:
+    """The uvicorn server, setting ``stopping`` when a signal asks it to stop.
+
+    uvicorn waits for the requests in flight before it exits; ``stopping``
+    makes the ``POST /v1/changes`` long polls among them answer at once.
+    """
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            stopping.set()
+            super().handle_exit(sig, frame)
+
+    return Server(config)
 
 
 def _exit_on_sigterm(_sig: int, _frame: object) -> None:

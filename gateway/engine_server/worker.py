@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,9 @@ def _serve(config: dict[str, Any]) -> int:
         try:
             placement = engine.place_sessions(group=config["group"], owner=str(private.path))
             peers = Peers(folder, int(config["count"]))
+            stopping = threading.Event()
             common = {"max_request_bytes": int(config["max_request_bytes"]),
-                      "public_url": config["public_url"]}
+                      "public_url": config["public_url"], "stopping": stopping}
             public_app = build_app(
                 engine, url=config["url"], exchange=exchanger,
                 sessions=Forwarding(placement, peers),
@@ -115,6 +117,7 @@ def _serve(config: dict[str, Any]) -> int:
                 ready_fd=int(config["ready_fd"]),
                 drain_seconds=DRAIN_SECONDS,
                 on_stop=peers.aclose,
+                stopping=stopping,
             )
         finally:
             private.close()

@@ -18,7 +18,7 @@ from typing import Any
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 
-from engine.service import OfferAnswer, Offered
+from gateway.feed import OfferState, offer_state
 
 __all__ = [
     "MAX_STATELESS",
@@ -40,17 +40,6 @@ logger = logging.getLogger("chit.gateway")
 
 MAX_STATELESS = 4096  # token identities with stateless-era state kept (least recent dropped)
 REQUEST_KEY = "chit.request"  # where the gate leaves a request's credentials in the ASGI scope
-
-OfferState = tuple[str, str]
-"""An offer's state as the edge compares it: ``("ok", catalog hash)`` or ``("refused", code)``."""
-
-
-def offer_state(answer: OfferAnswer) -> OfferState | None:
-    """The comparable state of an offer; ``None`` if the engine could not tell."""
-    if isinstance(answer, Offered):
-        return ("ok", answer.catalog_hash)
-    return None if answer.code == "internal_error" else ("refused", answer.code)
-
 
 @dataclass(frozen=True)
 class Principal:

@@ -1,10 +1,11 @@
 """:class:`HttpEdge`: the streamable HTTP edge as one ASGI app in front of one engine.
 
 It wires the SDK's session manager behind the gate (``gate``), the MCP handlers
-(``handlers``), the offer watch (``watch``) and the RFC 9728 protected-resource
-metadata, all behind DNS-rebinding protection (``guard``); as one of several
-workers (``peers``) it also routes requests to the worker they belong to, and
-has a second app for its private socket. docs/http.md.
+(``handlers``), the offer watch (``watch``, woken by the engine's change feed)
+and the RFC 9728 protected-resource metadata, all behind DNS-rebinding
+protection (``guard``); as one of several workers (``peers``) it also routes
+requests to the worker they belong to, and has a second app for its private
+socket. docs/http.md.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from gateway.feed import FeedFollower
 from gateway.http_edge.connections import Connections, Principal
 from gateway.http_edge.engine_calls import EngineCalls
 from gateway.http_edge.gate import Gate
@@ -58,8 +60,8 @@ class HttpEdge:
     """The streamable HTTP edge: an ASGI app in front of one engine.
 
     Args:
-        engine: Anything with ``offer`` and ``invoke`` (:class:`EngineClient`):
-            the embedded engine or a remote one.
+        engine: Anything with ``offer``, ``invoke`` and ``wait_change``
+            (:class:`EngineClient`): the embedded engine or a remote one.
         settings: Where it listens and how it watches offers.
         port: The port actually bound (``settings.port`` may be 0).
         workers: This worker among several (``chit mcp --http --workers N``):
@@ -100,7 +102,7 @@ class HttpEdge:
         )
         self._watch = OfferWatch(
             calls, self._connections, interval=settings.watch_interval,
-            session_idle_timeout=settings.session_idle_timeout,
+            session_idle_timeout=settings.session_idle_timeout, feed=FeedFollower(engine),
         )
         gate: ASGIApp = Gate(calls, self._connections, self._manager, self.metadata_url)
         metadata = [

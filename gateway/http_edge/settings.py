@@ -37,7 +37,8 @@ class HttpSettings:
         public_url: The origin agents reach the edge at when a proxy is in front
             (``https://chit.example.com``); names the resource in the metadata
             and in ``WWW-Authenticate``, and its host is allowed.
-        watch_interval: Seconds between two checks of every connected token's offer.
+        watch_interval: Seconds between two checks of every connected token's offer,
+            besides those the engine's change feed wakes.
         session_idle_timeout: Seconds a 2025-11-25 session may stay idle before
             the SDK closes it.
         authorization_server: The issuer identifier of the authorization server

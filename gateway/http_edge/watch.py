@@ -1,9 +1,10 @@
 """Per-principal ``notifications/tools/list_changed`` for ``chit mcp --http``.
 
-Every ``watch_interval`` seconds the edge asks the engine for each connected
-token's offer again and notifies only the connections (a session, or a
-``subscriptions/listen`` stream) whose offer changed: the token or a parent
-revoked, a freeze, a policy change, a retired key (docs/http.md).
+Each time the engine's change feed moves, and every ``watch_interval`` seconds
+as a fallback, the edge asks the engine for each connected token's offer again
+and notifies only the connections (a session, or a ``subscriptions/listen``
+stream) whose offer changed: the token or a parent revoked, a freeze, a policy
+change, a retired key (docs/http.md).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 
 import anyio
 
+from gateway.feed import FeedFollower
 from gateway.http_edge.connections import BoundSession, Connections, Listen
 from gateway.http_edge.engine_calls import EngineCalls
 
@@ -29,8 +31,9 @@ class OfferWatch:
     Args:
         engine: The engine's calls.
         connections: The edge's connections.
-        interval: Seconds between two checks.
+        interval: Seconds between two checks on the clock.
         session_idle_timeout: The SDK's idle timeout for sessions, in seconds.
+        feed: Also check each time this engine's change feed moves.
     """
 
     def __init__(
@@ -40,24 +43,36 @@ class OfferWatch:
         *,
         interval: float,
         session_idle_timeout: float,
+        feed: FeedFollower | None = None,
     ) -> None:
         self._engine = engine
         self._connections = connections
         self._interval = interval
         self._idle_limit = session_idle_timeout + _IDLE_GRACE
+        self._feed = feed
+        self._checking = anyio.Lock()  # one check at a time: the feed's and the clock's
 
     def __repr__(self) -> str:
         return f"OfferWatch(every {self._interval} s)"
 
     async def run(self) -> None:
-        """Check every interval until cancelled; a failed check is retried the next."""
-        while True:
-            await anyio.sleep(self._interval)
-            try:
-                self._connections.forget_idle(self._idle_limit)
-                await self.check_offers()
-            except Exception:
-                logger.exception("the offer check failed; retrying next interval")
+        """Check on each move of the feed and every interval until cancelled.
+
+        A failed check is retried on the next move or interval.
+        """
+        async with anyio.create_task_group() as tg:
+            if self._feed is not None:
+                tg.start_soon(self._feed.run, self._check)
+            while True:
+                await anyio.sleep(self._interval)
+                await self._check()
+
+    async def _check(self) -> None:
+        try:
+            self._connections.forget_idle(self._idle_limit)
+            await self.check_offers()
+        except Exception:
+            logger.exception("the offer check failed; retrying on the next change or interval")
 
     async def check_offers(self) -> int:
         """Ask the engine for every connected token's offer; notify where it changed.
@@ -65,6 +80,10 @@ class OfferWatch:
         Returns:
             How many connections were notified.
         """
+        async with self._checking:
+            return await self._check_offers()
+
+    async def _check_offers(self) -> int:
         watched = self._connections.watched()
         if not watched:
             return 0

@@ -35,6 +35,29 @@ MODES = ("embedded", "remote")
 TOKEN_TEXT = re.compile(r"chit_[A-Za-z0-9_-]{16,}")
 
 
+HEARD_BOUND = 10.0  # seconds a notification may take to arrive before a test fails
+
+
+class Heard:
+    """A client message handler counting ``notifications/tools/list_changed``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.event = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self.count += 1
+            self.event.set()
+
+    async def reaches(self, count: int, bound: float = HEARD_BOUND) -> int:
+        """Wait (up to ``bound`` seconds) until ``count`` notifications arrived; the count then."""
+        with anyio.move_on_after(bound):
+            while self.count < count:
+                await anyio.sleep(0.05)
+        return self.count
+
+
 def with_client(home: Path, repo: Path, token: str, body: Callable[[Client], Awaitable[T]]) -> T:
     async def run() -> T:
         async with Client(stdio_server_params(home, repo, token)) as client:

@@ -28,7 +28,7 @@ from engine.auth import cbor
 from engine.auth import token as tokens
 from tests.conftest import World
 from tests.gateway.http_client import Edge, http_client, running_edge, start, stop
-from tests.gateway.mcp_client import TOKEN_TEXT, engine_server, payload
+from tests.gateway.mcp_client import TOKEN_TEXT, Heard, engine_server, payload
 
 MODERN = "2026-07-28"
 ERAS = ["legacy", MODERN]
@@ -329,24 +329,11 @@ def test_session_token_mismatch_reaches_the_official_client(world: World) -> Non
     assert scope["agent"] == "alice"
 
 
-class _Heard:
-    """Collects notifications/tools/list_changed seen by one legacy client."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.event = anyio.Event()
-
-    async def __call__(self, message: Any) -> None:
-        if getattr(message, "method", None) == "notifications/tools/list_changed":
-            self.count += 1
-            self.event.set()
-
-
 def test_list_changed_on_revocation_reaches_only_that_session(world: World) -> None:
     """Legacy era: the notification rides the revoked token's GET stream, no other."""
     alice = world.mint(agent="alice")
     bob = world.mint(agent="bob")
-    heard_a, heard_b = _Heard(), _Heard()
+    heard_a, heard_b = Heard(), Heard()
 
     async def body(edge: Edge) -> Any:
         async with (
@@ -433,7 +420,7 @@ def test_list_changed_on_revocation_reaches_only_that_listen_stream(world: World
 def test_freeze_notifies_every_connection(world: World, mode: str) -> None:
     """A freeze changes every token's offer: each connection hears it and relists."""
     token = world.mint()
-    heard = _Heard()
+    heard = Heard()
 
     async def body(edge: Edge) -> Any:
         async with http_client(edge.url, token, mode=mode, message_handler=heard) as (client, _):
@@ -497,7 +484,7 @@ def test_http_edge_in_front_of_a_separate_engine(world: World, tmp_path: Path) -
     bob = world.mint(agent="bob")
     edge_home = tmp_path / "edge-home"
     edge_home.mkdir()
-    heard_a, heard_b = _Heard(), _Heard()
+    heard_a, heard_b = Heard(), Heard()
 
     async def body(edge: Edge) -> Any:
         async with (

@@ -1,0 +1,256 @@
+"""What the PostgreSQL store's parts share: the pool, transactions, advisory lock keys, errors.
+
+Connections come from one psycopg pool per store (autocommit, at most
+``LIMITS.postgres_pool_connections``, every statement bounded by
+``statement_timeout``). A transaction sets its connection as the thread's
+current one, so what it calls back into the store (``compose`` of
+``append_log``) runs in the same transaction. Driver errors leave a public
+method as :class:`~engine.errors.StoreError`, named by the URL without a
+password (docs/deployment.md, "Choosing the store").
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import math
+import select
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeAlias, TypeVar
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import TupleRow
+from psycopg_pool import ConnectionPool
+
+from engine.errors import StoreError
+from engine.limits import LIMITS
+from engine.state.url import StateURL
+
+__all__ = [
+    "Connection",
+    "PostgresBase",
+    "advisory_key",
+    "connect_kwargs",
+    "guard_errors",
+    "open_reason",
+    "password_in",
+]
+
+Connection: TypeAlias = psycopg.Connection[TupleRow]
+_T = TypeVar("_T", bound=type)
+
+
+def advisory_key(scope: str, name: str) -> int:
+    """The 64-bit advisory lock key of ``name`` in ``scope``.
+
+    The first 8 bytes of SHA-256 of ``scope``, a NUL and ``name`` (UTF-8), as
+    the signed integer ``pg_advisory_lock`` takes.
+    """
+    digest = hashlib.sha256(scope.encode() + b"\0" + name.encode("utf-8", "surrogatepass"))
+    return int.from_bytes(digest.digest()[:8], "big", signed=True)
+
+
+def connect_kwargs(conninfo: str, name: str = "chit") -> dict[str, Any]:
+    """What every connection of a store adds to its URL: autocommit and the time bounds.
+
+    ``connect_timeout`` (whole seconds, at least 2 as libpq wants) from
+    ``LIMITS.postgres_connect_seconds``; ``statement_timeout`` from
+    ``LIMITS.postgres_statement_seconds``, appended to any ``options`` the URL
+    gives; ``application_name`` ``name`` unless the URL names one (so an
+    operator tells the change feed's listener, ``chit changes``, from the pool).
+
+    Raises:
+        psycopg.ProgrammingError: If ``conninfo`` is not a connection string
+            (its message may quote the URL: never show it).
+    """
+    params = conninfo_to_dict(conninfo)
+    statement_ms = max(1, int(LIMITS.postgres_statement_seconds * 1000))
+    options = f"{params.get('options') or ''} -c statement_timeout={statement_ms}".strip()
+    kwargs: dict[str, Any] = {
+        "autocommit": True,
+        "connect_timeout": max(2, math.ceil(LIMITS.postgres_connect_seconds)),
+        "options": options,
+    }
+    if not params.get("application_name"):
+        kwargs["application_name"] = name
+    return kwargs
+
+
+def password_in(text: str, conninfo: str) -> bool:
+    """Whether ``text`` holds the password ``conninfo`` carries (as given or decoded)."""
+    try:
+        parts = urllib.parse.urlsplit(conninfo)
+        query = urllib.parse.parse_qsl(parts.query)
+    except ValueError:
+        return True  # cannot tell: assume it does
+    secrets = {value for key, value in query if key.lower() in ("password", "sslpassword")}
+    userinfo, at, _hosts = parts.netloc.rpartition("@")
+    if at and ":" in userinfo:
+        raw = userinfo.partition(":")[2]
+        secrets.update({raw, urllib.parse.unquote(raw)})
+    return any(secret and secret in text for secret in secrets)
+
+
+def open_reason(exc: BaseException) -> str:
+    """A short reason a store could not be opened, never quoting the URL or the server at length."""
+    if isinstance(exc, psycopg.ProgrammingError) and getattr(exc, "sqlstate", None) is None:
+        return "not a valid connection URL"
+    code = getattr(exc, "sqlstate", None)
+    if code:
+        return str(code)
+    text = str(exc).lower()
+    for needle, reason in (
+        ("password authentication failed", "authentication failed"),
+        ("authentication failed", "authentication failed"),
+        ("no password supplied", "a password is required"),
+        ("does not exist", "no such database or role"),
+        ("connection refused", "connection refused"),
+        ("timeout expired", "timed out"),
+        ("could not translate host name", "unknown host"),
+        ("too many", "too many connections"),
+    ):
+        if needle in text:
+            return reason
+    return f"cannot connect: {type(exc).__name__}"
+
+
+class PostgresBase:
+    """The pool and transaction handling every part of the PostgreSQL store uses.
+
+    Args:
+        url: The store's URL (``kind`` ``"postgresql"``).
+    """
+
+    location: str
+
+    def __init__(self, url: StateURL) -> None:
+        self._url = url
+        self.location = url.redacted
+        self._local = threading.local()
+        self._pool: ConnectionPool[Connection] | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.location!r})"
+
+    def _connect_direct(self, name: str = "chit") -> Connection:
+        """A connection of its own, outside the pool (the caller closes it)."""
+        conninfo = self._url.conninfo
+        return psycopg.connect(conninfo, **connect_kwargs(conninfo, name))
+
+    def _pooled(self) -> ConnectionPool[Connection]:
+        pool = self._pool
+        if pool is None:
+            raise psycopg.OperationalError("the state store is closed")
+        return pool
+
+    @staticmethod
+    def _checkout(pool: ConnectionPool[Connection]) -> Connection:
+        """A live connection from the pool (give it back with ``putconn``).
+
+        Pooled connections the server hung up on (restarted, or ended by an
+        administrator) are closed and skipped, so the first call after a
+        server restart does not fail on one; telling costs a ``poll`` of the
+        socket, and a round trip only when an idle connection has something
+        to read.
+        """
+        for _ in range(LIMITS.postgres_pool_connections):
+            conn = pool.getconn()
+            if _alive(conn):
+                return conn
+            conn.close()
+            pool.putconn(conn)  # a closed connection is discarded and replaced
+        return pool.getconn()
+
+    @contextmanager
+    def _pooled_connection(self) -> Iterator[Connection]:
+        pool = self._pooled()
+        conn = self._checkout(pool)
+        try:
+            yield conn
+        finally:
+            pool.putconn(conn)
+
+    @contextmanager
+    def _conn(self) -> Iterator[Connection]:
+        """The thread's current connection (inside a transaction), else one from the pool."""
+        current: Connection | None = getattr(self._local, "conn", None)
+        if current is not None:
+            yield current
+            return
+        with self._pooled_connection() as conn:
+            yield conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[Connection]:
+        """One transaction; the thread's current connection until it ends (nested: a savepoint)."""
+        current: Connection | None = getattr(self._local, "conn", None)
+        if current is not None:
+            with current.transaction():
+                yield current
+            return
+        with self._pooled_connection() as conn:
+            self._local.conn = conn
+            try:
+                with conn.transaction():
+                    yield conn
+            finally:
+                self._local.conn = None
+
+    def _failed(self, exc: psycopg.Error) -> StoreError:
+        code = getattr(exc, "sqlstate", None) or type(exc).__name__
+        return StoreError(f"the state store {self.location} failed ({code})")
+
+
+def _alive(conn: Connection) -> bool:
+    """Whether an idle pooled connection still reaches its server."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        if not poller.poll(0):
+            return True  # nothing to read: nobody hung up
+        conn.execute("")  # an idle connection with news: most likely the server leaving
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return True
+
+
+def guard_errors(cls: _T) -> _T:
+    """Make every public method of ``cls`` raise :class:`StoreError` for a driver error.
+
+    Generator methods are guarded as they are iterated. The driver's error is
+    chained (``__cause__``) for the log; its text never names a password.
+    """
+    for name, member in list(vars(cls).items()):
+        if name.startswith("_") or not callable(member):
+            continue
+        setattr(cls, name, _guarded(member))
+    return cls
+
+
+def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.isgeneratorfunction(method):
+
+        @functools.wraps(method)
+        def generate(self: PostgresBase, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            try:
+                yield from method(self, *args, **kwargs)
+            except psycopg.Error as exc:
+                raise self._failed(exc) from exc
+
+        return generate
+
+    @functools.wraps(method)
+    def call(self: PostgresBase, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except psycopg.Error as exc:
+            raise self._failed(exc) from exc
+
+    return call

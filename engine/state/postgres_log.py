@@ -1,0 +1,180 @@
+"""The call log on PostgreSQL: entries, the tree head and checkpoints (docs/audit.md §8).
+
+Appends are serialised by a row lock on the head that holds the tree's frontier
+(``SELECT ... FOR UPDATE`` of ``call_log_tree``), taken by the transaction that
+writes the batch, so no two interleave from any engine on any host. Rows read
+back are untrusted until a verifier has recomputed them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+
+from engine.state._postgres import Connection, PostgresBase, guard_errors
+from engine.state.store import LogBatch, LogCheckpoint, LogRow, LogTree
+
+__all__ = ["PostgresCallLog"]
+
+_TREE = "SELECT origin, size, last, frontier, signed, signed_at FROM call_log_tree WHERE id = 1"
+
+
+@guard_errors
+class PostgresCallLog(PostgresBase):
+    """The call-log part of :class:`~engine.state.postgres.PostgresStore`."""
+
+    def append_log(
+        self, compose: Callable[[LogTree | None], LogBatch | None]
+    ) -> LogTree | None:
+        """Append a batch of call-log entries (and maybe a checkpoint), serialised on the head.
+
+        Inside one transaction that holds the tree head's row lock (so no two
+        appends interleave, from any engine) this reads the head, asks
+        ``compose(head)`` for the batch (``None``: nothing to write), inserts
+        its entries and checkpoint and moves the head. The next entry always
+        continues from the *head*, never from the last row: rows deleted behind
+        the head's back stay a visible gap. ``compose`` may read
+        :meth:`log_rows` and :meth:`log_head`: they run in the same transaction.
+
+        Args:
+            compose: Makes the batch from the stored head (``None`` if none).
+
+        Returns:
+            The tree head after the transaction.
+
+        Raises:
+            StoreError: If the database fails, or a sequence number is taken
+                (a row inserted behind the engine's back); nothing is written.
+            ValueError: If the batch's entries do not number on from the head
+                (a programming error); nothing is written.
+        """
+        with self._tx() as conn:
+            tree = self._lock_tree(conn)
+            batch = compose(tree)
+            if batch is None:
+                return tree
+            first = tree.size + 1 if tree is not None else None
+            for i, item in enumerate(batch.entries):
+                if first is not None and item.seq != first + i:
+                    raise ValueError("call-log entries must number on from the tree head")
+            if batch.entries:
+                with conn.cursor() as cursor:
+                    cursor.executemany(
+                        "INSERT INTO call_log (seq, time, agent, entry, sig)"
+                        " VALUES (%s, %s, %s, %s, %s)",
+                        [(e.seq, e.time, e.agent, e.entry, b"") for e in batch.entries],
+                    )
+            t = batch.tree
+            conn.execute(
+                "UPDATE call_log_tree SET origin = %s, size = %s, last = %s, frontier = %s,"
+                " signed = %s, signed_at = %s WHERE id = 1",
+                (t.origin, t.size, t.last, t.frontier, t.signed, t.signed_at),
+            )
+            if batch.checkpoint is not None:
+                c = batch.checkpoint
+                conn.execute(
+                    "INSERT INTO call_log_checkpoint (size, time, note) VALUES (%s, %s, %s)",
+                    (c.size, c.time, c.note),
+                )
+        return batch.tree
+
+    @classmethod
+    def _lock_tree(cls, conn: Connection) -> LogTree | None:
+        """Lock the tree head's row for the transaction (restoring a deleted row) and read it."""
+        row = conn.execute(_TREE + " FOR UPDATE").fetchone()
+        if row is None:  # deleted behind the store's back: the log has no head now
+            conn.execute("INSERT INTO call_log_tree (id) VALUES (1) ON CONFLICT (id) DO NOTHING")
+            row = conn.execute(_TREE + " FOR UPDATE").fetchone()
+        return cls._tree(row)
+
+    @staticmethod
+    def _tree(row: tuple[Any, ...] | None) -> LogTree | None:
+        if row is None or row[0] is None:
+            return None
+        origin, size, last, frontier, signed, signed_at = row
+        if not (
+            isinstance(origin, str)
+            and type(size) is int
+            and isinstance(last, bytes)
+            and isinstance(frontier, bytes)
+            and type(signed) is int
+            and type(signed_at) is int
+        ):
+            raise psycopg.DataError("the call log's tree head is malformed")
+        return LogTree(origin, size, last, frontier, signed, signed_at)
+
+    def log_tree(self) -> LogTree | None:
+        """The stored tree head, untrusted; ``None`` before the first entry of this form.
+
+        Raises:
+            StoreError: If the row has an origin but lacks another column.
+        """
+        with self._conn() as conn:
+            return self._tree(conn.execute(_TREE).fetchone())
+
+    def log_checkpoints(self) -> Iterator[LogCheckpoint]:
+        """Stored checkpoints in ascending ``size``, untrusted, read 512 at a time."""
+        after = -(2**63)
+        while True:
+            with self._conn() as conn:
+                rows = conn.execute(
+                    "SELECT size, time, note FROM call_log_checkpoint WHERE size > %s"
+                    " ORDER BY size LIMIT 512",
+                    (after,),
+                ).fetchall()
+            for size, when, note in rows:
+                yield LogCheckpoint(size, when, note)
+            if len(rows) < 512:
+                return
+            after = rows[-1][0]
+
+    def log_head(self) -> tuple[Any, Any, Any, Any] | None:
+        """The ``chit-call-log/1`` chain head ``(seq, hash, head bytes, sig)``, untrusted.
+
+        Kept for logs written before checkpoints; ``None`` if the log never had one.
+        """
+        with self._conn() as conn:
+            row = conn.execute("SELECT seq, hash, head, sig FROM call_log_head WHERE id = 1"
+                               ).fetchone()
+        return None if row is None else (row[0], row[1], row[2], row[3])
+
+    def log_rows(
+        self,
+        *,
+        agent: str | None = None,
+        since: int | None = None,
+        batch: int = 512,
+    ) -> Iterator[LogRow]:
+        """Stored call-log rows in sequence order, read in batches (untrusted).
+
+        Args:
+            agent: Only rows whose agent column equals this.
+            since: Only rows whose time column is at or after this (unix seconds).
+            batch: Rows fetched per query.
+
+        Yields:
+            :class:`LogRow` in ascending ``seq``.
+        """
+        where = ["seq > %s"]
+        params: list[Any] = []
+        if agent is not None:
+            where.append("agent = %s")
+            params.append(agent)
+        if since is not None:
+            where.append("time >= %s")
+            params.append(since)
+        query = (
+            "SELECT seq, time, agent, entry, sig FROM call_log WHERE "  # noqa: S608 - fixed
+            + " AND ".join(where)
+            + " ORDER BY seq LIMIT %s"
+        )
+        after: Any = -(2**63)
+        while True:
+            with self._conn() as conn:
+                rows = conn.execute(query, (after, *params, batch)).fetchall()
+            yield from map(LogRow._make, rows)
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
