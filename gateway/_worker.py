@@ -58,6 +58,9 @@ def begin() -> dict[str, Any]:
     # only ever gone without stopping its workers when it was killed itself.
     if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise SystemExit("chit: worker: cannot tie its life to the supervisor's")
+    # Its own process group is not the terminal's: with `stty tostop`, a log
+    # line would stop it. Ignored, SIGTTOU stays ignored in what it starts too.
+    signal.signal(signal.SIGTTOU, signal.SIG_IGN)
     raw = sys.stdin.buffer.read(MAX_CONFIG_BYTES + 1)
     try:
         config = json.loads(raw) if len(raw) <= MAX_CONFIG_BYTES else None

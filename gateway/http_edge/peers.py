@@ -118,7 +118,7 @@ class EdgeWorkers:
     def __repr__(self) -> str:
         return f"EdgeWorkers({self.index} of {self.count})"
 
-    def socket(self, index: int) -> Path:
+    def socket_path(self, index: int) -> Path:
         """Worker ``index``'s private socket."""
         return self._folder / f"w{index}.sock"
 
@@ -155,7 +155,7 @@ class EdgeWorkers:
             # fails to connect (its sessions are gone: 404) instead of failing
             # half-way on a kept-alive connection, which would look like a hiccup.
             transport = httpx2.AsyncHTTPTransport(
-                uds=str(self.socket(index)), retries=0, trust_env=False,
+                uds=str(self.socket_path(index)), retries=0, trust_env=False,
                 limits=httpx2.Limits(max_connections=MAX_PROXIED, max_keepalive_connections=0),
             )
             client = self._clients[index] = httpx2.AsyncClient(
@@ -181,7 +181,7 @@ class EdgeWorkers:
             return
         except (httpx2.HTTPError, _ClientGone):
             # Cut off before any answer: the worker may have died just now.
-            await self._unreachable(index, scope, not _listens(self.socket(index)))(
+            await self._unreachable(index, scope, not _listens(self.socket_path(index)))(
                 scope, receive, send)
             return
         try:

@@ -86,7 +86,7 @@ def _serve(config: dict[str, Any]) -> int:
     shared = _worker.inherited_socket(int(config["listen_fd"]))
     workers = EdgeWorkers(index, int(config["count"]), folder,
                           authority(url_host(settings), port))
-    private = bind_unix(workers.socket(index))
+    private = bind_unix(workers.socket_path(index))
     try:
         with RemoteEngine(config["engine"]) as remote:
             edge = HttpEdge(remote, settings, port=port, workers=workers)
