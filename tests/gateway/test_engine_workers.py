@@ -10,8 +10,11 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shutil
 import signal
 import sqlite3
+import subprocess
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -157,6 +160,28 @@ def test_a_killed_worker_is_replaced_and_other_sessions_keep_their_work(world: W
     assert lost.ok and lost["result"]["staged"] == []  # as after an engine restart
     assert fresh.ok
     assert "worker 0" in output and "replacing it" in output
+
+
+def test_workers_that_cannot_start_fail_the_command_and_leave_nothing(
+    world: World, tmp_path: Path
+) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="chit-t-"))  # short: socket paths
+    try:
+        sock = scratch / "e.sock"
+        run = scratch / "tmp"
+        run.mkdir()
+        done = subprocess.run(
+            [*world.cli(), "engine", "serve", "--repo", str(tmp_path), "--socket", str(sock),
+             "--workers", "2"],
+            capture_output=True, text=True, timeout=120, check=False,
+            env=dict(os.environ, TMPDIR=str(run)),
+        )
+        assert done.returncode == 2, done.stderr
+        assert "chit: " in done.stderr and "failed to start" in done.stderr
+        assert "serving" not in done.stderr
+        assert not sock.exists() and list(run.iterdir()) == []  # no socket, no run folder
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 # --- SIGTERM under load ------------------------------------------------------------------

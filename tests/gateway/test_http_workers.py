@@ -180,6 +180,15 @@ def test_a_proxied_get_stream_carries_list_changed_and_a_dead_workers_session_is
         admin.set_freeze(world.home, True, reason="test")
         reader.join(30)
         assert any("notifications/tools/list_changed" in line for line in lines), lines
+        # Threat: session hijack by id, through a worker that does not hold the session.
+        bob = {"Authorization": f"Bearer {world.mint(agent='bob')}"}
+        mismatched = []
+        for _ in range(4):
+            with httpx2.Client(timeout=30) as fresh:  # a new connection: any worker
+                mismatched.append(fresh.post(edge.url, headers=on | bob, json={
+                    "jsonrpc": "2.0", "id": 4, "method": "tools/list"}))
+        assert [r.status_code for r in mismatched] == [403] * 4
+        assert mismatched[0].json()["error"]["data"]["error"] == "session_token_mismatch"
 
         killed = {workers[home]: procs.started(workers[home]) or 0}
         os.kill(workers[home], signal.SIGKILL)  # the session dies with its worker
