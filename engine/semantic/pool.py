@@ -5,7 +5,8 @@ A :class:`ParsePool` keeps up to ``LIMITS.pool_workers`` workers started by a
 extractor once. The engine reads and opens every file itself and sends the
 plaintext in batches; workers answer with each file's records in the codec's
 byte form (engine/semantic/codec/). If the pool cannot start or a worker dies,
-the engine parses the batch itself. See docs/semantic.md, "Building and reuse".
+the engine parses the batch itself. Workers end with the engine's process, even
+one that was killed. See docs/semantic.md, "Building and reuse".
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import gc
 import logging
 import multiprocessing
 import os
+import select
 import threading
 import time
 from collections.abc import Iterator
@@ -82,6 +84,27 @@ def _target(left: int, workers: int) -> int:
     return max(LIMITS.pool_min_batch_bytes, min(LIMITS.pool_batch_bytes, left // (4 * workers) + 1))
 
 
+def _end_with(owner: int) -> None:
+    """A worker's start: exit as soon as process ``owner`` (the engine) ends.
+
+    A forkserver's workers hold both ends of their queues and the server's
+    "alive" pipe, so without this they, the forkserver and its resource
+    tracker would outlive an engine that was killed (``SIGKILL``).
+    """
+    try:
+        fd = os.pidfd_open(owner)
+    except ProcessLookupError:
+        os._exit(0)
+    except (AttributeError, OSError):  # no pidfd (not Linux 5.3+): close() still ends them
+        return
+
+    def wait() -> None:
+        select.select([fd], [], [])  # readable once the process has ended
+        os._exit(0)
+
+    threading.Thread(target=wait, name="chit-pool-owner", daemon=True).start()
+
+
 class ParsePool:
     """Worker processes that parse files; made on first use, shared by an engine.
 
@@ -109,7 +132,8 @@ class ParsePool:
                     context = multiprocessing.get_context("forkserver")
                     context.set_forkserver_preload(["engine.semantic.pool"])
                     self._executor = concurrent.futures.ProcessPoolExecutor(
-                        max_workers=self.workers, mp_context=context
+                        max_workers=self.workers, mp_context=context,
+                        initializer=_end_with, initargs=(os.getpid(),),
                     )
                 except (OSError, ValueError):
                     logger.warning("index workers cannot start; parsing in the engine")

@@ -25,6 +25,7 @@ from engine.service.answers import (
     read_offer,
     read_refusal,
 )
+from engine.service.placement import Placement, SessionElsewhere
 
 if TYPE_CHECKING:
     from engine.service.interface import Engine
@@ -39,7 +40,9 @@ __all__ = [
     "OfferAnswer",
     "Offered",
     "OfferedTool",
+    "Placement",
     "Refused",
+    "SessionElsewhere",
     "read_call",
     "read_offer",
     "read_refusal",

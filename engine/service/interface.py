@@ -37,6 +37,7 @@ from engine.service.answers import CallAnswer, Called, OfferAnswer, Offered, Off
 from engine.service.arguments import parse_arguments, scoped_paths
 from engine.service.check import Checked, check_catalog, check_policy, offered_tool
 from engine.service.logwriter import LogWriter
+from engine.service.placement import Placement, SessionElsewhere
 from engine.service.policyfile import PolicyFile
 from engine.service.ratelimit import RateLimiter
 from engine.service.recording import CallFacts, Recorder
@@ -118,6 +119,7 @@ class Engine:
         self._clock = clock
         self._changes = LocalChanges(self._store, self._home, self._now)
         self._sessions = Sessions()
+        self._placement: Placement | None = None
         self._log = LogWriter(self._store, self._log_signer, self._now)
         self._recorder = Recorder(
             self._log, self._protects, lambda: self._policy_hash, self._now
@@ -139,6 +141,9 @@ class Engine:
         engine answers no call after it (each would be ``internal_error``).
         Idempotent.
         """
+        placement, self._placement = self._placement, None
+        if placement is not None:  # a worker that stops lets its sessions go
+            placement.release()
         self._changes.close()
         self._log.close()
         self._store.close()
@@ -147,6 +152,33 @@ class Engine:
     def store(self) -> Store:
         """The engine's state store (for the token exchange and workers on the same engine)."""
         return self._store
+
+    def place_sessions(self, *, group: str, owner: str) -> Placement:
+        """Serve as one of several workers of ``chit engine serve`` on one socket.
+
+        From now on, each session this engine opens is placed with ``owner`` in
+        the store, unless another worker of ``group`` holds it: then
+        :meth:`invoke` raises :class:`SessionElsewhere` naming that worker, and
+        the caller forwards the call there (docs/engine-api.md, "Sessions
+        across workers"). Sessions this engine forgets, and all of them when it
+        closes, are released. Rows left by an earlier worker of the same
+        ``owner`` (one that died) are released first.
+
+        Args:
+            group: Names this ``chit engine serve`` (host and private run folder).
+            owner: This worker (its private socket path).
+
+        Returns:
+            The placement, for taking over a session whose worker is gone.
+
+        Raises:
+            StoreError: If the store cannot be written.
+        """
+        placement = Placement(self._store, group=group, owner=owner, clock=self._clock)
+        self._store.release_sessions(owner)
+        self._placement = placement
+        self._sessions.place_with(placement)
+        return placement
 
     def wait_change(self, after: int, timeout: float) -> int:
         """Wait until something that can change an offer changed, on any engine of the store.
@@ -253,6 +285,11 @@ class Engine:
             ``offered``). Either way the call is in the call log first; if it
             cannot be recorded the answer is ``internal_error`` (the call's
             effect, if any, stands).
+
+        Raises:
+            SessionElsewhere: Only on an engine that places its sessions
+                (:meth:`place_sessions`): another worker holds ``session``. The
+                call was checked but neither ran nor was recorded here.
         """
         facts = CallFacts()
         answer: CallAnswer
@@ -265,6 +302,8 @@ class Engine:
         except ConfigurationError:
             logger.error("the engine's configuration is unusable; see `chit keys list`")
             answer = _CONFIG_ERROR
+        except SessionElsewhere:
+            raise  # the worker that holds the session decides and records the call
         except Exception:
             # Never forward exception text: it can carry paths or secrets.
             logger.exception("tool %s failed unexpectedly", tool if tool_by_name(tool) else "?")

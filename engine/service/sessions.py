@@ -3,7 +3,8 @@
 A session holds one MCP connection's staged change. It is bound to the identity
 (token id and agent) that opened it; at most ``LIMITS.open_sessions`` are kept, and
 when full the least recently used idle ones are forgotten (docs/engine-api.md,
-"Transport security").
+"Transport security"). A worker among several places each session it opens in
+the shared store (``placement``) and lets it go when it forgets it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from engine import git
 from engine.auth.verify import VerifiedToken
 from engine.errors import AccessDeniedError, InvalidRequestError, StateError
 from engine.limits import LIMITS
+from engine.service.placement import Placement
 from engine.tools.context import Session
 
 __all__ = ["Sessions", "check_session_id"]
@@ -42,6 +44,12 @@ class Sessions:
     def __init__(self) -> None:
         self._open: dict[str, Session] = {}  # least recently used first
         self._lock = threading.Lock()
+        self._placement: Placement | None = None
+
+    def place_with(self, placement: Placement) -> None:
+        """Claim each session opened from now on in the store, and release each one forgotten."""
+        with self._lock:
+            self._placement = placement
 
     def __repr__(self) -> str:
         return f"Sessions({len(self._open)} open)"
@@ -62,6 +70,8 @@ class Sessions:
             AccessDeniedError: ``limit_exceeded`` if ``LIMITS.open_sessions`` are open
                 and none can be forgotten.
             StateError: ``session_token_mismatch`` if another identity opened it.
+            SessionElsewhere: With a placement, if another worker holds the session.
+            StoreError: With a placement, if the store cannot be written.
         """
         if not isinstance(session_id, str) or not 1 <= len(session_id) <= LIMITS.session_id_chars:
             raise InvalidRequestError("invalid_argument", "invalid session id")
@@ -72,6 +82,8 @@ class Sessions:
                     self._evict_idle()
                 if len(self._open) >= LIMITS.open_sessions:
                     raise AccessDeniedError("limit_exceeded", "too many open sessions")
+                if self._placement is not None:
+                    self._placement.claim(session_id)  # raises if another worker holds it
                 session = Session(
                     session_id=session_id,
                     token_id=token.token_id,
@@ -92,9 +104,16 @@ class Sessions:
         token that presents it. Called with the lock held.
         """
         quota = max(1, LIMITS.open_sessions // 8)
+        dropped = []
         for key, old in list(self._open.items()):
             if quota == 0:
                 break
             if old.staged.is_empty() and not old.staged.conflicts and not old.lock.locked():
                 del self._open[key]
+                dropped.append(key)
                 quota -= 1
+        if self._placement is not None:
+            # Under the lock: a call for one of them that reaches this worker
+            # meanwhile claims it again only once its row is gone, so a session
+            # is never held here without this worker on record.
+            self._placement.release(dropped)

@@ -1,10 +1,10 @@
 """The ``chit`` command line, for operators, agent hosts and auditors (README.md).
 
-Every engine error is caught in one place (:func:`main`), printed as its code
-and message (never a traceback, never a token or key) and turned into exit
-status 2; a failed audit exits 1 (docs/errors.md). Each command group has its
-module (its arguments and its handlers); :mod:`gateway.cli.parser` puts them
-together.
+Every engine error is caught in one place (:func:`main`, through
+:func:`gateway._reporting.reported`), printed as its code and message (never a
+traceback, never a token or key) and turned into exit status 2; a failed audit
+exits 1 (docs/errors.md). Each command group has its module (its arguments and
+its handlers); :mod:`gateway.cli.parser` puts them together.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from engine.errors import ChitError, ConfigurationError, StoreError
-from gateway.cli._output import EXIT_ERROR
+from gateway._reporting import reported
 from gateway.cli.parser import build_parser
 
 __all__ = ["main"]
@@ -35,24 +34,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    try:
-        status: int = args.func(args)
-    except ChitError as exc:
-        print(f"chit: {exc.code}: {exc.message}", file=sys.stderr)
-        return EXIT_ERROR
-    except ConfigurationError as exc:
-        print(f"chit: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    except StoreError as exc:
-        # Written for operators; names the store without its password.
-        print(f"chit: {exc.message}", file=sys.stderr)
-        return EXIT_ERROR
-    except ValueError as exc:
-        # Operator input the engine refused (durations, globs, names, ids): the
-        # messages are written for the operator and never carry secrets.
-        print(f"chit {args.command}: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    except OSError as exc:
-        print(f"chit: {exc.strerror or 'I/O error'}: {exc.filename or ''}", file=sys.stderr)
-        return EXIT_ERROR
-    return status
+    return reported(lambda: int(args.func(args)), args.command)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.errors import ConfigurationError
@@ -52,6 +53,9 @@ def add_mcp(
                    help="with --http, the authorization server that issues chit tokens (the "
                    "chit engine serve URL with POST /token), listed in the RFC 9728 metadata; "
                    "https, or http on loopback")
+    p.add_argument("--workers", metavar="N",
+                   help="with --http and --engine, edge processes serving the port "
+                   "(default 1; docs/http.md)")
     p.set_defaults(func=cmd_mcp)
 
 
@@ -73,6 +77,8 @@ def _read_token(args: argparse.Namespace) -> str:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    if args.workers is not None and not args.http:
+        raise ValueError("--workers applies to --http (one stdio edge is one process)")
     if args.http:
         return _mcp_http(args)
     if args.authorization_server:
@@ -98,6 +104,12 @@ def _mcp_http(args: argparse.Namespace) -> int:
     if args.token_file:
         raise ValueError("--token-file is for stdio; over HTTP every request carries its own "
                          "bearer token")
+    from gateway import _workers
+
+    workers = 1 if args.workers is None else _workers.worker_count(args.workers)
+    if workers > 1 and not getattr(args, "engine", None):
+        raise ValueError("--workers needs --engine URL: an engine inside the edge serves one "
+                         "process only; run chit engine serve and point the edges at it")
     host, port = parse_listen_address(args.http)
     settings = HttpSettings(
         host=host,
@@ -115,6 +127,10 @@ def _mcp_http(args: argparse.Namespace) -> int:
             raise ValueError("--read-only applies to an embedded engine; with --engine, the "
                              "engine decides (chit freeze on)")
         _no_state_with_engine(args)
+        if workers > 1:
+            from gateway.http_edge.workers import serve_http_workers
+
+            return serve_http_workers(args.engine, settings, workers, verbose=args.verbose)
         with RemoteEngine(args.engine) as remote:
             serve_http(remote, settings)
         return EXIT_OK
@@ -178,13 +194,16 @@ def add_engine(
                    help="the origin clients reach this engine at (https, or http on loopback): "
                    "the issuer of its OAuth metadata (RFC 8414) and, with --listen, an "
                    "accepted Host; default: the --listen URL, none for a socket")
+    p.add_argument("--workers", metavar="N",
+                   help="worker processes serving the socket (default: the cores this "
+                   "process may use; 1: one process, no supervisor)")
     p.set_defaults(func=cmd_engine_serve)
 
 
 def cmd_engine_serve(args: argparse.Namespace) -> int:
     from engine import admin
     from engine.service import Engine
-    from gateway import _oauth, engine_server
+    from gateway import _oauth, _workers, engine_server
 
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
@@ -198,6 +217,10 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
         public_url = _oauth.check_issuer_url(
             args.public_url, option="--public-url", origin_only=True
         )
+    workers = _workers.default_workers() if args.workers is None else _workers.worker_count(
+        args.workers)
+    if workers > 1:
+        return _engine_workers(args, home, address, workers, public_url)
     # Refuses an unusable keyring, policy, repository or state store.
     engine = Engine(home, args.repo, state=args.state)
     exchanger = admin.TokenExchange(home, channel="token_endpoint", store=engine.store)
@@ -212,3 +235,24 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
             exchange=exchanger, public_url=public_url,
         )
     return EXIT_OK
+
+
+def _engine_workers(
+    args: argparse.Namespace, home: Path, address: tuple[str, int] | None, workers: int,
+    public_url: str | None,
+) -> int:
+    """``chit engine serve --workers N``: bind, then N worker processes (docs/engine-api.md)."""
+    from gateway import engine_server
+    from gateway.engine_server.worker import serve_workers
+
+    if address is not None:
+        listener = engine_server.bind_tcp(*address)
+    else:
+        path = args.socket or home / engine_server.DEFAULT_SOCKET_NAME
+        listener = engine_server.bind_unix(path, group=args.socket_group)
+    # The workers load the keyring, policy, repository and store; if the first
+    # one cannot, the socket is removed and its error is the command's.
+    return serve_workers(
+        listener, workers, home=home, repo=args.repo, state=args.state, verbose=args.verbose,
+        max_request_bytes=args.max_request_bytes, public_url=public_url,
+    )

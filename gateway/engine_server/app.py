@@ -24,8 +24,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from engine.service import SessionElsewhere
 from gateway import _wire
 from gateway.engine_server.changes import changes_route
+from gateway.engine_server.forward import SessionRouting
 from gateway.engine_server.requests import (
     RequestError,
     guard,
@@ -54,6 +56,7 @@ def create_app(
     exchange: Exchange | None = None,
     issuer: str | None = None,
     stopping: threading.Event | None = None,
+    sessions: SessionRouting | None = None,
 ) -> Starlette:
     """Build the ASGI app that serves ``engine`` as ``chit-engine/1``.
 
@@ -73,6 +76,9 @@ def create_app(
             404 saying why, since no URL of this server is known.
         stopping: Set when the server starts stopping: each ``POST /v1/changes``
             then answers within a second, so no long poll holds up the shutdown.
+        sessions: For a worker among several: where each ``invoke`` is
+            answered, here or at the worker holding its session
+            (:mod:`gateway.engine_server.forward`); ``None``: always here.
 
     Returns:
         A Starlette application.
@@ -82,6 +88,8 @@ def create_app(
     async def run(call: Callable[[], dict[str, Any]]) -> JSONResponse:
         try:
             answer = await anyio.to_thread.run_sync(call, limiter=limiter)
+        except SessionElsewhere:
+            raise  # for the session routing: another worker holds the session
         except Exception:
             # The engine shapes its own failures; this is a bug. Never forward its text.
             logger.exception("the engine raised instead of answering")
@@ -99,13 +107,16 @@ def create_app(
     async def invoke(request: Request) -> Response:
         try:
             guard(request, allowed_hosts)
-            asked = invoke_request(await read_json(request, max_request_bytes))
+            doc = await read_json(request, max_request_bytes)
+            asked = invoke_request(doc)
         except RequestError as exc:
             return json_response(exc.answer, exc.status)
         call = functools.partial(
             engine.invoke, asked.token, asked.tool, asked.arguments,
             session=asked.session, offered_catalog_hash=asked.offered_catalog_hash,
         )
+        if sessions is not None:
+            return await sessions.invoke(asked.session, doc, functools.partial(run, call))
         return await run(call)
 
     async def health(request: Request) -> Response:

@@ -17,15 +17,18 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from starlette.applications import Starlette
+
 from gateway import _oauth, _wire
 from gateway.engine_server.app import MAX_REQUEST_BYTES, EngineClient, create_app
+from gateway.engine_server.forward import SessionRouting
 from gateway.engine_server.listeners import Listener
 from gateway.engine_server.token import Exchange
 
 if TYPE_CHECKING:
     import uvicorn
 
-__all__ = ["serve"]
+__all__ = ["build_app", "ready_line", "serve", "uvicorn_config"]
 
 MAX_CONNECTIONS = 1024  # open connections (idle kept-alive ones too) before uvicorn answers 503
 KEEP_ALIVE_SECONDS = 30  # longer than the client's idle expiry, so it never reuses a closed one
@@ -63,20 +66,71 @@ def serve(
     Raises:
         ValueError: If ``public_url`` is not an https origin (http only on loopback).
     """
-    import uvicorn
+    stopping = threading.Event()
+    app = build_app(
+        engine, url=listener.url, allowed_hosts=listener.allowed_hosts,
+        max_request_bytes=max_request_bytes, exchange=exchange, public_url=public_url,
+        stopping=stopping,
+    )
+    config = uvicorn_config(app)
+    with _closing(listener):
+        # uvicorn re-raises SIGTERM once it has shut down; exit through Python so
+        # the socket file is removed (SIGINT arrives as KeyboardInterrupt). The
+        # handler is in place before the ready line: a SIGTERM sent as soon as it
+        # is read must not find the default action, which leaves the socket behind.
+        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        try:
+            print(ready_line(listener), file=sys.stderr, flush=True)
+            _server(config, stopping).run(sockets=[listener.sock])
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
-    issuer = listener.url if listener.allowed_hosts is not None else None
-    hosts = listener.allowed_hosts
+
+def ready_line(listener: Listener, workers: int = 1) -> str:
+    """The line printed once the engine serves: the API, the URL, the socket's mode."""
+    mode = ""
+    if listener.path is not None:
+        mode = f" (mode {stat.S_IMODE(os.lstat(listener.path).st_mode):04o})"
+    many = f" with {workers} workers" if workers > 1 else ""
+    return f"chit engine: serving {_wire.API} on {listener.url}{mode}{many}"
+
+
+def build_app(
+    engine: EngineClient,
+    *,
+    url: str,
+    allowed_hosts: frozenset[str] | None,
+    max_request_bytes: int,
+    exchange: Exchange | None,
+    public_url: str | None,
+    stopping: threading.Event,
+    sessions: SessionRouting | None = None,
+) -> Starlette:
+    """The app for a listener at ``url`` (see :func:`serve`; the rest: :func:`create_app`)."""
+    issuer = url if allowed_hosts is not None else None
+    hosts = allowed_hosts
     if public_url is not None:
         issuer = _oauth.check_issuer_url(public_url, option="--public-url", origin_only=True)
         if hosts is not None:  # a proxy in front forwards its own Host
             hosts = hosts | {urllib.parse.urlsplit(issuer).netloc.lower()}
-    stopping = threading.Event()
-    app = create_app(
+    return create_app(
         engine, allowed_hosts=hosts, max_request_bytes=max_request_bytes,
-        exchange=exchange, issuer=issuer if exchange is not None else None, stopping=stopping,
+        exchange=exchange, issuer=issuer if exchange is not None else None,
+        stopping=stopping, sessions=sessions,
     )
-    config = uvicorn.Config(
+
+
+def uvicorn_config(app: Starlette, *, drain_seconds: float | None = None) -> uvicorn.Config:
+    """How uvicorn serves the engine API: no logging of requests, bounded connections.
+
+    Args:
+        app: The app.
+        drain_seconds: After a signal, how long calls in flight may take
+            (``None``: as long as they take).
+    """
+    import uvicorn
+
+    return uvicorn.Config(
         app,
         lifespan="off",
         log_config=None,  # keep the CLI's logging; uvicorn never sees a body
@@ -84,24 +138,10 @@ def serve(
         server_header=False,
         proxy_headers=False,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        timeout_graceful_shutdown=drain_seconds,
         limit_concurrency=MAX_CONNECTIONS,
         ws="none",
     )
-    with _closing(listener):
-        mode = ""
-        if listener.path is not None:
-            mode = f" (mode {stat.S_IMODE(os.lstat(listener.path).st_mode):04o})"
-        # uvicorn re-raises SIGTERM once it has shut down; exit through Python so
-        # the socket file is removed (SIGINT arrives as KeyboardInterrupt). The
-        # handler is in place before the ready line: a SIGTERM sent as soon as it
-        # is read must not find the default action, which leaves the socket behind.
-        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
-        try:
-            print(f"chit engine: serving {_wire.API} on {listener.url}{mode}", file=sys.stderr,
-                  flush=True)
-            _server(config, stopping).run(sockets=[listener.sock])
-        finally:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def _server(config: uvicorn.Config, stopping: threading.Event) -> uvicorn.Server:

@@ -5,7 +5,8 @@ bearer header; the SDK's session manager speaks both protocol eras on ``/mcp``.
 In front of it: DNS-rebinding protection (``guard``), the token and session
 binding (``gate``, ``connections``), per-request listings (``handlers``) and
 per-principal ``tools/list_changed`` (``watch``); ``edge`` wires them into one
-app and ``run`` serves it. The contract: docs/http.md.
+app and ``run`` serves it; ``workers`` runs it as several processes on one
+port and ``peers`` routes requests between them. The contract: docs/http.md.
 """
 
 from gateway.http_edge.edge import MCP_PATH, HttpEdge

@@ -1,7 +1,8 @@
 """What ``chit mcp --http`` keeps per connection, and who a token claims to be.
 
 A 2025-11-25 session is bound to the identity that opened it; in the stateless
-2026-07-28 era the engine session belongs to the token's identity; a
+2026-07-28 era the engine session belongs to the token's identity, under an id
+derived from it (the same in every worker of the edge); a
 ``subscriptions/listen`` stream remembers the offer it last saw (docs/http.md).
 """
 
@@ -32,6 +33,7 @@ __all__ = [
     "claimed_principal",
     "credentials_of",
     "offer_state",
+    "stateless_session",
 ]
 
 logger = logging.getLogger("chit.gateway")
@@ -57,6 +59,17 @@ def claimed_principal(token: str) -> Principal:
 
     info = inspect_token(token)
     return Principal(str(info["id"]), str(info.get("agent") or ""))
+
+
+def stateless_session(principal: Principal) -> str:
+    """The engine session id of ``principal`` in the 2026-07-28 era: ``identity.<token id>``.
+
+    Every worker of an edge (and every edge) names an identity's session alike,
+    so the identity has one staged change wherever its requests land. Knowing
+    the id grants nothing: the engine binds a session to the identity that
+    opened it (``session_token_mismatch`` for any other).
+    """
+    return f"identity.{principal.token_id}"
 
 
 @dataclass(eq=False)
@@ -133,7 +146,7 @@ class Connections:
         """The stateless-era state of ``principal``, made if new (least recent dropped)."""
         state = self.stateless.get(principal)
         if state is None:
-            state = self.stateless[principal] = EngineSession()
+            state = self.stateless[principal] = EngineSession(stateless_session(principal))
             while len(self.stateless) > MAX_STATELESS:
                 self.stateless.popitem(last=False)
         else:

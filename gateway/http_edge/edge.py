@@ -3,12 +3,15 @@
 It wires the SDK's session manager behind the gate (``gate``), the MCP handlers
 (``handlers``), the offer watch (``watch``, woken by the engine's change feed)
 and the RFC 9728 protected-resource metadata, all behind DNS-rebinding
-protection (``guard``); docs/http.md.
+protection (``guard``); as one of several workers (``peers``) it also routes
+requests to the worker they belong to, and has a second app for its private
+socket. docs/http.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -23,11 +26,12 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from gateway.feed import FeedFollower
-from gateway.http_edge.connections import Connections
+from gateway.http_edge.connections import Connections, Principal
 from gateway.http_edge.engine_calls import EngineCalls
 from gateway.http_edge.gate import Gate
 from gateway.http_edge.guard import HostOriginGuard
 from gateway.http_edge.handlers import Handlers
+from gateway.http_edge.peers import LISTED_PATH, EdgeWorkers, Router, SessionNames
 from gateway.http_edge.settings import (
     HttpSettings,
     allowed_names,
@@ -38,11 +42,18 @@ from gateway.http_edge.settings import (
 from gateway.http_edge.watch import OfferWatch
 from gateway.mcp_server import EngineClient
 
-__all__ = ["MAX_SESSIONS", "MCP_PATH", "METADATA_PATH", "HttpEdge"]
+__all__ = ["MAX_SESSIONS", "MCP_PATH", "METADATA_PATH", "HttpEdge", "resource_url"]
 
 MCP_PATH = "/mcp"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 MAX_SESSIONS = 4096  # open 2025-11-25 sessions (the engine keeps at most this many too)
+_MAX_LISTED_BYTES = 4096  # a peer's note of a listing (private sockets only)
+
+
+def resource_url(settings: HttpSettings, port: int) -> str:
+    """The URL of ``/mcp`` as agents reach it (``public_url`` if set)."""
+    base = settings.public_url or f"http://{authority(url_host(settings), port)}"
+    return base.rstrip("/") + MCP_PATH
 
 
 class HttpEdge:
@@ -53,22 +64,32 @@ class HttpEdge:
             (:class:`EngineClient`): the embedded engine or a remote one.
         settings: Where it listens and how it watches offers.
         port: The port actually bound (``settings.port`` may be 0).
+        workers: This worker among several (``chit mcp --http --workers N``):
+            ``app`` then routes each request to the worker it belongs to, and
+            ``private_app`` serves the worker's private socket.
 
     Raises:
         ConfigurationError: If ``settings.public_url`` is not an origin, or
             ``settings.authorization_server`` not an issuer URL chit accepts.
     """
 
-    def __init__(self, engine: EngineClient, settings: HttpSettings, *, port: int) -> None:
+    def __init__(
+        self,
+        engine: EngineClient,
+        settings: HttpSettings,
+        *,
+        port: int,
+        workers: EdgeWorkers | None = None,
+    ) -> None:
         check_authorization_server(settings)
         self._settings = settings
         calls = EngineCalls(engine)
         self._connections = Connections()
         hosts, origins = allowed_names(settings, port)
-        base = (settings.public_url or f"http://{authority(url_host(settings), port)}")
-        self.resource = base.rstrip("/") + MCP_PATH
-        self.metadata_url = base.rstrip("/") + METADATA_PATH + MCP_PATH
-        self.server = Handlers(calls, self._connections).build_server()
+        self.resource = resource_url(settings, port)
+        self.metadata_url = self.resource.removesuffix(MCP_PATH) + METADATA_PATH + MCP_PATH
+        on_listed = workers.announce_listed if workers is not None else None
+        self.server = Handlers(calls, self._connections, on_listed).build_server()
         self._manager = StreamableHTTPSessionManager(
             app=self.server,
             security_settings=TransportSecuritySettings(
@@ -83,14 +104,25 @@ class HttpEdge:
             calls, self._connections, interval=settings.watch_interval,
             session_idle_timeout=settings.session_idle_timeout, feed=FeedFollower(engine),
         )
-        gate = Gate(calls, self._connections, self._manager, self.metadata_url)
+        gate: ASGIApp = Gate(calls, self._connections, self._manager, self.metadata_url)
+        metadata = [
+            Route(METADATA_PATH, endpoint=self._metadata, methods=["GET"]),
+            Route(METADATA_PATH + MCP_PATH, endpoint=self._metadata, methods=["GET"]),
+        ]
+        guard = [Middleware(HostOriginGuard, hosts=hosts, origins=origins)]
+        shared = gate
+        self.private_app: ASGIApp | None = None
+        if workers is not None:
+            gate = SessionNames(gate, workers.index)
+            shared = Router(gate, workers)
+            self.private_app = Starlette(  # no lifespan: the shared app's runs the manager
+                routes=[Route(MCP_PATH, endpoint=gate), *metadata,
+                        Route(LISTED_PATH, endpoint=self._listed, methods=["POST"])],
+                middleware=guard,
+            )
         starlette = Starlette(
-            routes=[
-                Route(MCP_PATH, endpoint=gate),  # an ASGI app, not a request handler
-                Route(METADATA_PATH, endpoint=self._metadata, methods=["GET"]),
-                Route(METADATA_PATH + MCP_PATH, endpoint=self._metadata, methods=["GET"]),
-            ],
-            middleware=[Middleware(HostOriginGuard, hosts=hosts, origins=origins)],
+            routes=[Route(MCP_PATH, endpoint=shared), *metadata],  # an ASGI app at /mcp
+            middleware=guard,
             lifespan=self._lifespan,
         )
         self.app: ASGIApp = starlette
@@ -119,6 +151,25 @@ class HttpEdge:
 
     async def _metadata(self, _request: Request) -> Response:
         return JSONResponse(self.metadata(), headers={"Cache-Control": "no-store"})
+
+    async def _listed(self, request: Request) -> Response:
+        """Another worker's ``tools/list`` of an identity (private sockets only)."""
+        raw = b""
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > _MAX_LISTED_BYTES:
+                return Response(status_code=413)
+        try:
+            doc = json.loads(raw)
+            fields = (doc["token_id"], doc["agent"], doc["catalog_hash"])
+        except (ValueError, KeyError, TypeError):
+            return Response(status_code=400)
+        if not all(isinstance(f, str) for f in fields):
+            return Response(status_code=400)
+        token_id, agent, catalog_hash = fields
+        # The worker that tells it had the engine accept the identity's token.
+        self._connections.stateless_state(Principal(token_id, agent)).listed_hash = catalog_hash
+        return Response(status_code=204)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _app: Starlette) -> AsyncIterator[None]:

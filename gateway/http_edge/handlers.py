@@ -23,6 +23,7 @@ from gateway.http_edge.connections import (
     Connections,
     Credentials,
     Listen,
+    Principal,
     credentials_of,
     offer_state,
 )
@@ -56,11 +57,20 @@ class Handlers:
     Args:
         engine: The engine's calls.
         connections: The edge's connections (listen streams join them here).
+        on_listed: Awaited after a 2026-07-28 ``tools/list``, before it is
+            answered, with the identity and the catalog hash it was shown (a
+            worker tells the other workers).
     """
 
-    def __init__(self, engine: EngineCalls, connections: Connections) -> None:
+    def __init__(
+        self,
+        engine: EngineCalls,
+        connections: Connections,
+        on_listed: Callable[[Principal, str], Awaitable[None]] | None = None,
+    ) -> None:
         self._engine = engine
         self._connections = connections
+        self._on_listed = on_listed
 
     def __repr__(self) -> str:
         return "Handlers()"
@@ -110,6 +120,8 @@ class Handlers:
         request.state.listed_hash = offer.catalog_hash
         if isinstance(request.state, BoundSession):
             request.state.baseline = ("ok", offer.catalog_hash)
+        elif self._on_listed is not None:
+            await self._on_listed(request.principal, offer.catalog_hash)
         return result
 
     async def call_tool(

@@ -9,19 +9,32 @@ from __future__ import annotations
 import logging
 import socket
 import sys
+from typing import TYPE_CHECKING
 
 from engine.errors import ConfigurationError
 from gateway import _oauth
 from gateway.http_edge.edge import HttpEdge
-from gateway.http_edge.settings import HttpSettings, check_authorization_server, url_host
+from gateway.http_edge.settings import (
+    HttpSettings,
+    allowed_names,
+    check_authorization_server,
+    url_host,
+)
 from gateway.mcp_server import EngineClient
 
-__all__ = ["serve_http"]
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import ASGIApp
+
+__all__ = ["bind", "check_settings", "serve_http", "uvicorn_config"]
 
 logger = logging.getLogger("chit.gateway")
 
+DRAIN_SECONDS = 3  # after a signal: open GET streams never end by themselves
 
-def _bind(settings: HttpSettings) -> socket.socket:
+
+def bind(settings: HttpSettings) -> socket.socket:
+    """Bind and listen on ``settings.host:settings.port``."""
     host = url_host(settings)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -48,6 +61,24 @@ def serve_http(engine: EngineClient, settings: HttpSettings) -> None:
     """
     import uvicorn
 
+    check_settings(settings)
+    sock = bind(settings)
+    try:
+        edge = HttpEdge(engine, settings, port=sock.getsockname()[1])
+        print(f"chit: MCP over streamable HTTP at {edge.resource}", file=sys.stderr, flush=True)
+        uvicorn.Server(uvicorn_config(edge.app)).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def check_settings(settings: HttpSettings) -> None:
+    """Refuse settings the edge cannot serve with, before it binds.
+
+    Raises:
+        ConfigurationError: A non-loopback address without ``allow_non_loopback``,
+            a watch interval that is not positive, a bad ``public_url`` or a bad
+            ``authorization_server``.
+    """
     if not _oauth.is_loopback(settings.host):
         if not settings.allow_non_loopback:
             raise ConfigurationError(
@@ -60,20 +91,20 @@ def serve_http(engine: EngineClient, settings: HttpSettings) -> None:
     if settings.watch_interval <= 0:
         raise ConfigurationError("the watch interval must be positive")
     check_authorization_server(settings)  # before binding: a bad URL never listens
-    sock = _bind(settings)
-    try:
-        edge = HttpEdge(engine, settings, port=sock.getsockname()[1])
-        config = uvicorn.Config(
-            edge.app,
-            lifespan="on",
-            log_config=None,
-            access_log=False,
-            proxy_headers=False,
-            server_header=False,
-            timeout_graceful_shutdown=3,
-            ws="none",
-        )
-        print(f"chit: MCP over streamable HTTP at {edge.resource}", file=sys.stderr, flush=True)
-        uvicorn.Server(config).run(sockets=[sock])
-    finally:
-        sock.close()
+    allowed_names(settings, settings.port)  # a bad public URL, too
+
+
+def uvicorn_config(app: ASGIApp, *, lifespan: str = "on") -> uvicorn.Config:
+    """How uvicorn serves the edge: no request logging, 3 s to drain on a signal."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        lifespan=lifespan,  # type: ignore[arg-type]
+        log_config=None,
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+        timeout_graceful_shutdown=DRAIN_SECONDS,
+        ws="none",
+    )

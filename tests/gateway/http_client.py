@@ -106,12 +106,20 @@ async def http_client(
     mode: str = "legacy",
     message_handler: Any = None,
     headers: dict[str, str] | None = None,
+    fresh: bool = False,
+    event_hooks: dict[str, list[Any]] | None = None,
 ) -> AsyncIterator[tuple[Client, httpx2.AsyncClient]]:
-    """The official client over streamable HTTP, with the token as a bearer header."""
+    """The official client over streamable HTTP, with the token as a bearer header.
+
+    ``fresh``: a new connection for every request (none is kept alive), so the
+    kernel picks a worker for each (``--workers``).
+    """
     sent = dict(headers or {})
     if token is not None:
         sent["Authorization"] = f"Bearer {token}"
-    async with httpx2.AsyncClient(headers=sent, timeout=httpx2.Timeout(30, read=60)) as http:
+    limits = httpx2.Limits(max_keepalive_connections=0) if fresh else httpx2.Limits()
+    async with httpx2.AsyncClient(headers=sent, timeout=httpx2.Timeout(30, read=60),
+                                  limits=limits, event_hooks=event_hooks) as http:
         transport = streamable_http_client(url, http_client=http)
         async with Client(transport, mode=mode, message_handler=message_handler) as client:
             yield client, http

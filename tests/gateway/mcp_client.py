@@ -126,7 +126,8 @@ def engine_server(
     server = EngineServer(process, f"unix:{sock}", log)
     try:
         deadline = time.monotonic() + 60
-        while not _healthy(server.url):
+        # Workers may answer before the last one is ready: the ready line says all are.
+        while "chit engine: serving" not in server.output() or not _healthy(server.url):
             if process.poll() is not None:
                 raise AssertionError(f"chit engine serve exited: {server.output()}")
             if time.monotonic() > deadline:
