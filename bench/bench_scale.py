@@ -208,7 +208,8 @@ def client_process(index: int, side: str, host: str, port: int, tokens: list[str
         stop_warm = asyncio.Event()
         warms = [asyncio.Event() for _ in clients]
         run = chit_client if side != "bare" else bare_client
-        tasks = [asyncio.create_task(run(c, w, stop_warm)) for c, w in zip(clients, warms)]
+        pairs = zip(clients, warms, strict=True)
+        tasks = [asyncio.create_task(run(c, w, stop_warm)) for c, w in pairs]
         for w in warms:
             await w.wait()
         ready.put(index)

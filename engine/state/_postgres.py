@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import logging
 import math
 import select
 import threading
@@ -43,6 +44,7 @@ __all__ = [
 
 Connection: TypeAlias = psycopg.Connection[TupleRow]
 _T = TypeVar("_T", bound=type)
+logger = logging.getLogger("chit.state")
 
 
 def advisory_key(scope: str, name: str) -> int:
@@ -249,8 +251,28 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def call(self: PostgresBase, *args: Any, **kwargs: Any) -> Any:
         try:
-            return method(self, *args, **kwargs)
+            try:
+                return method(self, *args, **kwargs)
+            except _SERVER_ENDED as exc:
+                # The server ended the connection before it ran anything of ours
+                # (57P01-57P03: an administrator, a crash or a restart; whatever
+                # the statement had begun is rolled back with the session). The
+                # idle check of a pooled connection can miss a termination that
+                # arrives just after it, so the call is made once more, on a
+                # fresh connection, unless it ran inside an outer transaction.
+                if getattr(self._local, "conn", None) is not None:
+                    raise
+                logger.info("the state store's server ended a connection (%s); retrying once",
+                            exc.sqlstate)
+                return method(self, *args, **kwargs)
         except psycopg.Error as exc:
             raise self._failed(exc) from exc
 
     return call
+
+
+_SERVER_ENDED = (
+    psycopg.errors.AdminShutdown,
+    psycopg.errors.CrashShutdown,
+    psycopg.errors.CannotConnectNow,
+)

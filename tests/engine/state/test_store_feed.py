@@ -16,7 +16,7 @@ import pytest
 
 from engine.errors import StoreError
 from engine.limits import LIMITS
-from engine.state import RateWindow, Store, postgres_shared, sqlite_shared
+from engine.state import RateWindow, Store, _postgres, postgres_shared, sqlite_shared
 from tests.engine.state.storekit import MakeStore, raw
 
 WAKE = 5.0  # seconds a waiter may take to learn of a change before the test fails
@@ -137,6 +137,38 @@ def test_the_listener_and_the_pool_come_back_after_their_connections_die(
     position = announcer.announce("policy", now=1)  # made while no one listened
     assert waiter.wait_change(start, WAKE + LIMITS.change_retry_seconds) == position
     assert waiter.latest_change() == position  # the pool replaced its broken connections
+
+
+def test_a_call_on_a_connection_the_server_just_ended_is_made_again(
+    make_pg_store: MakeStore, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Threat: a server restart or an administrator ending connections fails a live call.
+
+    The idle check of a pooled connection can miss a termination that arrives
+    just after it; the call then meets ``57P01`` and is made once more on a
+    fresh connection (nothing of it ran). Here the idle check is made to miss it.
+    """
+    store = make_pg_store()
+    store.announce("keys", now=1)  # the pool holds a connection
+    real, missed = _postgres._alive, []
+
+    def misses_once(conn: psycopg.Connection[tuple[object, ...]]) -> bool:
+        if not missed:
+            missed.append(conn)
+            return True
+        return real(conn)
+
+    monkeypatch.setattr(_postgres, "_alive", misses_once)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                     " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    deadline = time.monotonic() + WAKE
+    while raw(postgres_url, "SELECT COUNT(*) FROM pg_stat_activity WHERE datname ="
+              " current_database() AND application_name = 'chit'") != [(0,)]:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert store.announce("policy", now=2) == 2
+    assert missed and missed[0].closed  # the first try met the ended connection
 
 
 # --- rate windows --------------------------------------------------------------------------
