@@ -117,6 +117,8 @@ class Limits:
     """Live intents kept per token (its latest sessions); older ones are dropped."""
     intent_paths: int = 256
     """Paths one intent (or one session's shared staged paths) names."""
+    intent_sweep_seconds: int = 60
+    """Seconds between two deletions of expired intents by one store (reads skip them anyway)."""
     sqlite_busy_timeout_seconds: float = 10.0
     """Seconds a SQLite connection waits for a lock another process holds."""
     postgres_connect_seconds: float = 10.0

@@ -20,7 +20,7 @@ import select
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, TypeAlias, TypeVar
 
 import psycopg
@@ -188,8 +188,15 @@ class PostgresBase:
             yield conn
 
     @contextmanager
-    def _tx(self) -> Iterator[Connection]:
-        """One transaction; the thread's current connection until it ends (nested: a savepoint)."""
+    def _tx(self, *, pipelined: bool = False) -> Iterator[Connection]:
+        """One transaction; the thread's current connection until it ends (nested: a savepoint).
+
+        Args:
+            pipelined: Send statements without waiting for each answer (libpq's
+                pipeline mode): the server is waited for only where a result is
+                read and at the end, so a transaction of writes costs one round
+                trip, not one per statement. Errors surface there too.
+        """
         current: Connection | None = getattr(self._local, "conn", None)
         if current is not None:
             with current.transaction():
@@ -198,7 +205,7 @@ class PostgresBase:
         with self._pooled_connection() as conn:
             self._local.conn = conn
             try:
-                with conn.transaction():
+                with conn.pipeline() if pipelined else nullcontext(), conn.transaction():
                     yield conn
             finally:
                 self._local.conn = None

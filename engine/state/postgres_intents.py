@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+from psycopg import sql as pgsql
+
 from engine.limits import LIMITS
 from engine.state._postgres import PostgresBase, advisory_key, guard_errors
 from engine.state.postgres_schema import INTENT_SQL
@@ -22,11 +24,13 @@ class PostgresIntents(PostgresBase):
     """The intents part of :class:`~engine.state.postgres.PostgresStore`."""
 
     def put_intent(self, intent: Intent, *, now: int, staged: bool = False) -> None:
-        """Record a session's intent, replacing its earlier one, in one transaction.
+        """Record a session's intent, replacing its earlier one.
 
-        Expired intents of every repository are deleted in the same transaction,
-        and of this repository's live ones only the ``LIMITS.intents_per_repository``
-        that expire last are kept, at most ``LIMITS.intents_per_token`` per token.
+        A session that has a row updates it in one statement. A new row is
+        inserted in one transaction that keeps, of this repository's live rows,
+        only the ``LIMITS.intents_per_repository`` that expire last, at most
+        ``LIMITS.intents_per_token`` per token. Expired rows of every repository
+        are deleted at most every ``LIMITS.intent_sweep_seconds`` (readers skip them).
 
         Args:
             intent: The intent; ``paths`` at most ``LIMITS.intent_paths``.
@@ -43,33 +47,43 @@ class PostgresIntents(PostgresBase):
         check_intent(intent)
         sql = INTENT_SQL[staged]
         table = "staged_paths" if staged else "intents"
-        with self._tx() as conn:
-            conn.execute(sql["lock"], (advisory_key(table, intent.repo),))
-            conn.execute(sql["expire"], (now,))
+        key = (intent.repo, intent.session, intent.token_id)
+        paths = json.dumps(list(intent.paths))
+        with self._conn() as conn:
             if staged and not intent.paths:
-                conn.execute(sql["forget"], (intent.repo, intent.session, intent.token_id))
-                return
-            conn.execute(
-                sql["put"],
-                (
-                    intent.repo,
-                    intent.session,
-                    intent.token_id,
-                    intent.agent,
-                    json.dumps(list(intent.paths)),
-                    intent.expires_at,
-                ),
-            )
-            # One token's sessions keep at most LIMITS.intents_per_token intents, so a
-            # single agent cannot fill the table every peer lookup reads. Only live rows
-            # are trimmed: expired ones are the sweep's (another writer may hold them).
-            conn.execute(
-                sql["per_token"],
-                (intent.repo, intent.token_id, now, intent.repo, intent.token_id,
-                 LIMITS.intents_per_token),
-            )
-            conn.execute(sql["per_repo"],
-                         (intent.repo, now, intent.repo, LIMITS.intents_per_repository))
+                conn.execute(sql["forget"], key)
+                touched = True
+            else:
+                # The usual write: the session's row is there; one statement.
+                touched = conn.execute(
+                    sql["touch"], (intent.agent, paths, intent.expires_at, *key)
+                ).rowcount == 1
+        if not touched:
+            # A new row: insert it and keep the bounds, serialised with the
+            # other writers of this repository by an advisory lock.
+            with self._tx(pipelined=True) as conn:
+                conn.execute(sql["lock"], (advisory_key(table, intent.repo),))
+                conn.execute(sql["put"], (*key[:3], intent.agent, paths, intent.expires_at))
+                # One token's sessions keep at most LIMITS.intents_per_token intents,
+                # so a single agent cannot fill the table every peer lookup reads.
+                # Only live rows are trimmed: expired ones are the sweep's.
+                conn.execute(
+                    sql["per_token"],
+                    (intent.repo, intent.token_id, now, intent.repo, intent.token_id,
+                     LIMITS.intents_per_token),
+                )
+                conn.execute(sql["per_repo"],
+                             (intent.repo, now, intent.repo, LIMITS.intents_per_repository))
+        self._sweep_intents(table, sql["expire"], now)
+
+    def _sweep_intents(self, table: str, expire: pgsql.Composed | pgsql.SQL, now: int) -> None:
+        """Delete expired rows of ``table``, at most every ``LIMITS.intent_sweep_seconds``."""
+        swept: dict[str, int] = self.__dict__.setdefault("_intents_swept", {})
+        if now - swept.get(table, -(2**62)) < LIMITS.intent_sweep_seconds:
+            return
+        swept[table] = now
+        with self._conn() as conn:
+            conn.execute(expire, (now,))
 
     def intents(self, repo: str, *, now: int, staged: bool = False) -> list[Intent]:
         """Live intents about ``repo`` (at most ``LIMITS.intents_per_repository``), by session.

@@ -50,7 +50,7 @@ class PostgresCallLog(PostgresBase):
             ValueError: If the batch's entries do not number on from the head
                 (a programming error); nothing is written.
         """
-        with self._tx() as conn:
+        with self._tx(pipelined=True) as conn:
             tree = self._lock_tree(conn)
             batch = compose(tree)
             if batch is None:

@@ -56,7 +56,7 @@ class PostgresShared(PostgresBase):
         Returns:
             ``None`` if admitted, else ``(i, oldest)`` for the first full window.
         """
-        with self._tx() as conn:
+        with self._tx(pipelined=True) as conn:
             for key in sorted({advisory_key("rate", w.key) for w in windows}):
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
             conn.execute(

@@ -23,9 +23,11 @@ class SQLiteIntents(SQLiteBase):
     def put_intent(self, intent: Intent, *, now: int, staged: bool = False) -> None:
         """Record a session's intent, replacing its earlier one, in one transaction.
 
-        Expired intents of every repository are deleted in the same transaction,
-        and of this repository's live ones only the ``LIMITS.intents_per_repository`` that
+        A session that has a row updates it; a new row is inserted and, of this
+        repository's rows, only the ``LIMITS.intents_per_repository`` that
         expire last are kept, at most ``LIMITS.intents_per_token`` per token.
+        Expired rows of every repository are deleted at most every
+        ``LIMITS.intent_sweep_seconds`` (readers skip them).
 
         Args:
             intent: The intent; ``paths`` at most ``LIMITS.intent_paths``.
@@ -41,30 +43,28 @@ class SQLiteIntents(SQLiteBase):
         """
         check_intent(intent)
         sql = INTENT_SQL[staged]
+        table = "staged_paths" if staged else "intents"
+        key = (intent.repo, intent.session, intent.token_id)
+        paths = json.dumps(list(intent.paths))
         with self._write() as db:
-            db.execute(sql["expire"], (now,))
             if staged and not intent.paths:
-                db.execute(sql["forget"], (intent.repo, intent.session, intent.token_id))
-                return
-            db.execute(
-                sql["put"],
-                (
-                    intent.repo,
-                    intent.session,
-                    intent.token_id,
-                    intent.agent,
-                    json.dumps(list(intent.paths)),
-                    intent.expires_at,
-                ),
-            )
-            # One token's sessions keep at most LIMITS.intents_per_token intents, so a
-            # single agent cannot fill the table every peer lookup reads.
-            db.execute(
-                sql["per_token"],
-                (intent.repo, intent.token_id, intent.repo, intent.token_id,
-                 LIMITS.intents_per_token),
-            )
-            db.execute(sql["per_repo"], (intent.repo, intent.repo, LIMITS.intents_per_repository))
+                db.execute(sql["forget"], key)
+            elif db.execute(sql["touch"], (intent.agent, paths, intent.expires_at, *key)
+                            ).rowcount != 1:
+                db.execute(sql["put"], (*key, intent.agent, paths, intent.expires_at))
+                # One token's sessions keep at most LIMITS.intents_per_token intents, so a
+                # single agent cannot fill the table every peer lookup reads.
+                db.execute(
+                    sql["per_token"],
+                    (intent.repo, intent.token_id, intent.repo, intent.token_id,
+                     LIMITS.intents_per_token),
+                )
+                db.execute(sql["per_repo"],
+                           (intent.repo, intent.repo, LIMITS.intents_per_repository))
+            swept: dict[str, int] = self.__dict__.setdefault("_intents_swept", {})
+            if now - swept.get(table, -(2**62)) >= LIMITS.intent_sweep_seconds:
+                swept[table] = now
+                db.execute(sql["expire"], (now,))
 
     def intents(self, repo: str, *, now: int, staged: bool = False) -> list[Intent]:
         """Live intents about ``repo`` (at most ``LIMITS.intents_per_repository``), by session.

@@ -36,6 +36,19 @@ def test_intents_expire_and_replace(make_store: MakeStore) -> None:
     assert [i.session for i in store.intents("/other", now=160)] == ["s3"]
 
 
+def test_expired_rows_are_deleted_by_a_later_write(store: Store, store_url: str) -> None:
+    """Threat: expired intents piling up in the table every peer's lookup reads."""
+    store.put_intent(intent("s1", 150), now=100)
+    store.put_intent(intent("s2", 160, paths=("b",)), now=100, staged=True)
+    store.put_intent(intent("s1", 170), now=110)  # an update of s1's row
+    assert raw(store_url, "SELECT COUNT(*) FROM intents") == [(1,)]
+    later = 100 + LIMITS.intent_sweep_seconds + 100
+    store.put_intent(intent("s3", later + 10), now=later)
+    store.put_intent(intent("s4", later + 10, paths=("c",)), now=later, staged=True)
+    assert raw(store_url, "SELECT session FROM intents") == [("s3",)]
+    assert raw(store_url, "SELECT session FROM staged_paths") == [("s4",)]
+
+
 def test_intents_are_read_in_bytewise_session_order(store: Store) -> None:
     for session in ("b", "B", "a", "_", "é", "Z"):
         store.put_intent(intent(session, 1000, token=session * 32), now=0)
