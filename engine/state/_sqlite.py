@@ -108,7 +108,10 @@ class SQLiteBase:
                 self._path, timeout=LIMITS.sqlite_busy_timeout_seconds, isolation_level=None,
                 check_same_thread=True,
             )
-            db.execute("PRAGMA journal_mode=WAL")
+            # Switching a new database to WAL takes a lock SQLite's busy handler
+            # does not wait for: connections are set up one at a time.
+            with self._writer.hold():
+                db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
             self._local.db = db
         return db

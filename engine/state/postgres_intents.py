@@ -37,7 +37,8 @@ class PostgresIntents(PostgresBase):
             now: Unix seconds.
             staged: Record the paths the session has staged (table
                 ``staged_paths``, same rules) instead of a declared intent; an
-                intent with no paths then deletes the session's row.
+                intent with no paths then empties the session's row, which
+                readers skip.
 
         Raises:
             ValueError: If ``intent`` names more than ``LIMITS.intent_paths``
@@ -50,15 +51,13 @@ class PostgresIntents(PostgresBase):
         key = (intent.repo, intent.session, intent.token_id)
         paths = json.dumps(list(intent.paths))
         with self._conn() as conn:
-            if staged and not intent.paths:
-                conn.execute(sql["forget"], key)
-                touched = True
-            else:
-                # The usual write: the session's row is there; one statement.
-                touched = conn.execute(
-                    sql["touch"], (intent.agent, paths, intent.expires_at, *key)
-                ).rowcount == 1
-        if not touched:
+            # The usual write: the session's row is there; one statement. A
+            # session that staged nothing keeps its row with no paths (readers
+            # skip it), so its next write is an update too.
+            touched = conn.execute(
+                sql["touch"], (intent.agent, paths, intent.expires_at, *key)
+            ).rowcount == 1
+        if not touched and intent.paths:
             # A new row: insert it and keep the bounds, serialised with the
             # other writers of this repository by an advisory lock.
             with self._tx(pipelined=True) as conn:

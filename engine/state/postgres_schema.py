@@ -200,7 +200,6 @@ _INTENT_SQL_TEMPLATES = {
     " WHERE expires_at <= %s FOR UPDATE SKIP LOCKED))",
     "touch": "UPDATE {table} SET agent = %s, paths = %s, expires_at = %s"
     " WHERE repo = %s AND session = %s AND token_id = %s",
-    "forget": "DELETE FROM {table} WHERE repo = %s AND session = %s AND token_id = %s",
     "put": "INSERT INTO {table} (repo, session, token_id, agent, paths, expires_at)"
     " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (repo, session, token_id) DO UPDATE"
     " SET agent = EXCLUDED.agent, paths = EXCLUDED.paths, expires_at = EXCLUDED.expires_at",

@@ -34,7 +34,8 @@ class SQLiteIntents(SQLiteBase):
             now: Unix seconds.
             staged: Record the paths the session has staged (table
                 ``staged_paths``, same rules) instead of a declared intent; an
-                intent with no paths then deletes the session's row.
+                intent with no paths then empties the session's row, which
+                readers skip.
 
         Raises:
             ValueError: If ``intent`` names more than ``LIMITS.intent_paths``
@@ -47,10 +48,10 @@ class SQLiteIntents(SQLiteBase):
         key = (intent.repo, intent.session, intent.token_id)
         paths = json.dumps(list(intent.paths))
         with self._write() as db:
-            if staged and not intent.paths:
-                db.execute(sql["forget"], key)
-            elif db.execute(sql["touch"], (intent.agent, paths, intent.expires_at, *key)
-                            ).rowcount != 1:
+            # A session that staged nothing keeps its row with no paths (readers
+            # skip it), so its next write is an update too.
+            if db.execute(sql["touch"], (intent.agent, paths, intent.expires_at, *key)
+                          ).rowcount != 1 and intent.paths:
                 db.execute(sql["put"], (*key, intent.agent, paths, intent.expires_at))
                 # One token's sessions keep at most LIMITS.intents_per_token intents, so a
                 # single agent cannot fill the table every peer lookup reads.

@@ -135,7 +135,6 @@ _INTENT_SQL_TEMPLATES = {
     "expire": "DELETE FROM {table} WHERE expires_at <= ?",
     "touch": "UPDATE {table} SET agent = ?, paths = ?, expires_at = ?"
     " WHERE repo = ? AND session = ? AND token_id = ?",
-    "forget": "DELETE FROM {table} WHERE repo = ? AND session = ? AND token_id = ?",
     "put": "INSERT OR REPLACE INTO {table} (repo, session, token_id, agent, paths, expires_at)"
     " VALUES (?, ?, ?, ?, ?, ?)",
     "per_token": "DELETE FROM {table} WHERE repo = ? AND token_id = ? AND session NOT IN ("

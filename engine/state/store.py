@@ -133,13 +133,17 @@ def check_jti(issuer: str, jti: str) -> None:
 
 
 def read_intent_paths(raw: object) -> tuple[str, ...] | None:
-    """A stored intent's paths column (untrusted JSON), or ``None`` if it is not a path list."""
+    """A stored intent's paths column (untrusted JSON), or ``None`` if it is not a path list.
+
+    An empty list is ``None`` too: a session that staged nothing names no path.
+    """
     try:
         paths = json.loads(raw)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
     if (
         not isinstance(paths, list)
+        or not paths
         or len(paths) > LIMITS.intent_paths
         or not all(isinstance(p, str) for p in paths)
     ):
