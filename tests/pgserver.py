@@ -125,9 +125,13 @@ class PostgresServer:
 
     Args:
         max_connections: The server's ``max_connections``.
+        durable: Write as a production server does (``fsync``, full page
+            writes; commits flushed by the WAL writer within 200 ms, as SQLite's
+            ``synchronous=NORMAL`` does), for benchmarks; the default skips
+            every flush, for tests.
     """
 
-    def __init__(self, *, max_connections: int = 300) -> None:
+    def __init__(self, *, max_connections: int = 300, durable: bool = False) -> None:
         self.bindir = server_binaries()
         self.port = 0
         self.user = "postgres"
@@ -136,6 +140,7 @@ class PostgresServer:
         self._run_as: pwd.struct_passwd | None = None
         self._names = itertools.count(1)
         self._started = False
+        self._durable = durable
 
     # --- the context -------------------------------------------------------------------
 
@@ -188,7 +193,10 @@ class PostgresServer:
                   "-E", "UTF8", "--locale=C.UTF-8", "--no-sync", "--no-instructions")
         (data / "pg_hba.conf").write_text(_HBA)
         with open(data / "postgresql.conf", "a") as conf:
-            for key, value in _SETTINGS.items():
+            settings = dict(_SETTINGS)
+            if self._durable:
+                settings.update(fsync="on", full_page_writes="on", shared_buffers="'128MB'")
+            for key, value in settings.items():
                 conf.write(f"{key} = {value}\n")
             conf.write(f"max_connections = {self._max_connections}\n")
             conf.write(f"unix_socket_directories = '{self._root}'\n")
@@ -204,6 +212,11 @@ class PostgresServer:
         self._started = True
         with self.connect() as db:
             db.execute(f"CREATE ROLE {PASSWORD_ROLE} NOLOGIN")
+
+    @property
+    def pid(self) -> int:
+        """The postmaster's process id."""
+        return int((self.folder / "data" / "postmaster.pid").read_text().splitlines()[0])
 
     def stop(self) -> None:
         """Stop the server and remove its folder; idempotent, and safe after a failed start."""
