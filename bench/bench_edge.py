@@ -94,8 +94,12 @@ BARE_READY = "bare: MCP over streamable HTTP at "
 
 # --- the bare peer ------------------------------------------------------------
 
-def bare_server(transport: str, folder: Path) -> None:
-    """A low-level MCP server with one tool, ``read_file``, and no authorisation."""
+def bare_server(transport: str, folder: Path, *, stateless: bool = False) -> None:
+    """A low-level MCP server with one tool, ``read_file``, and no authorisation.
+
+    ``stateless``: over HTTP, the SDK's manager in stateless JSON mode (no
+    sessions, one JSON answer per POST), as bench_scale.py drives it.
+    """
     import anyio
     import mcp_types as types
     from mcp.server.lowlevel import Server
@@ -148,7 +152,8 @@ def bare_server(transport: str, folder: Path) -> None:
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    manager = StreamableHTTPSessionManager(app=server)
+    manager = StreamableHTTPSessionManager(app=server, stateless=stateless,
+                                           json_response=stateless)
 
     class Endpoint:
         async def __call__(self, scope: Any, receive: Any, send: Any) -> None:

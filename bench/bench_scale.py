@@ -406,59 +406,12 @@ def drive(side: str, host: str, port: int, tokens: list[str], seconds: float, wa
 
 
 def bare_server(folder: Path) -> None:
-    """The peer: a low-level MCP SDK server with one tool, ``read_file``, stateless JSON."""
-    import socket
+    """The peer: bench_edge.py's bare MCP SDK server, stateless, printing its URL."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_edge
 
-    import mcp_types as types
-    import uvicorn
-    from mcp.server.lowlevel import Server
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-    from starlette.applications import Starlette
-    from starlette.routing import Route
-
-    from engine.catalog.declarations import tool_by_name
-
-    spec = tool_by_name("read_file")
-    if spec is None:
-        raise SystemExit("chit's catalog has no read_file")
-    declared = spec.encoded()
-    tool = types.Tool(name="read_file", description=declared["description"],
-                      input_schema=declared["input_schema"],
-                      output_schema=declared["output_schema"])
-
-    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool])
-
-    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        path = str((params.arguments or {})["path"])
-        data = (folder / path).read_bytes()
-        result = {"path": path, "ref": "main", "encoding": "utf-8",
-                  "content": data.decode("utf-8"), "size": len(data)}
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=json.dumps(result, sort_keys=True))],
-            structured_content=result, is_error=False)
-
-    server: Any = Server("bare", on_list_tools=list_tools, on_call_tool=call_tool)
-    manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
-
-    class Endpoint:
-        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-            await manager.handle_request(scope, receive, send)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: Any) -> Any:
-        async with manager.run():
-            yield
-
-    app = Starlette(routes=[Route("/mcp", endpoint=Endpoint())], lifespan=lifespan)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, lifespan="on", log_config=None, access_log=False,
-                            server_header=False, ws="none")
-    print(f"{BARE_READY}http://127.0.0.1:{port}/mcp", file=sys.stderr, flush=True)
-    uvicorn.Server(config).run(sockets=[sock])
+    bench_edge.BARE_READY = BARE_READY
+    bench_edge.bare_server("http", folder, stateless=True)
 
 
 def main() -> None:

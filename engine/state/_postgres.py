@@ -11,15 +11,13 @@ password (docs/deployment.md, "Choosing the store").
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import inspect
 import logging
 import math
 import select
 import threading
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from typing import Any, TypeAlias, TypeVar
 
@@ -30,6 +28,7 @@ from psycopg_pool import ConnectionPool
 
 from engine.errors import StoreError
 from engine.limits import LIMITS
+from engine.state import _common
 from engine.state.url import StateURL
 
 __all__ = [
@@ -233,49 +232,31 @@ def _alive(conn: Connection) -> bool:
 def guard_errors(cls: _T) -> _T:
     """Make every public method of ``cls`` raise :class:`StoreError` for a driver error.
 
-    Generator methods are guarded as they are iterated. The driver's error is
-    chained (``__cause__``) for the log; its text never names a password.
+    The driver's error is chained (``__cause__``) for the log; its text never
+    names a password. A call the server ended before it ran anything is made
+    once more (:func:`_ended_first`).
     """
-    for name, member in list(vars(cls).items()):
-        if name.startswith("_") or not callable(member):
-            continue
-        setattr(cls, name, _guarded(member))
-    return cls
+    return _common.guard_errors(cls, (psycopg.Error,), _failed, _ended_first)
 
 
-def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
-    if inspect.isgeneratorfunction(method):
+def _failed(store: Any, exc: BaseException) -> StoreError:
+    return store._failed(exc)  # type: ignore[no-any-return]
 
-        @functools.wraps(method)
-        def generate(self: PostgresBase, *args: Any, **kwargs: Any) -> Iterator[Any]:
-            try:
-                yield from method(self, *args, **kwargs)
-            except psycopg.Error as exc:
-                raise self._failed(exc) from exc
 
-        return generate
+def _ended_first(store: Any, exc: BaseException) -> bool:
+    """Whether to make a failed call again: the server ended its connection first.
 
-    @functools.wraps(method)
-    def call(self: PostgresBase, *args: Any, **kwargs: Any) -> Any:
-        try:
-            try:
-                return method(self, *args, **kwargs)
-            except _SERVER_ENDED as exc:
-                # The server ended the connection before it ran anything of ours
-                # (57P01-57P03: an administrator, a crash or a restart; whatever
-                # the statement had begun is rolled back with the session). The
-                # idle check of a pooled connection can miss a termination that
-                # arrives just after it, so the call is made once more, on a
-                # fresh connection, unless it ran inside an outer transaction.
-                if getattr(self._local, "conn", None) is not None:
-                    raise
-                logger.info("the state store's server ended a connection (%s); retrying once",
-                            exc.sqlstate)
-                return method(self, *args, **kwargs)
-        except psycopg.Error as exc:
-            raise self._failed(exc) from exc
-
-    return call
+    57P01-57P03 (an administrator, a crash or a restart): whatever the
+    statement had begun is rolled back with the session. The idle check of a
+    pooled connection can miss a termination that arrives just after it, so
+    the call is made once more, on a fresh connection, unless it ran inside an
+    outer transaction.
+    """
+    if not isinstance(exc, _SERVER_ENDED) or getattr(store._local, "conn", None) is not None:
+        return False
+    logger.info("the state store's server ended a connection (%s); retrying once",
+                getattr(exc, "sqlstate", None))
+    return True
 
 
 _SERVER_ENDED = (

@@ -14,18 +14,17 @@ otherwise make the slowest calls hundreds of milliseconds slower
 from __future__ import annotations
 
 import fcntl
-import functools
-import inspect
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 from engine.errors import StoreError
 from engine.limits import LIMITS
+from engine.state import _common
 
 __all__ = ["SQLiteBase", "guard_errors"]
 
@@ -135,7 +134,7 @@ class SQLiteBase:
             db.execute("COMMIT")
 
 
-def _failed(store: Any, exc: sqlite3.Error | OSError) -> StoreError:
+def _failed(store: Any, exc: BaseException) -> StoreError:
     if isinstance(exc, OSError):
         name = exc.strerror or type(exc).__name__
     else:
@@ -144,35 +143,5 @@ def _failed(store: Any, exc: sqlite3.Error | OSError) -> StoreError:
 
 
 def guard_errors(cls: _T) -> _T:
-    """Make every public method of ``cls`` raise :class:`StoreError` for a driver error.
-
-    Generator methods are guarded as they are iterated. The driver's error is
-    chained (``__cause__``) for the log.
-    """
-    for name, member in list(vars(cls).items()):
-        if name.startswith("_") or not callable(member):
-            continue
-        setattr(cls, name, _guarded(member))
-    return cls
-
-
-def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
-    if inspect.isgeneratorfunction(method):
-
-        @functools.wraps(method)
-        def generate(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
-            try:
-                yield from method(self, *args, **kwargs)
-            except (sqlite3.Error, OSError) as exc:
-                raise _failed(self, exc) from exc
-
-        return generate
-
-    @functools.wraps(method)
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(self, *args, **kwargs)
-        except (sqlite3.Error, OSError) as exc:
-            raise _failed(self, exc) from exc
-
-    return call
+    """Make every public method of ``cls`` raise :class:`StoreError` for a driver error."""
+    return _common.guard_errors(cls, (sqlite3.Error, OSError), _failed)

@@ -21,6 +21,7 @@ from psycopg_pool import ConnectionPool
 
 from engine.errors import StoreError
 from engine.limits import LIMITS
+from engine.state._common import freeze_of
 from engine.state._postgres import connect_kwargs, guard_errors, open_reason, password_in
 from engine.state.postgres_intents import PostgresIntents
 from engine.state.postgres_log import PostgresCallLog
@@ -154,9 +155,7 @@ class PostgresStore(PostgresCallLog, PostgresIntents, PostgresShared):
             ).fetchone()
         if row is None:  # pragma: no cover - the statement always answers one row
             raise psycopg.DataError("the call state query answered nothing")
-        mode = FreezeState(False, "", 0) if row[1] is None else FreezeState(
-            bool(row[1]), str(row[2]), int(row[3])
-        )
+        mode = freeze_of(row[1:])
         return bool(row[0]), mode
 
     def record_delegation(self, delegation: Delegation) -> None:
@@ -204,9 +203,7 @@ class PostgresStore(PostgresCallLog, PostgresIntents, PostgresShared):
             row = conn.execute(
                 "SELECT frozen, reason, changed_at FROM engine_mode WHERE id = 1"
             ).fetchone()
-        if row is None:
-            return FreezeState(False, "", 0)
-        return FreezeState(bool(row[0]), str(row[1]), int(row[2]))
+        return freeze_of(row)
 
     def set_freeze(self, frozen: bool, *, now: int, reason: str = "") -> FreezeState:
         """Freeze (``True``) or unfreeze every engine on this store, and announce it.

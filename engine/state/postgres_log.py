@@ -8,11 +8,12 @@ back are untrusted until a verifier has recomputed them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import psycopg
 
+from engine.state._common import log_rows_query, paged_log_rows
 from engine.state._postgres import Connection, PostgresBase, guard_errors
 from engine.state.store import LogBatch, LogCheckpoint, LogRow, LogTree
 
@@ -157,24 +158,10 @@ class PostgresCallLog(PostgresBase):
         Yields:
             :class:`LogRow` in ascending ``seq``.
         """
-        where = ["seq > %s"]
-        params: list[Any] = []
-        if agent is not None:
-            where.append("agent = %s")
-            params.append(agent)
-        if since is not None:
-            where.append("time >= %s")
-            params.append(since)
-        query = (
-            "SELECT seq, time, agent, entry, sig FROM call_log WHERE "  # noqa: S608 - fixed
-            + " AND ".join(where)
-            + " ORDER BY seq LIMIT %s"
-        )
-        after: Any = -(2**63)
-        while True:
+        query, params = log_rows_query("%s", agent=agent, since=since)
+
+        def fetch(values: Sequence[Any]) -> list[tuple[Any, ...]]:
             with self._conn() as conn:
-                rows = conn.execute(query, (after, *params, batch)).fetchall()
-            yield from map(LogRow._make, rows)
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
+                return conn.execute(query, values).fetchall()
+
+        yield from paged_log_rows(fetch, params, batch)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import SchemaError, StoreError
+from engine.state._common import freeze_of
 from engine.state._sqlite import guard_errors
 from engine.state.sqlite_intents import SQLiteIntents
 from engine.state.sqlite_log import SQLiteCallLog
@@ -165,9 +166,7 @@ class SQLiteStore(SQLiteCallLog, SQLiteIntents, SQLiteShared):
             " ON m.id = 1",
             ids,
         ).fetchone()
-        mode = FreezeState(False, "", 0) if row[1] is None else FreezeState(
-            bool(row[1]), str(row[2]), int(row[3])
-        )
+        mode = freeze_of(row[1:])
         return bool(row[0]), mode
 
     def record_delegation(self, delegation: Delegation) -> None:
@@ -218,9 +217,7 @@ class SQLiteStore(SQLiteCallLog, SQLiteIntents, SQLiteShared):
             .execute("SELECT frozen, reason, changed_at FROM engine_mode WHERE id = 1")
             .fetchone()
         )
-        if row is None:
-            return FreezeState(False, "", 0)
-        return FreezeState(bool(row[0]), str(row[1]), int(row[2]))
+        return freeze_of(row)
 
     def set_freeze(self, frozen: bool, *, now: int, reason: str = "") -> FreezeState:
         """Freeze (``True``) or unfreeze every engine that uses this store, and announce it.

@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from engine.state._common import log_rows_query, paged_log_rows
 from engine.state._sqlite import SQLiteBase, guard_errors
 from engine.state.store import LogBatch, LogCheckpoint, LogRow, LogTree
 
@@ -141,23 +142,7 @@ class SQLiteCallLog(SQLiteBase):
         Yields:
             :class:`LogRow` in ascending ``seq``.
         """
-        where = ["seq > ?"]
-        params: list[Any] = []
-        if agent is not None:
-            where.append("agent = ?")
-            params.append(agent)
-        if since is not None:
-            where.append("time >= ?")
-            params.append(since)
-        query = (
-            "SELECT seq, time, agent, entry, sig FROM call_log WHERE "  # noqa: S608 - fixed
-            + " AND ".join(where)
-            + " ORDER BY seq LIMIT ?"
+        query, params = log_rows_query("?", agent=agent, since=since)
+        yield from paged_log_rows(
+            lambda values: self._connect().execute(query, values).fetchall(), params, batch
         )
-        after: Any = -(2**63)
-        while True:
-            rows = self._connect().execute(query, (after, *params, batch)).fetchall()
-            yield from map(LogRow._make, rows)
-            if len(rows) < batch:
-                return
-            after = rows[-1][0]
