@@ -30,7 +30,7 @@ from engine.auth import verify as tokens
 from engine.auth.rootkeys import Keyring
 from engine.auth.sealkeys import SealingKeyring
 from engine.catalog.declarations import CATALOG_ENCODING, CATALOG_STORE_REF, ToolSpec, tool_by_name
-from engine.errors import AccessDeniedError, ChitError, ConfigurationError, denied
+from engine.errors import AccessDeniedError, ChitError, ConfigurationError, StoreError, denied
 from engine.semantic.indexer import indexer_for
 from engine.semantic.persist import PersistedIndex, derive_key
 from engine.service.answers import CallAnswer, Called, OfferAnswer, Offered, OfferedTool, Refused
@@ -58,6 +58,9 @@ _CONFIG_ERROR = Refused(
     "internal_error", "the engine's configuration is unusable; the operator has been told"
 )
 _FAILED = Refused("internal_error", "the engine failed; nothing was changed")
+_STORE_ERROR = Refused(
+    "internal_error", "the engine's state store is unavailable; retry later"
+)
 
 
 class Engine:
@@ -252,6 +255,9 @@ class Engine:
         except ConfigurationError:
             logger.error("the engine's configuration is unusable; see `chit keys list`")
             return _CONFIG_ERROR
+        except StoreError as exc:
+            logger.error("%s; the offer was refused", exc.message)
+            return _STORE_ERROR
         return Offered(
             tuple(_offered(t) for t in checked.offer.tools),
             checked.offer.catalog_hash,
@@ -302,6 +308,11 @@ class Engine:
         except ConfigurationError:
             logger.error("the engine's configuration is unusable; see `chit keys list`")
             answer = _CONFIG_ERROR
+        except StoreError as exc:
+            # The store is down or refused: fail closed, one line (no traceback
+            # per call while a database is away); the message has no password.
+            logger.error("%s; the call was refused", exc.message)
+            answer = _STORE_ERROR
         except SessionElsewhere:
             raise  # the worker that holds the session decides and records the call
         except Exception:

@@ -57,7 +57,10 @@ def changes_route(
     Returns:
         A Starlette route.
     """
-    waits = anyio.CapacityLimiter(LIMITS.change_waiters)
+    # Admission is decided at once (no queue: a wait never outlives its
+    # timeout waiting for a thread); the admitted ones each get a thread.
+    admitted = anyio.CapacityLimiter(LIMITS.change_waiters)
+    threads = anyio.CapacityLimiter(LIMITS.change_waiters)
 
     async def changes(request: Request) -> Response:
         try:
@@ -65,7 +68,9 @@ def changes_route(
             after, timeout = changes_request(await read_json(request, max_request_bytes))
         except RequestError as exc:
             return json_response(exc.answer, exc.status)
-        if waits.available_tokens < 1:
+        try:
+            admitted.acquire_nowait()
+        except anyio.WouldBlock:
             return json_response(_wire.error(
                 "limit_exceeded", "too many waits for the change feed at once; ask again shortly",
                 limit=LIMITS.change_waiters,
@@ -76,7 +81,7 @@ def changes_route(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_note_departure, request, gone)
                 position = await anyio.to_thread.run_sync(
-                    wait, limiter=waits, abandon_on_cancel=True
+                    wait, limiter=threads, abandon_on_cancel=True
                 )
                 tg.cancel_scope.cancel()
         except Exception:
@@ -84,6 +89,8 @@ def changes_route(
             return json_response(
                 _wire.error("internal_error", "the change feed could not be read"), 500
             )
+        finally:
+            admitted.release()
         return json_response({"ok": True, "position": position})
 
     return Route(_wire.CHANGES_PATH, changes, methods=["POST"])

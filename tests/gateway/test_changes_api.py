@@ -199,3 +199,48 @@ def test_a_long_poll_does_not_hold_up_the_engines_exit(world: World) -> None:
         code = server.process.wait(timeout=20)
     assert (status, doc) == (200, {"ok": True, "position": start})
     assert code == 0
+
+
+def test_waits_past_the_bound_are_refused_at_once_never_queued(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Threat: a flood of long polls queued behind the bound, each outliving its timeout.
+
+    The bound is lowered to 2 for the app under test; of four waits sent
+    together, two are answered 503 before either admitted one ends.
+    """
+    import dataclasses
+
+    import anyio
+    from starlette.applications import Starlette
+
+    from engine.service import Engine
+    from gateway.engine_server import changes
+
+    monkeypatch.setattr(changes, "LIMITS", dataclasses.replace(LIMITS, change_waiters=2))
+    stopping = threading.Event()
+    order: list[str] = []
+
+    async def run(app: Starlette) -> list[int]:
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://chit") as client:
+            statuses: list[int] = []
+            now = (await client.post("/v1/changes", json={"after": -1, "timeout": 0})).json()
+
+            async def wait(name: str, timeout: float) -> None:
+                answer = await client.post("/v1/changes",
+                                           json={"after": now["position"], "timeout": timeout})
+                statuses.append(answer.status_code)
+                order.append(name)
+
+            async with anyio.create_task_group() as tg:
+                for name in ("a", "b", "c", "d"):
+                    tg.start_soon(wait, name, 3.0)
+            return statuses
+
+    with Engine(world.home, world.repo) as engine:
+        route = changes.changes_route(engine, allowed_hosts=None, max_request_bytes=1 << 20,
+                                      stopping=stopping)
+        statuses = anyio.run(run, Starlette(routes=[route]))
+    assert statuses == [503, 503, 200, 200]  # refused before the admitted waits ended
+    assert len(order) == 4
