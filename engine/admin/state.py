@@ -69,6 +69,10 @@ def migrate_state(
         StoreError: If the store cannot be reached or migrated.
     """
     url = resolve_state_url(home, state)
+    if check and url.path is not None and not url.path.exists():
+        # A check writes nothing, not even an empty store.
+        return {"store": url.redacted, "before": 0, "version": 0,
+                "known": SCHEMA_VERSION, "due": True}
     before_store = open_store(home, url, migrate=False)
     try:
         before = before_store.schema_version()

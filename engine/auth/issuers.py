@@ -237,7 +237,8 @@ def verified_jti(issuer: policy.Issuer, claims: dict[str, Any]) -> str | None:
 
     Returns:
         The ``jti``: text of 1 to ``LIMITS.jti_chars`` characters, UTF-8
-        encodable; ``None`` only if absent and the issuer does not require one.
+        encodable, without NUL; ``None`` only if absent and the issuer does
+        not require one.
 
     Raises:
         ChitError: ``exchange_refused`` with reason ``claim_missing`` or
@@ -261,6 +262,8 @@ def verified_jti(issuer: policy.Issuer, claims: dict[str, Any]) -> str | None:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise refused("claim_invalid", "the 'jti' claim is not valid text", claim="jti") from None
+    if "\x00" in value:  # no store keeps it the same way (PostgreSQL text holds no NUL)
+        raise refused("claim_invalid", "the 'jti' claim holds a NUL character", claim="jti")
     return value
 
 

@@ -97,13 +97,38 @@ def password_in(text: str, conninfo: str) -> bool:
     return any(secret and secret in text for secret in secrets)
 
 
+_SQLSTATE_WORDS = {
+    "28000": "not authorised",
+    "28P01": "authentication failed",
+    "3D000": "no such database",
+    "42501": "permission denied: the role may not do this",
+    "42P01": "a table is missing",
+    "53300": "too many connections",
+    "57014": "a statement took too long",
+    "57P01": "the server ended the connection",
+    "57P02": "the server crashed",
+    "57P03": "the server is starting or stopping",
+    "40001": "a serialization failure",
+    "40P01": "a deadlock",
+}
+
+
+def sqlstate_reason(code: str) -> str:
+    """A SQLSTATE (PostgreSQL's appendix A) with a few words for the common ones.
+
+    For example ``42501: permission denied: the role may not do this``.
+    """
+    words = _SQLSTATE_WORDS.get(code)
+    return f"{code}: {words}" if words else code
+
+
 def open_reason(exc: BaseException) -> str:
     """A short reason a store could not be opened, never quoting the URL or the server at length."""
     if isinstance(exc, psycopg.ProgrammingError) and getattr(exc, "sqlstate", None) is None:
         return "not a valid connection URL"
     code = getattr(exc, "sqlstate", None)
     if code:
-        return str(code)
+        return sqlstate_reason(str(code))
     text = str(exc).lower()
     for needle, reason in (
         ("password authentication failed", "authentication failed"),
@@ -210,8 +235,9 @@ class PostgresBase:
                 self._local.conn = None
 
     def _failed(self, exc: psycopg.Error) -> StoreError:
-        code = getattr(exc, "sqlstate", None) or type(exc).__name__
-        return StoreError(f"the state store {self.location} failed ({code})")
+        code = getattr(exc, "sqlstate", None)
+        reason = sqlstate_reason(code) if code else type(exc).__name__
+        return StoreError(f"the state store {self.location} failed ({reason})")
 
 
 def _alive(conn: Connection) -> bool:

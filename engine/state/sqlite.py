@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,12 @@ class SQLiteStore(SQLiteCallLog, SQLiteIntents, SQLiteShared):
         super().__init__(Path(path))
         try:
             if not self._path.exists():
-                fd = os.open(self._path, os.O_WRONLY | os.O_CREAT, 0o600)
+                fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
                 os.close(fd)
+            elif not stat.S_ISREG(os.stat(self._path).st_mode):
+                raise StoreError(
+                    f"cannot open the state store {self.location} (not a regular file)"
+                )
             self._version = self._migrate() if migrate else self._checked(self._connect())
         except sqlite3.Error as exc:
             name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__

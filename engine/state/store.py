@@ -124,11 +124,13 @@ def check_jti(issuer: str, jti: str) -> None:
     """Refuse an empty or unencodable issuer or jti (every store calls this first).
 
     Raises:
-        ValueError: If either is empty, not text, or not UTF-8 encodable.
+        ValueError: If either is empty, not text, holds NUL (which PostgreSQL
+            text cannot hold: both stores refuse it alike), or is not UTF-8
+            encodable.
     """
     for value in (issuer, jti):
-        if not isinstance(value, str) or not value:
-            raise ValueError("the issuer and jti must be non-empty text")
+        if not isinstance(value, str) or not value or "\x00" in value:
+            raise ValueError("the issuer and jti must be non-empty text without NUL")
         value.encode("utf-8")  # UnicodeEncodeError (a ValueError) for lone surrogates
 
 

@@ -91,7 +91,10 @@ def parse_state_url(text: str, *, source: str = "--state") -> StateURL:
             raise ConfigurationError(
                 f"{source}: a SQLite state URL names an absolute path: sqlite:///srv/chit/state.db"
             )
-        path = Path(urllib.parse.unquote(rest.partition("?")[0]))
+        decoded = urllib.parse.unquote(rest.partition("?")[0])
+        if "\x00" in decoded:
+            raise ConfigurationError(f"{source}: the SQLite path holds a NUL character")
+        path = Path(decoded)
         return StateURL("sqlite", "sqlite://" + str(path), path=path)
     if scheme in _PG_SCHEMES:
         return StateURL("postgresql", _redact(text, source), conninfo=text)
@@ -102,25 +105,27 @@ def parse_state_url(text: str, *, source: str = "--state") -> StateURL:
 
 
 def _redact(text: str, source: str) -> str:
-    """The PostgreSQL URL without a password in its user part or its query."""
-    try:
-        parts = urllib.parse.urlsplit(text)
-        port = parts.port  # raises ValueError if not a number
-    except ValueError:
-        raise ConfigurationError(f"{source}: the PostgreSQL state URL is malformed") from None
-    netloc = parts.netloc
+    """The PostgreSQL URL without a password in its user part or its query.
+
+    Built by hand, not by :mod:`urllib`'s split, which refuses libpq's
+    several-host form (``host1:5432,host2:5432``) and drops the ``//`` of a URL
+    with no host (``postgresql:///db?host=/run/postgresql``).
+    """
+    rest = text.partition("://")[2]
+    if "#" in rest:
+        raise ConfigurationError(f"{source}: the PostgreSQL state URL is malformed")
+    before_query, _, query = rest.partition("?")
+    netloc, slash, path = before_query.partition("/")
     if "@" in netloc:
         user, _, hosts = netloc.rpartition("@")
         netloc = user.partition(":")[0] + "@" + hosts
-    del port
-    query = [
-        (k, v)
-        for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-        if k.lower() not in ("password", "sslpassword")
-    ]
-    return urllib.parse.urlunsplit(
-        ("postgresql", netloc, parts.path, urllib.parse.urlencode(query), "")
-    )
+    try:
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ConfigurationError(f"{source}: the PostgreSQL state URL is malformed") from None
+    kept = [(k, v) for k, v in pairs if k.lower() not in ("password", "sslpassword")]
+    shown = "postgresql://" + netloc + slash + path
+    return shown + ("?" + urllib.parse.urlencode(kept, safe="/") if kept else "")
 
 
 def resolve_state_url(home: str | os.PathLike[str], explicit: str | None = None) -> StateURL:
@@ -155,6 +160,7 @@ def _from_engine_toml(path: Path) -> str | None:
     try:
         with open(path, "rb") as fh:
             raw = fh.read(_ENGINE_TOML_BYTES + 1)
+            mode = os.fstat(fh.fileno()).st_mode
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -178,4 +184,21 @@ def _from_engine_toml(path: Path) -> str | None:
         return None
     if not isinstance(url, str):
         raise ConfigurationError(f"{path}: [state] url is a string")
+    if mode & 0o077 and _holds_password(url):
+        # As for key files: a secret others can read is refused, not used.
+        raise ConfigurationError(
+            f"{path} holds a database password and group or others can read it: chmod 600 "
+            "it, or keep the password in a password file (PGPASSFILE)"
+        )
     return url
+
+
+def _holds_password(url: str) -> bool:
+    """Whether a state URL carries a password (in its user part or its query)."""
+    rest = url.partition("://")[2]
+    before_query, _, query = rest.partition("?")
+    netloc = before_query.partition("/")[0]
+    if "@" in netloc and ":" in netloc.rpartition("@")[0]:
+        return True
+    return any(k.lower() in ("password", "sslpassword")
+               for k, _ in urllib.parse.parse_qsl(query, keep_blank_values=True))

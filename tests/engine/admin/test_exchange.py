@@ -547,9 +547,12 @@ def test_a_jwt_without_jti_is_refused_unless_its_issuer_allows_it(
 
 
 @pytest.mark.parametrize("jti", ["", "x" * (LIMITS.jti_chars + 1), 42, ["a"], {"a": 1},
-                                 False, "\ud800"])
+                                 False, "\ud800", "a\x00b"])
 def test_the_jti_is_bounded_text(home: Path, rsa_key: rsa.RSAPrivateKey, jti: Any) -> None:
-    """Threat: an oversized or non-text jti that bloats the store or breaks its key."""
+    """Threat: an oversized or non-text jti that bloats the store or breaks its key.
+
+    A NUL is refused on every store alike (PostgreSQL text cannot hold one).
+    """
     err = _refusal(home, _ci_jwt(rsa_key, jti=jti))
     assert (err.code, err.hints["reason"], err.hints["claim"]) == (
         "exchange_refused", "claim_invalid", "jti"
