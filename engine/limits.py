@@ -109,6 +109,8 @@ class Limits:
     """Attempts to add an entry to chit's content store while other writers race."""
     store_retry_pause_seconds: float = 0.005
     """Seconds between two attempts to add an entry to chit's content store."""
+    stale_ref_lock_seconds: float = 10.0
+    """Age in seconds past which git's ``.lock`` on a ref chit writes is a dead writer's."""
 
     # --- state (engine/state) -------------------------------------------------------
     intents_per_repository: int = 10_000

@@ -21,7 +21,9 @@ from typing import Final
 import pygit2
 
 from engine.errors import InvalidRequestError, RepositoryError
-from engine.git.handle import Handle, private_folder, reference
+from engine.git.handle import Handle, common_dir, private_folder, reference
+from engine.git.lockfiles import remove_stale_ref_lock
+from engine.limits import LIMITS
 
 __all__ = [
     "LANE_PREFIX",
@@ -122,6 +124,14 @@ def cas_update(
 ) -> None:
     """Point ``ref`` at ``new`` iff ``expected(current)`` holds under git's ref lock.
 
+    The caller holds ``ref``'s writer locks (:meth:`RefLocks.hold`; for a
+    provenance reference, its lane's). If git cannot lock ``ref`` because its
+    ``.lock`` file exists and is at least ``LIMITS.stale_ref_lock_seconds``
+    old, the file was left by a writer that died: it is removed (with a
+    warning naming the reference) and the update is tried once more
+    (:func:`~engine.git.lockfiles.remove_stale_ref_lock`). A younger one is a
+    live writer outside chit, and answers ``conflict``.
+
     Args:
         repo: This thread's pygit2 repository (:attr:`Handle.repo`).
         ref: A reference under ``refs/heads/agent/`` or ``refs/chit/``.
@@ -139,19 +149,38 @@ def cas_update(
     if ref == MAIN or not ref.startswith((LANE_PREFIX, STORE_PREFIX)):
         raise ValueError("refusing to update a reference outside lanes and the chit store")
     try:
-        with repo.transaction() as txn:
-            txn.lock_ref(ref)
-            if not expected(ref_target(repo, ref)):
-                raise RepositoryError(
-                    "conflict", "the branch moved since this change was based on it"
-                )
-            txn.set_target(ref, new, message=reflog)
+        _swap(repo, ref, new, expected, reflog)
+        return
     except pygit2.GitError as exc:
-        raise RepositoryError(
-            "conflict",
-            "the branch is locked by another update; retry. If it stays locked, a "
-            "writer died holding it: an operator removes the ref's .lock file",
-        ) from exc
+        if not remove_stale_ref_lock(common_dir(repo.path), ref):
+            raise _locked() from exc
+    try:
+        _swap(repo, ref, new, expected, reflog)
+    except pygit2.GitError as exc:
+        raise _locked() from exc
+
+
+def _swap(
+    repo: pygit2.Repository,
+    ref: str,
+    new: pygit2.Oid,
+    expected: Callable[[pygit2.Oid | None], bool],
+    reflog: str,
+) -> None:
+    """One compare-and-swap in a reference transaction (``pygit2.GitError`` if locked)."""
+    with repo.transaction() as txn:
+        txn.lock_ref(ref)
+        if not expected(ref_target(repo, ref)):
+            raise RepositoryError("conflict", "the branch moved since this change was based on it")
+        txn.set_target(ref, new, message=reflog)
+
+
+def _locked() -> RepositoryError:
+    return RepositoryError(
+        "conflict",
+        "the branch is locked by another update; retry in a few seconds (a lock left "
+        f"by a writer that died is cleared once it is {LIMITS.stale_ref_lock_seconds:g} s old)",
+    )
 
 
 SharedLock = Callable[[str], AbstractContextManager[None] | None]
@@ -163,12 +192,15 @@ class RefLocks:
 
     A writer holds this process's :class:`threading.Lock` for the reference,
     then, when engines on several hosts share the state store, the store's
-    lock on the repository and reference (a PostgreSQL advisory lock), then an
-    exclusive ``flock`` on ``<chit dir>/locks/<sha256 of the ref
-    name>.flock``, shared by every chit process on the repository (the same
-    file from every linked worktree; the kernel releases it when a writer
+    lock on the reference name (a PostgreSQL advisory lock keyed on the name
+    alone, so hosts that mount the repository at different paths take the
+    same lock, and one lane name serialises across the repositories of one
+    store), then an exclusive ``flock`` on ``<chit dir>/locks/<sha256 of the
+    ref name>.flock``, shared by every chit process on the repository (the
+    same file from every linked worktree; the kernel releases it when a writer
     dies). The compare-and-swap itself then runs holding git's own reference
-    lock file (:func:`cas_update`), so a writer outside chit is still detected.
+    lock file (:func:`cas_update`), so a writer outside chit is still detected,
+    and a lock file a killed writer left is removed once it is stale.
 
     Args:
         chit_dir: ``<common git dir>/chit`` (:attr:`Handle.chit_dir`).
@@ -206,10 +238,14 @@ class RefLocks:
                 os.close(fd)  # closing the descriptor releases the flock
 
     def _shared_lock(self, ref: str) -> AbstractContextManager[None]:
-        """The state store's lock on this repository's ``ref``, or nothing to hold."""
+        """The state store's lock on ``ref``, or nothing to hold.
+
+        Keyed on the reference name alone: no local path goes into it, so every
+        host takes the same lock wherever it mounts the shared repository.
+        """
         held = None
         if self._shared is not None:
-            held = self._shared(os.path.realpath(self._chit_dir) + "\0" + ref)
+            held = self._shared(ref)
         return held if held is not None else nullcontext()
 
     def _open_lock_file(self, ref: str) -> int:

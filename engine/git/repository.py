@@ -43,8 +43,8 @@ class Repository:
             sealed blob never opens (``seal_invalid``), as for an auditor.
         shared_lock: A lock held by every engine sharing the state store
             (:meth:`engine.state.Store.lane_lock`: a PostgreSQL advisory lock,
-            or ``None`` on SQLite), taken before the file lock of each
-            reference update.
+            or ``None`` on SQLite), taken by reference name before the file
+            lock of each reference update.
 
     Raises:
         ConfigurationError: If ``path`` is not a git repository or has no

@@ -8,7 +8,6 @@ docs/provenance-format.md).
 
 from __future__ import annotations
 
-import os
 import re
 import time as _time
 
@@ -53,9 +52,10 @@ def store_record(
     """Add ``envelope`` under ``commit`` to the agent's provenance ref (lane lock held).
 
     Only chit writes this reference, and only while holding the lane's
-    writer lock (:meth:`RefLocks.hold`), which this caller holds: a git ``.lock``
-    file left on it can only be from a chit writer that died mid-update, so
-    it is removed rather than wedging the lane for ever.
+    writer lock (:meth:`RefLocks.hold`), which this caller holds. A git
+    ``.lock`` file a writer that died left on it is removed by ``update`` once
+    it is stale, as on any reference chit writes
+    (:func:`~engine.git.refs.cas_update`).
 
     Args:
         handle: The repository.
@@ -71,9 +71,6 @@ def store_record(
     """
     repo = handle.repo
     ref = provenance_ref(agent)
-    stale = os.path.join(handle.commondir, ref + ".lock")
-    if os.path.lexists(stale):
-        os.unlink(stale)
     current = ref_target(repo, ref)
     parent = None if current is None else handle.commit(current)
     key = str(commit)

@@ -3,7 +3,9 @@
 The entry names the caller as far as the call established it, the redacted
 arguments, the decision and its code (docs/audit.md §8; the format:
 ``engine.audit.calllog``). Calls that change state are durable before they are
-answered; read-only calls and refusals are queued (engine/service/logwriter.py).
+answered, though after their change (a kill in between leaves, say, a commit
+with no entry: docs/audit.md §8); read-only calls and refusals are queued
+(engine/service/logwriter.py).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ writer really does: hold the lane's ``.lock`` file, or die with ``SIGKILL``.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import shutil
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +25,7 @@ import pytest
 
 from engine.errors import ChitError, RepositoryError
 from engine.git import MAIN, Repository, StagedChange, lane_ref
+from engine.limits import LIMITS
 from engine.service import Engine
 from tests.conftest import World
 from tests.engine.engine_calls import Caller
@@ -116,10 +119,27 @@ def _within(seconds: float, fn: Callable[[], _T]) -> _T:
     return box["value"]  # type: ignore[no-any-return]
 
 
-def _commit(vcs: Repository, agent: str, staged: StagedChange, message: str = "m\n") -> Any:
+def _commit(
+    vcs: Repository,
+    agent: str,
+    staged: StagedChange,
+    message: str = "m\n",
+    seal: Callable[[dict[str, Any]], bytes] | None = None,
+) -> Any:
     return vcs.commit(
-        agent, staged, message, author_name="Tester", author_email="t@example.org", time=T0
+        agent, staged, message, author_name="Tester", author_email="t@example.org", time=T0,
+        seal=seal,
     )
+
+
+def _age(path: Path, seconds: float) -> None:
+    """Set ``path``'s modification time ``seconds`` in the past, as if left that long ago."""
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+STALE = LIMITS.stale_ref_lock_seconds + 5
+"""How far back a test ages a lock file to make it stale."""
 
 
 class _LockedBeforeRefUpdate(Repository):
@@ -227,13 +247,16 @@ class Stalls(Repository):
         with repo.transaction() as txn:
             txn.lock_ref(ref)
             print(new, flush=True)
-            time.sleep(60)  # killed here, holding git's lock on the lane
+            time.sleep(60)  # killed here, holding git's lock on the reference
 
+# "provenance": the commit carries a record, stored first, so the first reference
+# locked is refs/chit/provenance/<agent>; "lane": no record, the lane is locked.
+seal = (lambda facts: b"record") if sys.argv[3] == "provenance" else None
 vcs = Stalls(sys.argv[1])
 staged = StagedChange()
 vcs.stage_write(sys.argv[2], staged, "src/stalled.py", b"stalled\n")
 vcs.commit(sys.argv[2], staged, "stalled\n", author_name="crash",
-           author_email="crash@example.org", time=1700000000)
+           author_email="crash@example.org", time=1700000000, seal=seal)
 """
 
 
@@ -265,9 +288,10 @@ def _spawn(
     agent: str,
     env: dict[str, str],
     children: list[subprocess.Popen[str]],
+    *args: str,
 ) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", script, str(world.repo), agent],
+        [sys.executable, "-c", script, str(world.repo), agent, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -352,27 +376,27 @@ def test_sigkill_during_commits_never_leaves_a_partial_commit_on_the_lane(
         now = _check_complete_lane(gitdir, "crash")
         assert now >= steps, where  # the lane only ever moves forward
         steps = now
-        # A writer killed while updating the provenance ref may leave its .lock;
-        # the next commit (holding the lane's flock) clears it, checked below.
-        record_lock = gitdir / "refs" / "chit" / "provenance" / "crash.lock"
-        others = [p for p in gitdir.rglob("*.lock") if p not in (lock, record_lock)]
+        # Only git's lock on the lane can be left behind (no provenance records here).
+        others = [p for p in gitdir.rglob("*.lock") if p != lock]
         assert others == [], (where, others)
         if lock.exists():
-            # Killed while holding the lane's lock: the next commit is refused as
-            # a conflict and changes nothing; it does not break or steal the lock.
+            # Killed while holding the lane's lock: while the lock is fresh the next
+            # commit is refused as a conflict and changes nothing; it does not
+            # break or steal the lock.
             stale_locks += 1
             vcs = Repository(world.repo)
             staged = StagedChange()
             vcs.stage_write("crash", staged, "crash/intruder", b"x")
             before = _copy(staged)
             lane_before = _lane(gitdir, "crash")
+            os.utime(lock)  # fresh, however long the checks above took
             with pytest.raises(RepositoryError) as caught:
                 _within(10, lambda: _commit(vcs, "crash", staged))  # noqa: B023
             assert caught.value.code == "conflict", where
             assert staged == before and _lane(gitdir, "crash") == lane_before, where
             assert lock.exists(), where
             _fsck(gitdir)
-            lock.unlink()  # the operator's recovery: the writer is known dead
+            _age(lock, STALE)  # the next round's first commit removes it
     assert steps > 0, f"delays={delays}: no commit ever landed; the test exercised nothing"
     # A kill inside the lock window is rare; whether it happened is recorded, and the
     # deterministic case is covered by the next test.
@@ -387,17 +411,24 @@ def test_sigkill_during_commits_never_leaves_a_partial_commit_on_the_lane(
     _fsck(gitdir)
 
 
-def test_a_stale_lock_on_the_provenance_ref_is_cleared_by_the_next_commit(world: World) -> None:
+def test_a_lock_on_the_provenance_ref_refuses_while_fresh_and_is_cleared_once_stale(
+    world: World,
+) -> None:
     """Threat: an engine killed while updating ``refs/chit/provenance/<agent>``
-    leaves git's ``.lock`` on it, and every later commit of that agent fails."""
+    leaves git's ``.lock`` on it, and every later commit of that agent fails; or
+    a live writer's fresh lock is broken."""
     gitdir = _gitdir(world)
     engine = Engine(world.home, world.repo)
     token = world.mint()
     assert _call(engine, token, "write_file", {"path": "src/a.py", "content": "a\n"})["ok"]
     assert _call(engine, token, "commit", {"message": "one"})["ok"]
+    head = _lane(gitdir, "alice")
     stale = gitdir / "refs" / "chit" / "provenance" / "alice.lock"
     stale.write_bytes(b"")  # what a killed writer leaves
     assert _call(engine, token, "write_file", {"path": "src/b.py", "content": "b\n"})["ok"]
+    assert _error(_call(engine, token, "commit", {"message": "two"})) == "conflict"
+    assert stale.exists() and _lane(gitdir, "alice") == head
+    _age(stale, STALE)
     done = _call(engine, token, "commit", {"message": "two"})
     assert done["ok"], done
     assert not stale.exists()
@@ -406,44 +437,64 @@ def test_a_stale_lock_on_the_provenance_ref_is_cleared_by_the_next_commit(world:
     _fsck(gitdir)
 
 
-@pytest.mark.parametrize("lane_exists", [False, True])
-def test_sigkill_while_holding_the_lane_lock_leaves_a_refusing_lock(
+@pytest.mark.parametrize(
+    ("locked", "lane_exists"),
+    [("lane", False), ("lane", True), ("provenance", False), ("provenance", True)],
+)
+def test_a_lock_left_by_a_killed_writer_refuses_while_fresh_and_is_removed_once_stale(
     world: World,
     child_env: dict[str, str],
     children: list[subprocess.Popen[str]],
+    caplog: pytest.LogCaptureFixture,
+    locked: str,
     lane_exists: bool,
 ) -> None:
-    """Threat: a writer killed while holding git's lock on the lane (lock file made,
-    ref not yet renamed) leaves a lane that a later commit silently overwrites, or
-    a half-written ref. The stale lock must refuse commits with ``conflict``."""
+    """Threat: a writer killed (SIGKILL) holding git's lock on a lane or on its
+    provenance ref (lock file made, ref not yet renamed) wedges every later
+    commit of that agent for good; or a later commit silently overwrites a live
+    writer's lock or leaves a half-written ref. A fresh lock must refuse with
+    ``conflict``; one older than ``stale_ref_lock_seconds`` is removed."""
     gitdir = _gitdir(world)
     vcs = Repository(world.repo)
     staged = StagedChange()
+
+    def seal(facts: dict[str, Any]) -> bytes:
+        return b"record of " + facts["tree"].encode()
+
     if lane_exists:
         vcs.stage_write("alice", staged, "src/first.py", b"first\n")
-        _commit(vcs, "alice", staged)
+        _commit(vcs, "alice", staged, seal=seal)
     lane_before = _lane(gitdir, "alice")
-    proc, printed = _spawn(_CHILD_HOLDS_LOCK, world, "alice", child_env, children)
+    proc, printed = _spawn(_CHILD_HOLDS_LOCK, world, "alice", child_env, children, locked)
     orphan = pygit2.Oid(hex=printed)
     _kill(proc)
 
-    lock = _lock_file(gitdir, "alice")
+    ref = lane_ref("alice") if locked == "lane" else vcs.provenance_ref("alice")
+    lock = gitdir / (ref + ".lock")
     assert lock.exists()
+    assert [p for p in gitdir.rglob("*.lock") if p != lock] == []
     assert _lane(gitdir, "alice") == lane_before
     assert f"dangling commit {orphan}" in _fsck(gitdir)
 
     vcs.stage_write("alice", staged, "src/after.py", b"after\n")
     before = _copy(staged)
+    os.utime(lock)  # fresh: a writer outside chit may be at work
     with pytest.raises(RepositoryError) as caught:
-        _within(10, lambda: _commit(vcs, "alice", staged))
+        _within(10, lambda: _commit(vcs, "alice", staged, seal=seal))
     assert caught.value.code == "conflict"
+    assert "retry" in caught.value.message
     assert staged == before
     assert _lane(gitdir, "alice") == lane_before
     assert lock.exists()
 
-    lock.unlink()
-    new = _within(10, lambda: _commit(vcs, "alice", staged))
+    _age(lock, STALE)
+    with caplog.at_level(logging.WARNING, logger="chit.engine"):
+        new = _within(10, lambda: _commit(vcs, "alice", staged, seal=seal))
     assert _lane(gitdir, "alice") == new
+    assert not lock.exists()
+    assert vcs.provenance_record("alice", str(new)) is not None
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(ref in m and "removed" in m for m in warned), warned
     _fsck(gitdir)
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pygit2
@@ -12,6 +14,8 @@ import pytest
 
 from engine.errors import InvalidRequestError, RepositoryError
 from engine.git import MAIN, MODE_FILE, Repository, StagedChange, lane_ref
+from engine.limits import LIMITS
+from engine.state import open_store
 from tests.engine.git.repo_helpers import _code, _commit, _commit_files, _lane_head
 
 # -- lanes --------------------------------------------------------------------
@@ -111,6 +115,128 @@ def test_locked_lane_is_a_conflict_and_changes_nothing(
     finally:
         lock.unlink()
     _commit(vcs, "alice", seed)
+
+
+def _age(path: Path, seconds: float) -> None:
+    """Set ``path``'s times ``seconds`` in the past (not through a link)."""
+    then = time.time() - seconds
+    os.utime(path, (then, then), follow_symlinks=False)
+
+
+STALE = LIMITS.stale_ref_lock_seconds + 5
+
+
+@pytest.mark.parametrize("store", [False, True], ids=["lane", "store"])
+def test_a_stale_ref_lock_is_removed_and_a_fresh_one_refuses(
+    vcs: Repository,
+    git_repo: pygit2.Repository,
+    store: bool,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Threat: a writer killed holding git's lock on a lane or on ``refs/chit/*``
+    wedges every later update of it for good; or a live writer's fresh lock is
+    broken."""
+    ref = "refs/chit/catalogs" if store else lane_ref("alice")
+    lock = Path(git_repo.path) / (ref + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_bytes(b"")  # what a writer leaves when it dies holding the lock
+    staged = StagedChange()
+    vcs.stage_write("alice", staged, "a.txt", b"a")
+
+    def update() -> None:
+        if store:
+            vcs.put_blob_in_store(ref, "ab" * 32, b"entry")
+        else:
+            _commit(vcs, "alice", staged)
+
+    with pytest.raises(RepositoryError) as exc:
+        update()  # a fresh lock: a writer may be at work
+    assert _code(exc) == "conflict"
+    assert lock.exists() and git_repo.references.get(ref) is None
+    _age(lock, STALE)
+    with caplog.at_level(logging.WARNING, logger="chit.engine"):
+        update()
+    assert not lock.exists()
+    assert git_repo.references.get(ref) is not None
+    assert any(ref in r.getMessage() and "removed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_stale_lock_that_is_a_link_or_behind_one_is_never_removed(
+    vcs: Repository, git_repo: pygit2.Repository, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Threat: a link planted at a lock file's name, or at a folder on its way,
+    makes chit delete a file elsewhere."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    lanes = Path(git_repo.path) / "refs" / "heads" / "agent"
+    lanes.mkdir(parents=True)
+    link = lanes / "alice.lock"
+    link.symlink_to(victim)
+    _age(link, STALE)
+    _age(victim, STALE)
+    staged = StagedChange()
+    vcs.stage_write("alice", staged, "a.txt", b"a")
+    with caplog.at_level(logging.WARNING, logger="chit.engine"), pytest.raises(
+        RepositoryError
+    ) as exc:
+        _commit(vcs, "alice", staged)
+    assert _code(exc) == "conflict"
+    assert link.is_symlink() and victim.read_bytes() == b"keep"
+    assert any(lane_ref("alice") in r.getMessage() for r in caplog.records)
+
+    # A folder on the way is a link: the lock behind it stays.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    stale = elsewhere / "catalogs.lock"
+    stale.write_bytes(b"")
+    _age(stale, STALE)
+    (Path(git_repo.path) / "refs" / "chit").symlink_to(elsewhere)
+    with pytest.raises(RepositoryError) as exc:
+        vcs.put_blob_in_store("refs/chit/catalogs", "ab" * 32, b"entry")
+    assert _code(exc) == "conflict"
+    assert stale.exists()
+
+
+def test_the_shared_lane_lock_does_not_depend_on_where_the_repository_is(
+    postgres_url: str, git_repo: pygit2.Repository, tmp_path: Path
+) -> None:
+    """Threat: hosts that mount one shared repository at different paths take
+    different store locks on one lane, so their commits race."""
+    stores = [open_store(tmp_path / f"home-{n}", postgres_url) for n in range(2)]
+    try:
+        here = Path(git_repo.path)
+        there = tmp_path / "mounted-elsewhere.git"  # the same repository, another path
+        shutil.copytree(here, there)
+        hosts = [
+            Repository(path, shared_lock=store.lane_lock)
+            for path, store in zip((here, there), stores, strict=True)
+        ]
+        ref = lane_ref("alice")
+        held, release, entered = threading.Event(), threading.Event(), threading.Event()
+
+        def first() -> None:
+            with hosts[0]._ref_locks.hold(ref):
+                held.set()
+                release.wait(30)
+
+        def second() -> None:
+            with hosts[1]._ref_locks.hold(ref):
+                entered.set()
+
+        threads = [threading.Thread(target=first, daemon=True)]
+        threads[0].start()
+        assert held.wait(30)
+        threads.append(threading.Thread(target=second, daemon=True))
+        threads[1].start()
+        assert not entered.wait(0.5), "the other host's writer went ahead"
+        release.set()
+        assert entered.wait(30), "the lane stayed locked after its holder let go"
+        for thread in threads:
+            thread.join(30)
+    finally:
+        for store in stores:
+            store.close()
 
 
 def test_chit_folder_is_private_and_a_symlink_in_its_place_is_refused(
