@@ -62,12 +62,12 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 _LABELS = {
     "revocations": "revocations",
     "delegations": "delegations",
-    "engine_mode": "freeze rows",
+    "engine_mode": "the freeze",
     "exchange_jti": "replay-cache entries",
     "call_log": "call-log entries",
     "call_log_checkpoint": "checkpoints",
-    "call_log_tree": "tree heads",
-    "call_log_head": "legacy chain heads",
+    "call_log_tree": "the tree head",
+    "call_log_head": "the first form's chain head",
 }
 
 
