@@ -131,7 +131,8 @@ def copy_state(
 
     Raises:
         ConfigurationError: If a URL is unusable, both name the same store, or
-            a SQLite source file does not exist; nothing is written.
+            the source holds no chit tables (a SQLite file that does not
+            exist included); nothing is written.
         ValueError: If the destination already holds durable state, or a
             source row is malformed; nothing is written.
         StoreError: If a store cannot be reached or fails (``SchemaError``:
@@ -145,6 +146,15 @@ def copy_state(
     if origin.path is not None and not origin.path.is_file():
         raise ConfigurationError(f"no state store at {origin.path}")
     moment = int(time.time()) if now is None else int(now)
+    # Read the source's version first: a database without chit's tables holds
+    # nothing to copy, and is not given them.
+    probe = open_store(home, origin, migrate=False)
+    try:
+        version = probe.schema_version()
+    finally:
+        probe.close()
+    if version == 0:
+        raise ConfigurationError(f"--from: {origin.redacted} holds no chit state store")
     src = open_store(home, origin)
     try:
         dst = open_store(home, target)

@@ -3,8 +3,8 @@
 Revocations, delegations, freeze, the call log, exchanged JWT ids, intents and
 staged paths, rate windows, engine sessions and the change feed. The contract
 and its records are in :mod:`engine.state.store`, what of it is durable (what
-``chit state copy`` moves) in :mod:`engine.state.durable`; :func:`open_store` opens the
-store a state URL names (:mod:`engine.state.url`): SQLite
+``chit state copy`` moves) in :mod:`engine.state.durable`; :func:`open_store`
+opens the store a state URL names (:mod:`engine.state.url`): SQLite
 (:mod:`engine.state.sqlite`) by default, PostgreSQL (:mod:`engine.state.postgres`)
 for several hosts (docs/deployment.md).
 """

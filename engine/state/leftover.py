@@ -10,6 +10,7 @@ work again. An engine checks at start and refuses (docs/deployment.md,
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 from engine.errors import ConfigurationError
@@ -56,8 +57,9 @@ def refuse_left_behind(home: str | os.PathLike[str], url: StateURL, store: Store
     raise ConfigurationError(
         f"the state store {store.location} holds no revocation, delegation or call log, but "
         f"{source} does: an engine on the new store would forget them (revoked tokens would "
-        f"work again). Copy them first: `chit state copy --from {source}` (docs/deployment.md, "
-        f"\"Switching stores\"); or, if the old state is really to be dropped, move {old} away"
+        f"work again). Copy them first: `chit state copy --from {shlex.quote(source)}` "
+        "(docs/deployment.md, \"Switching stores\"); or, if the old state is really to be "
+        f"dropped, move {old} away"
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from gateway.cli._output import EXIT_FAILED, EXIT_OK, print_json
+from gateway.cli._output import EXIT_FAILED, EXIT_OK, print_json, term
 
 if TYPE_CHECKING:
     from argparse import _SubParsersAction
@@ -79,7 +79,7 @@ def cmd_copy(args: argparse.Namespace) -> int:
     if args.json:
         print_json(info)
         return EXIT_OK
-    print(f"copied {info['from']} -> {info['to']}")
+    print(f"copied {term(info['from'])} -> {term(info['to'])}")
     for table, rows in info["copied"].items():
         print(f"  {_LABELS.get(table, table)}: {rows}")
     print("not copied (they start afresh): " + ", ".join(info["not_copied"]))

@@ -167,6 +167,11 @@ def test_copy_refuses_a_store_in_use_and_writes_nothing(world: World, postgres_u
         done = chit(world, "state", "copy", "--from", source)
         assert done.returncode == 2 and reason in done.stderr, done.stderr
     assert not (world.home / "missing.db").exists()
+    foreign = world.home / "foreign.db"  # someone else's database: not given chit's tables
+    raw(f"sqlite://{foreign}", "CREATE TABLE notes (body TEXT)")
+    done = chit(world, "state", "copy", "--from", f"sqlite://{foreign}", state=postgres_url)
+    assert done.returncode == 2 and "holds no chit state store" in done.stderr, done.stderr
+    assert raw(f"sqlite://{foreign}", "SELECT name FROM sqlite_master") == [("notes",)]
     done = chit(world, "state", "copy", "--from", "/not/a/url")
     assert done.returncode == 2 and "--from" in done.stderr
 
