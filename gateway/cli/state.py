@@ -37,6 +37,11 @@ def add_state(
         "copy", parents=[common],
         help="copy revocations, delegations, the freeze, the replay cache and the call log "
         "from another store into this home's store, which must hold none",
+        description="Copy the durable state of the store --from names into the store this "
+        "command resolves (--state, $CHIT_STATE, [state] url in <home>/engine.toml, else "
+        "<home>/state.db), in one transaction; refused unless that store holds no durable "
+        "state. Intents, staged paths, rate windows, session placements and the change feed "
+        "are not copied (docs/deployment.md, \"Switching stores\").",
     )
     p.add_argument("--from", dest="source", metavar="URL", required=True,
                    help="the store to copy from: sqlite:///PATH or postgresql://...")
