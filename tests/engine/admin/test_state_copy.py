@@ -47,6 +47,7 @@ def old_store(world: World) -> str:
 
 def configure(world: World, url: str) -> None:
     (world.home / "engine.toml").write_text(f'[state]\nurl = "{url}"\n', encoding="utf-8")
+    (world.home / "engine.toml").chmod(0o600)  # it may hold a password
 
 
 def serve_refused(world: World) -> subprocess.CompletedProcess[str]:
