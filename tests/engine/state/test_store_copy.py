@@ -245,7 +245,7 @@ def test_rows_naming_another_table_or_malformed_are_refused_and_nothing_is_writt
 ) -> None:
     """Threat: a table or column name from input reaching SQL; half a copy kept."""
     before = store.latest_change()
-    with pytest.raises(ValueError, match="durable table|malformed"):
+    with pytest.raises(ValueError, match=r"durable table|malformed"):
         store.import_durable(iter(rows), now=NOW)
     assert store.durable_state() == frozenset()
     assert store.latest_change() == before
