@@ -40,7 +40,7 @@ from engine.admin.keys import (
     rotate_signing_key,
 )
 from engine.admin.seed import create_repository, files_from_directory
-from engine.admin.state import migrate_state
+from engine.admin.state import copy_state, migrate_state
 from engine.admin.tokens import (
     attenuate_token,
     inspect_token,
@@ -61,6 +61,7 @@ __all__ = [
     "call_log_entries",
     "call_log_verifier_keys",
     "check_policy",
+    "copy_state",
     "create_repository",
     "ensure_home",
     "export_public",

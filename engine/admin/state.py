@@ -1,20 +1,30 @@
-"""The state store an operator's command works on, and ``chit state migrate``.
+"""The state store an operator's command works on, ``chit state migrate`` and ``chit state copy``.
 
 ``--state URL``, else ``$CHIT_STATE``, else ``[state] url`` in
-``<home>/engine.toml``, else ``<home>/state.db`` (docs/deployment.md).
+``<home>/engine.toml``, else ``<home>/state.db`` (docs/deployment.md; switching
+stores: "Switching stores" there).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from typing import Any
 
 from engine.errors import ConfigurationError
-from engine.state import SCHEMA_VERSION, Store, open_store, resolve_state_url
+from engine.state import (
+    NOT_COPIED,
+    SCHEMA_VERSION,
+    StateURL,
+    Store,
+    open_store,
+    parse_state_url,
+    resolve_state_url,
+)
 
-__all__ = ["migrate_state", "state_store"]
+__all__ = ["copy_state", "migrate_state", "state_store"]
 
 
 @contextmanager
@@ -87,3 +97,84 @@ def migrate_state(
             store.close()
     return {"store": url.redacted, "before": before, "version": version,
             "known": SCHEMA_VERSION, "due": version < SCHEMA_VERSION}
+
+
+def copy_state(
+    home: str | os.PathLike[str],
+    source: str,
+    *,
+    state: str | None = None,
+    now: int | None = None,
+) -> dict[str, Any]:
+    """Copy every durable row of the store ``source`` names into the home's store.
+
+    Both stores are migrated to this chit's schema first. The source is read
+    from one snapshot; the destination (resolved as every command resolves
+    it) is written in one transaction that first checks it holds no durable
+    state, and that announces ``revocation`` and ``freeze`` on its change
+    feed. The call log is copied row for row (entries with their ``sig``
+    column, the tree head, the checkpoints, the first form's chain head), so it
+    verifies on the destination as it did on the source. Intents, staged
+    paths, rate windows, session placements and the change feed are not copied.
+
+    Args:
+        home: The chit home.
+        source: The state URL to copy from (``--from``).
+        state: The state URL to copy into (``--state``); ``None``: the home's.
+        now: Unix seconds (default: the clock); replay-cache entries kept only
+            until before it are not copied.
+
+    Returns:
+        ``{"from", "to", "copied": {table: rows}, "not_copied", "announced"}``:
+        both URLs without a password, the rows written per durable table,
+        what stays behind and the change kinds announced.
+
+    Raises:
+        ConfigurationError: If a URL is unusable, both name the same store, or
+            the source holds no chit tables (a SQLite file that does not
+            exist included); nothing is written.
+        ValueError: If the destination already holds durable state, or a
+            source row is malformed; nothing is written.
+        StoreError: If a store cannot be reached or fails (``SchemaError``:
+            newer than this chit knows); nothing is written.
+    """
+    origin = parse_state_url(source, source="--from")
+    target = resolve_state_url(home, state)
+    if _same_store(origin, target):
+        raise ConfigurationError(f"--from names {target.redacted}, the store the copy would "
+                                 "write to; name the store to copy from")
+    if origin.path is not None and not origin.path.is_file():
+        raise ConfigurationError(f"no state store at {origin.path}")
+    moment = int(time.time()) if now is None else int(now)
+    # Read the source's version first: a database without chit's tables holds
+    # nothing to copy, and is not given them.
+    probe = open_store(home, origin, migrate=False)
+    try:
+        version = probe.schema_version()
+    finally:
+        probe.close()
+    if version == 0:
+        raise ConfigurationError(f"--from: {origin.redacted} holds no chit state store")
+    src = open_store(home, origin)
+    try:
+        dst = open_store(home, target)
+        try:
+            with closing(src.export_durable(now=moment)) as rows:
+                copied = dst.import_durable(rows, now=moment)
+        finally:
+            dst.close()
+    finally:
+        src.close()
+    return {"from": origin.redacted, "to": target.redacted, "copied": copied,
+            "not_copied": list(NOT_COPIED), "announced": ["revocation", "freeze"]}
+
+
+def _same_store(a: StateURL, b: StateURL) -> bool:
+    if a.path is not None and b.path is not None:
+        if os.path.realpath(a.path) == os.path.realpath(b.path):
+            return True
+        try:
+            return os.path.samefile(a.path, b.path)
+        except OSError:
+            return False
+    return a.redacted == b.redacted

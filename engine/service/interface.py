@@ -43,7 +43,7 @@ from engine.service.ratelimit import RateLimiter
 from engine.service.recording import CallFacts, Recorder
 from engine.service.sessions import Sessions, check_session_id
 from engine.service.watch import LocalChanges
-from engine.state import FreezeState, Store, open_store
+from engine.state import FreezeState, Store, open_store, refuse_left_behind, resolve_state_url
 from engine.tools.context import CallContext
 from engine.tools.offer import offer_for
 from engine.tools.semantic.intents import share_staged_paths, staged_paths
@@ -78,7 +78,9 @@ class Engine:
             (docs/deployment.md).
 
     Raises:
-        ConfigurationError: If the keyring, policy, repository or state URL is unusable.
+        ConfigurationError: If the keyring, policy, repository or state URL is
+            unusable, or the store holds no revocation, delegation or call log
+            while ``<home>/state.db`` does (docs/deployment.md, "Switching stores").
         StoreError: If the state store cannot be opened, or its schema is newer
             than this chit knows (``SchemaError``).
     """
@@ -102,7 +104,14 @@ class Engine:
         # Protected content is sealed in the commit path and opened on reads
         # (docs/sealing.md); protection follows whichever policy is current.
         self._sealing_keys = SealingKeyring(home)
-        self._store = open_store(home, state)
+        url = resolve_state_url(home, state)
+        self._store = open_store(home, url)
+        try:
+            # An engine on a new store must not forget what <home>/state.db holds.
+            refuse_left_behind(home, url, self._store)
+        except BaseException:
+            self._store.close()
+            raise
         self._rates = RateLimiter(self._store)
         try:
             self._repo = git.Repository(

@@ -7,7 +7,8 @@ the primary key (``INSERT ... ON CONFLICT``), rate windows, intents and the
 change feed on advisory locks; revocations and the freeze are announced with
 ``NOTIFY``. The schema is versioned as SQLite's and migrated forward when the
 store opens (docs/deployment.md). Its parts: ``postgres_log``,
-``postgres_intents``, ``postgres_shared``, ``postgres_feed``, ``postgres_schema``.
+``postgres_intents``, ``postgres_shared``, ``postgres_durable``, ``postgres_feed``,
+``postgres_schema``.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from engine.errors import StoreError
 from engine.limits import LIMITS
 from engine.state._common import freeze_of
 from engine.state._postgres import connect_kwargs, guard_errors, open_reason, password_in
+from engine.state.postgres_durable import PostgresDurable
 from engine.state.postgres_intents import PostgresIntents
 from engine.state.postgres_log import PostgresCallLog
 from engine.state.postgres_schema import migrate as migrate_schema
 from engine.state.postgres_schema import read_version
-from engine.state.postgres_shared import PostgresShared
 from engine.state.store import MAX_JTI_KEEP_UNTIL, Delegation, FreezeState, check_jti
 from engine.state.url import StateURL
 
@@ -41,7 +42,7 @@ _EXPIRED_JTI = (
 
 
 @guard_errors
-class PostgresStore(PostgresCallLog, PostgresIntents, PostgresShared):
+class PostgresStore(PostgresCallLog, PostgresIntents, PostgresDurable):
     """:class:`~engine.state.store.Store` on PostgreSQL (psycopg 3, a connection pool).
 
     Connections are autocommit, at most ``LIMITS.postgres_pool_connections``

@@ -7,7 +7,7 @@ and rate windows run under ``BEGIN IMMEDIATE`` (docs/audit.md §8;
 docs/exchange.md, "Replay protection"). The schema is versioned and migrated
 forward when the store opens (docs/deployment.md, "Schema versions"). The
 contract: :class:`~engine.state.store.Store`; its parts: ``sqlite_log``,
-``sqlite_intents``, ``sqlite_shared``.
+``sqlite_intents``, ``sqlite_shared``, ``sqlite_durable``.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from typing import Any
 from engine.errors import SchemaError, StoreError
 from engine.state._common import freeze_of
 from engine.state._sqlite import guard_errors
+from engine.state.sqlite_durable import SQLiteDurable
 from engine.state.sqlite_intents import SQLiteIntents
 from engine.state.sqlite_log import SQLiteCallLog
 from engine.state.sqlite_schema import MIGRATIONS
-from engine.state.sqlite_shared import SQLiteShared
 from engine.state.store import (
     MAX_JTI_KEEP_UNTIL,
     SCHEMA_VERSION,
@@ -41,7 +41,7 @@ _HEX = frozenset("0123456789abcdef")
 
 
 @guard_errors
-class SQLiteStore(SQLiteCallLog, SQLiteIntents, SQLiteShared):
+class SQLiteStore(SQLiteCallLog, SQLiteIntents, SQLiteDurable):
     """:class:`~engine.state.store.Store` on SQLite in WAL mode.
 
     Args:

@@ -11,7 +11,7 @@ engine/state/postgres.py for several (docs/deployment.md, docs/architecture.md).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
@@ -332,6 +332,36 @@ class Store(Protocol):
         self, *, agent: str | None = None, since: int | None = None, batch: int = 512
     ) -> Iterator[LogRow]:
         """Stored call-log rows in ascending ``seq``, untrusted, optionally filtered."""
+
+    # --- moving durable state between stores (``chit state copy``) -----------------
+
+    def durable_state(self) -> frozenset[str]:
+        """The durable tables (``engine.state.durable``) holding state; a missing one holds none."""
+
+    def export_durable(self, *, now: int) -> Generator[tuple[str, tuple[Any, ...]], None, None]:
+        """Every durable row, ``(table, values)``, table by table, from one snapshot.
+
+        Replay-cache entries that expired before ``now`` are left out. The
+        snapshot is held until the iterator is exhausted or closed.
+        """
+
+    def import_durable(
+        self, rows: Iterable[tuple[str, tuple[Any, ...]]], *, now: int
+    ) -> dict[str, int]:
+        """Write ``rows`` (as :meth:`export_durable` yields them) into this empty store.
+
+        One transaction that first checks, under the store's write lock, that no
+        durable table holds state, then inserts every row and announces
+        ``revocation`` and ``freeze`` on the change feed; nothing is written if
+        any of it fails.
+
+        Returns:
+            Rows written per durable table (every table named, 0 included).
+
+        Raises:
+            ValueError: If the store already holds durable state, or a row names
+                another table or is malformed; nothing is written.
+        """
 
     # --- schema ------------------------------------------------------------------
 
