@@ -20,6 +20,20 @@ from engine.state.store import LogBatch, LogCheckpoint, LogRow, LogTree
 __all__ = ["PostgresCallLog"]
 
 _TREE = "SELECT origin, size, last, frontier, signed, signed_at FROM call_log_tree WHERE id = 1"
+# A batch is one statement: the head moves and the entries are inserted together
+# (data-modifying parts of a WITH all run, whether read or not), with the
+# checkpoint if the batch has one.
+_MOVE = (
+    "WITH moved AS (UPDATE call_log_tree SET origin = %s, size = %s, last = %s, frontier = %s,"
+    " signed = %s, signed_at = %s WHERE id = 1 RETURNING 1){}"
+    " INSERT INTO call_log (seq, time, agent, entry, sig)"
+    " SELECT seq, time, agent, entry, ''::bytea FROM"
+    " unnest(%s::bigint[], %s::bigint[], %s::text[], %s::bytea[]) AS e(seq, time, agent, entry)"
+)
+_WRITE = _MOVE.format("")
+_WRITE_CHECKPOINT = _MOVE.format(
+    ", checkpoint AS (INSERT INTO call_log_checkpoint (size, time, note) VALUES (%s, %s, %s))"
+)
 
 
 @guard_errors
@@ -51,8 +65,8 @@ class PostgresCallLog(PostgresBase):
             ValueError: If the batch's entries do not number on from the head
                 (a programming error); nothing is written.
         """
-        with self._tx(pipelined=True) as conn:
-            tree = self._lock_tree(conn)
+        with self._tx_begun(_TREE + " FOR UPDATE") as (conn, row):
+            tree = self._tree(row if row is not None else self._restore_tree(conn))
             batch = compose(tree)
             if batch is None:
                 return tree
@@ -60,35 +74,15 @@ class PostgresCallLog(PostgresBase):
             for i, item in enumerate(batch.entries):
                 if first is not None and item.seq != first + i:
                     raise ValueError("call-log entries must number on from the tree head")
-            if batch.entries:
-                with conn.cursor() as cursor:
-                    cursor.executemany(
-                        "INSERT INTO call_log (seq, time, agent, entry, sig)"
-                        " VALUES (%s, %s, %s, %s, %s)",
-                        [(e.seq, e.time, e.agent, e.entry, b"") for e in batch.entries],
-                    )
-            t = batch.tree
-            conn.execute(
-                "UPDATE call_log_tree SET origin = %s, size = %s, last = %s, frontier = %s,"
-                " signed = %s, signed_at = %s WHERE id = 1",
-                (t.origin, t.size, t.last, t.frontier, t.signed, t.signed_at),
-            )
-            if batch.checkpoint is not None:
-                c = batch.checkpoint
-                conn.execute(
-                    "INSERT INTO call_log_checkpoint (size, time, note) VALUES (%s, %s, %s)",
-                    (c.size, c.time, c.note),
-                )
+            conn.execute(_WRITE if batch.checkpoint is None else _WRITE_CHECKPOINT,
+                         _write_values(batch))
         return batch.tree
 
-    @classmethod
-    def _lock_tree(cls, conn: Connection) -> LogTree | None:
-        """Lock the tree head's row for the transaction (restoring a deleted row) and read it."""
-        row = conn.execute(_TREE + " FOR UPDATE").fetchone()
-        if row is None:  # deleted behind the store's back: the log has no head now
-            conn.execute("INSERT INTO call_log_tree (id) VALUES (1) ON CONFLICT (id) DO NOTHING")
-            row = conn.execute(_TREE + " FOR UPDATE").fetchone()
-        return cls._tree(row)
+    @staticmethod
+    def _restore_tree(conn: Connection) -> tuple[Any, ...] | None:
+        """Put back a tree head row deleted behind the store's back, lock it and read it."""
+        conn.execute("INSERT INTO call_log_tree (id) VALUES (1) ON CONFLICT (id) DO NOTHING")
+        return conn.execute(_TREE + " FOR UPDATE").fetchone()
 
     @staticmethod
     def _tree(row: tuple[Any, ...] | None) -> LogTree | None:
@@ -165,3 +159,20 @@ class PostgresCallLog(PostgresBase):
                 return conn.execute(query, values).fetchall()
 
         yield from paged_log_rows(fetch, params, batch)
+
+
+def _write_values(batch: LogBatch) -> tuple[Any, ...]:
+    """The parameters of :data:`_WRITE` (or :data:`_WRITE_CHECKPOINT`) for ``batch``."""
+    t = batch.tree
+    values: tuple[Any, ...] = (t.origin, t.size, t.last, t.frontier, t.signed, t.signed_at)
+    if batch.checkpoint is not None:
+        c = batch.checkpoint
+        values += (c.size, c.time, c.note)
+    entries = batch.entries
+    columns = (
+        [e.seq for e in entries],
+        [e.time for e in entries],
+        [e.agent for e in entries],
+        [e.entry for e in entries],
+    )
+    return (*values, *columns)
