@@ -1,9 +1,12 @@
 """The call log on PostgreSQL: entries, the tree head and checkpoints (docs/audit.md §8).
 
-Appends are serialised by a row lock on the head that holds the tree's frontier
-(``SELECT ... FOR UPDATE`` of ``call_log_tree``), taken by the transaction that
-writes the batch, so no two interleave from any engine on any host. Rows read
-back are untrusted until a verifier has recomputed them.
+Appends are serialised by the row lock of the head that holds the tree's
+frontier (``call_log_tree``): a batch is written in one statement that moves
+the head only if it is still the head the batch was made from, so no two
+interleave from any engine on any host. The batch is made from the head this
+store last wrote (one round trip) or, when another engine appended since, from
+the head read under ``SELECT ... FOR UPDATE``. Rows read back are untrusted
+until a verifier has recomputed them.
 """
 
 from __future__ import annotations
@@ -16,48 +19,71 @@ import psycopg
 from engine.state._common import log_rows_query, paged_log_rows
 from engine.state._postgres import Connection, PostgresBase, guard_errors
 from engine.state.store import LogBatch, LogCheckpoint, LogRow, LogTree
+from engine.state.url import StateURL
 
 __all__ = ["PostgresCallLog"]
 
 _TREE = "SELECT origin, size, last, frontier, signed, signed_at FROM call_log_tree WHERE id = 1"
-# A batch is one statement: the head moves and the entries are inserted together
-# (data-modifying parts of a WITH all run, whether read or not), with the
-# checkpoint if the batch has one.
+# A batch is one statement. The head moves only if it is still the one the
+# batch was made from (every column equal, NULLs included), and the entries and
+# checkpoint are inserted only if it moved (they read its RETURNING row; the
+# data-modifying parts of a WITH all run, whether read or not). Answers 1 if
+# the batch was written, 0 if the head was another.
 _MOVE = (
-    "WITH moved AS (UPDATE call_log_tree SET origin = %s, size = %s, last = %s, frontier = %s,"
-    " signed = %s, signed_at = %s WHERE id = 1 RETURNING 1){}"
-    " INSERT INTO call_log (seq, time, agent, entry, sig)"
-    " SELECT seq, time, agent, entry, ''::bytea FROM"
-    " unnest(%s::bigint[], %s::bigint[], %s::text[], %s::bytea[]) AS e(seq, time, agent, entry)"
+    "WITH moved AS (UPDATE call_log_tree SET origin = %s, size = %s, last = %s,"
+    " frontier = %s, signed = %s, signed_at = %s"
+    " WHERE id = 1 AND origin IS NOT DISTINCT FROM %s AND size IS NOT DISTINCT FROM %s"
+    " AND last IS NOT DISTINCT FROM %s AND frontier IS NOT DISTINCT FROM %s"
+    " AND signed IS NOT DISTINCT FROM %s AND signed_at IS NOT DISTINCT FROM %s RETURNING 1),"
+    " entries AS (INSERT INTO call_log (seq, time, agent, entry, sig)"
+    " SELECT seq, time, agent, entry, ''::bytea FROM moved,"
+    " unnest(%s::bigint[], %s::bigint[], %s::text[], %s::bytea[]) AS e(seq, time, agent, entry)){}"
+    " SELECT COUNT(*) FROM moved"
 )
 _WRITE = _MOVE.format("")
 _WRITE_CHECKPOINT = _MOVE.format(
-    ", checkpoint AS (INSERT INTO call_log_checkpoint (size, time, note) VALUES (%s, %s, %s))"
+    ", checkpoint AS (INSERT INTO call_log_checkpoint (size, time, note)"
+    " SELECT %s::bigint, %s::bigint, %s::text FROM moved)"
 )
+_GUESSES_SKIPPED_AT_MOST = 64  # appends made under the lock after guesses kept missing
 
 
 @guard_errors
 class PostgresCallLog(PostgresBase):
     """The call-log part of :class:`~engine.state.postgres.PostgresStore`."""
 
+    def __init__(self, url: StateURL) -> None:
+        super().__init__(url)
+        # The head as this store last wrote it, and how guesses from it fared.
+        self._head: LogTree | None = None
+        self._skip_guesses = 0  # appends left to make under the lock before guessing again
+        self._missed_guesses = 0  # guesses missed in a row
+
     def append_log(
         self, compose: Callable[[LogTree | None], LogBatch | None]
     ) -> LogTree | None:
         """Append a batch of call-log entries (and maybe a checkpoint), serialised on the head.
 
-        Inside one transaction that holds the tree head's row lock (so no two
-        appends interleave, from any engine) this reads the head, asks
-        ``compose(head)`` for the batch (``None``: nothing to write), inserts
-        its entries and checkpoint and moves the head. The next entry always
+        The batch is written together with the move of the tree head, in one
+        statement, and only if the stored head is still the one ``compose``
+        made it from, every column equal: the head's row lock serialises
+        appends from every engine, and an append that finds another head
+        writes nothing. First, while this store's last append is likely to
+        still be the head (no other engine appended since), ``compose`` makes
+        the batch from it and the statement is sent alone (one round trip).
+        Otherwise, or if the head had moved, one transaction locks the head
+        (``SELECT ... FOR UPDATE``), reads it, asks ``compose(head)`` for the
+        batch (``None``: nothing to write) and writes it. The next entry always
         continues from the *head*, never from the last row: rows deleted behind
         the head's back stay a visible gap. ``compose`` may read
-        :meth:`log_rows` and :meth:`log_head`: they run in the same transaction.
+        :meth:`log_rows` and :meth:`log_head` (in the locked transaction); it
+        may be called twice, so it must only compute.
 
         Args:
             compose: Makes the batch from the stored head (``None`` if none).
 
         Returns:
-            The tree head after the transaction.
+            The tree head after the append.
 
         Raises:
             StoreError: If the database fails, or a sequence number is taken
@@ -65,18 +91,62 @@ class PostgresCallLog(PostgresBase):
             ValueError: If the batch's entries do not number on from the head
                 (a programming error); nothing is written.
         """
+        guess = self._guess()
+        if guess is not None:
+            batch = compose(guess)
+            if batch is not None:
+                with self._conn() as conn:
+                    written = self._write(conn, guess, batch)
+                self._guessed(written, batch.tree)
+                if written:
+                    return batch.tree
         with self._tx_begun(_TREE + " FOR UPDATE") as (conn, row):
             tree = self._tree(row if row is not None else self._restore_tree(conn))
             batch = compose(tree)
             if batch is None:
                 return tree
-            first = tree.size + 1 if tree is not None else None
-            for i, item in enumerate(batch.entries):
-                if first is not None and item.seq != first + i:
-                    raise ValueError("call-log entries must number on from the tree head")
-            conn.execute(_WRITE if batch.checkpoint is None else _WRITE_CHECKPOINT,
-                         _write_values(batch))
+            if not self._write(conn, tree, batch):  # pragma: no cover - the lock is held
+                raise psycopg.DataError("the call log's tree head moved under its lock")
+        self._head = batch.tree
         return batch.tree
+
+    def _guess(self) -> LogTree | None:
+        """The head to make the next batch from without the lock, or ``None`` to take it."""
+        if getattr(self._local, "conn", None) is not None or self._head is None:
+            return None  # inside a caller's transaction, or nothing known yet
+        if self._skip_guesses > 0:
+            self._skip_guesses -= 1
+            return None
+        return self._head
+
+    def _guessed(self, written: bool, tree: LogTree) -> None:
+        """Learn from a guess: guess on after a hit, less often after misses in a row.
+
+        Engines that share the store and append in turn make every guess of
+        each one miss; each miss in a row doubles the appends made under the
+        lock before the next guess (at most ``_GUESSES_SKIPPED_AT_MOST``).
+        """
+        if written:
+            self._head, self._missed_guesses = tree, 0
+            return
+        self._head = None
+        self._missed_guesses = min(self._missed_guesses + 1, 16)
+        self._skip_guesses = min(2 ** (self._missed_guesses - 1), _GUESSES_SKIPPED_AT_MOST)
+
+    @staticmethod
+    def _write(conn: Connection, head: LogTree | None, batch: LogBatch) -> bool:
+        """Write ``batch`` if the stored head is ``head``; whether it was written.
+
+        Raises:
+            ValueError: If the batch's entries do not number on from ``head``.
+        """
+        first = head.size + 1 if head is not None else None
+        for i, item in enumerate(batch.entries):
+            if first is not None and item.seq != first + i:
+                raise ValueError("call-log entries must number on from the tree head")
+        statement = _WRITE if batch.checkpoint is None else _WRITE_CHECKPOINT
+        row = conn.execute(statement, _write_values(head, batch)).fetchone()
+        return row is not None and row[0] == 1
 
     @staticmethod
     def _restore_tree(conn: Connection) -> tuple[Any, ...] | None:
@@ -161,18 +231,19 @@ class PostgresCallLog(PostgresBase):
         yield from paged_log_rows(fetch, params, batch)
 
 
-def _write_values(batch: LogBatch) -> tuple[Any, ...]:
+def _write_values(head: LogTree | None, batch: LogBatch) -> tuple[Any, ...]:
     """The parameters of :data:`_WRITE` (or :data:`_WRITE_CHECKPOINT`) for ``batch``."""
     t = batch.tree
-    values: tuple[Any, ...] = (t.origin, t.size, t.last, t.frontier, t.signed, t.signed_at)
-    if batch.checkpoint is not None:
-        c = batch.checkpoint
-        values += (c.size, c.time, c.note)
+    was: tuple[Any, ...] = (None,) * 6 if head is None else (
+        head.origin, head.size, head.last, head.frontier, head.signed, head.signed_at
+    )
     entries = batch.entries
-    columns = (
+    values = (
+        t.origin, t.size, t.last, t.frontier, t.signed, t.signed_at, *was,
         [e.seq for e in entries],
         [e.time for e in entries],
         [e.agent for e in entries],
         [e.entry for e in entries],
     )
-    return (*values, *columns)
+    c = batch.checkpoint
+    return values if c is None else (*values, c.size, c.time, c.note)
