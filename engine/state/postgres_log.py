@@ -104,6 +104,7 @@ class PostgresCallLog(PostgresBase):
             tree = self._tree(row if row is not None else self._restore_tree(conn))
             batch = compose(tree)
             if batch is None:
+                self._head = tree
                 return tree
             if not self._write(conn, tree, batch):  # pragma: no cover - the lock is held
                 raise psycopg.DataError("the call log's tree head moved under its lock")
