@@ -4,9 +4,10 @@ Appends are serialised by the row lock of the head that holds the tree's
 frontier (``call_log_tree``): a batch is written in one statement that moves
 the head only if it is still the head the batch was made from, so no two
 interleave from any engine on any host. The batch is made from the head this
-store last wrote (one round trip) or, when another engine appended since, from
-the head read under ``SELECT ... FOR UPDATE``. Rows read back are untrusted
-until a verifier has recomputed them.
+store last wrote (one round trip), else from the head read just before, else,
+when another engine appended in between, from the head read under ``SELECT ...
+FOR UPDATE``. Rows read back are untrusted until a verifier has recomputed
+them.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ _WRITE_CHECKPOINT = _MOVE.format(
     ", checkpoint AS (INSERT INTO call_log_checkpoint (size, time, note)"
     " SELECT %s::bigint, %s::bigint, %s::text FROM moved)"
 )
-_GUESSES_SKIPPED_AT_MOST = 64  # appends made under the lock after guesses kept missing
+_GUESSES_SKIPPED_AT_MOST = 64  # appends that read the head first, after guesses kept missing
 
 
 @guard_errors
@@ -56,7 +57,7 @@ class PostgresCallLog(PostgresBase):
         super().__init__(url)
         # The head as this store last wrote it, and how guesses from it fared.
         self._head: LogTree | None = None
-        self._skip_guesses = 0  # appends left to make under the lock before guessing again
+        self._skip_guesses = 0  # appends left that read the head before guessing again
         self._missed_guesses = 0  # guesses missed in a row
 
     def append_log(
@@ -68,16 +69,17 @@ class PostgresCallLog(PostgresBase):
         statement, and only if the stored head is still the one ``compose``
         made it from, every column equal: the head's row lock serialises
         appends from every engine, and an append that finds another head
-        writes nothing. First, while this store's last append is likely to
-        still be the head (no other engine appended since), ``compose`` makes
-        the batch from it and the statement is sent alone (one round trip).
-        Otherwise, or if the head had moved, one transaction locks the head
-        (``SELECT ... FOR UPDATE``), reads it, asks ``compose(head)`` for the
-        batch (``None``: nothing to write) and writes it. The next entry always
-        continues from the *head*, never from the last row: rows deleted behind
-        the head's back stay a visible gap. ``compose`` may read
-        :meth:`log_rows` and :meth:`log_head` (in the locked transaction); it
-        may be called twice, so it must only compute.
+        writes nothing. The batch is made from the head this store last wrote
+        while that keeps being the head (one round trip: no other engine
+        appended since), else from the head read just before (two). If the
+        head moved meanwhile, or the log has no head yet, one transaction
+        locks the head (``SELECT ... FOR UPDATE``), reads it, asks
+        ``compose(head)`` for the batch (``None``: nothing to write) and writes
+        it. The next entry always continues from the *head*, never from the
+        last row: rows deleted behind the head's back stay a visible gap.
+        ``compose`` may read :meth:`log_rows` and :meth:`log_head` (in the
+        locked transaction); it may be called more than once, so it must only
+        compute.
 
         Args:
             compose: Makes the batch from the stored head (``None`` if none).
@@ -91,15 +93,10 @@ class PostgresCallLog(PostgresBase):
             ValueError: If the batch's entries do not number on from the head
                 (a programming error); nothing is written.
         """
-        guess = self._guess()
-        if guess is not None:
-            batch = compose(guess)
-            if batch is not None:
-                with self._conn() as conn:
-                    written = self._write(conn, guess, batch)
-                self._guessed(written, batch.tree)
-                if written:
-                    return batch.tree
+        if getattr(self._local, "conn", None) is None:  # not inside a caller's transaction
+            done, tree = self._append_unlocked(compose)
+            if done:
+                return tree
         with self._tx_begun(_TREE + " FOR UPDATE") as (conn, row):
             tree = self._tree(row if row is not None else self._restore_tree(conn))
             batch = compose(tree)
@@ -111,26 +108,47 @@ class PostgresCallLog(PostgresBase):
         self._head = batch.tree
         return batch.tree
 
+    def _append_unlocked(
+        self, compose: Callable[[LogTree | None], LogBatch | None]
+    ) -> tuple[bool, LogTree | None]:
+        """Append without the head's lock; ``(False, None)`` if it must be taken."""
+        head, guessed = self._guess(), True
+        if head is None:
+            with self._conn() as conn:
+                head, guessed = self._tree(conn.execute(_TREE).fetchone()), False
+            if head is None:
+                return False, None  # no head yet: the first batch is made under the lock
+        batch = compose(head)
+        if batch is None:
+            if guessed:
+                return False, None  # the head may have moved: only the stored head can tell
+            self._head = head
+            return True, head
+        with self._conn() as conn:
+            written = self._write(conn, head, batch)
+        self._learn(written, guessed, batch.tree)
+        return written, batch.tree if written else None
+
     def _guess(self) -> LogTree | None:
-        """The head to make the next batch from without the lock, or ``None`` to take it."""
-        if getattr(self._local, "conn", None) is not None or self._head is None:
-            return None  # inside a caller's transaction, or nothing known yet
+        """The head this store last wrote, to make the next batch from; ``None``: read it."""
         if self._skip_guesses > 0:
             self._skip_guesses -= 1
             return None
         return self._head
 
-    def _guessed(self, written: bool, tree: LogTree) -> None:
-        """Learn from a guess: guess on after a hit, less often after misses in a row.
+    def _learn(self, written: bool, guessed: bool, tree: LogTree) -> None:
+        """Remember the head written; guess less often after guesses missed in a row.
 
         Engines that share the store and append in turn make every guess of
-        each one miss; each miss in a row doubles the appends made under the
-        lock before the next guess (at most ``_GUESSES_SKIPPED_AT_MOST``).
+        each one miss; each miss in a row doubles the appends that read the
+        head before the next guess (at most ``_GUESSES_SKIPPED_AT_MOST``).
         """
-        if written:
-            self._head, self._missed_guesses = tree, 0
+        self._head = tree if written else None
+        if not guessed:
             return
-        self._head = None
+        if written:
+            self._missed_guesses = 0
+            return
         self._missed_guesses = min(self._missed_guesses + 1, 16)
         self._skip_guesses = min(2 ** (self._missed_guesses - 1), _GUESSES_SKIPPED_AT_MOST)
 
