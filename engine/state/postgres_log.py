@@ -4,10 +4,9 @@ Appends are serialised by the row lock of the head that holds the tree's
 frontier (``call_log_tree``): a batch is written in one statement that moves
 the head only if it is still the head the batch was made from, so no two
 interleave from any engine on any host. The batch is made from the head this
-store last wrote (one round trip), else from the head read just before, else,
-when another engine appended in between, from the head read under ``SELECT ...
-FOR UPDATE``. Rows read back are untrusted until a verifier has recomputed
-them.
+store last wrote (one round trip) or from one read just before, while engines
+seldom append in between, else from the head read under ``SELECT ... FOR
+UPDATE``. Rows read back are untrusted until a verifier has recomputed them.
 """
 
 from __future__ import annotations
@@ -46,7 +45,36 @@ _WRITE_CHECKPOINT = _MOVE.format(
     ", checkpoint AS (INSERT INTO call_log_checkpoint (size, time, note)"
     " SELECT %s::bigint, %s::bigint, %s::text FROM moved)"
 )
-_GUESSES_SKIPPED_AT_MOST = 64  # appends that read the head first, after guesses kept missing
+_RECENT = 8  # tries a way of appending without the lock is judged on
+
+
+class _Way:
+    """How often one way of appending without the head's lock wrote its batch lately.
+
+    A way that costs ``cost`` round trips when it writes, and the lock's three
+    more when it does not, pays while more than ``(cost - 1) / 3`` of its tries
+    write: a third for the head last written (one round trip), two thirds for
+    a head read just before (two). The share is a moving average (each try
+    weighs ``1 / _RECENT``); a way that does not pay is still tried every
+    ``_RECENT``-th append, so the share follows engines that start or stop
+    appending in turn.
+    """
+
+    def __init__(self, cost: int) -> None:
+        self._worth = (cost - 1) / 3
+        self._share = 1.0
+        self._idle = 0
+
+    def pays(self) -> bool:
+        """Whether to try this way for the next append."""
+        if self._share > self._worth:
+            return True
+        self._idle = (self._idle + 1) % _RECENT
+        return self._idle == 0
+
+    def tried(self, wrote: bool) -> None:
+        """Count a try that wrote its batch (``True``) or found another head."""
+        self._share += ((1.0 if wrote else 0.0) - self._share) / _RECENT
 
 
 @guard_errors
@@ -55,10 +83,9 @@ class PostgresCallLog(PostgresBase):
 
     def __init__(self, url: StateURL) -> None:
         super().__init__(url)
-        # The head as this store last wrote it, and how guesses from it fared.
-        self._head: LogTree | None = None
-        self._skip_guesses = 0  # appends left that read the head before guessing again
-        self._missed_guesses = 0  # guesses missed in a row
+        self._head: LogTree | None = None  # the head as this store last wrote it
+        self._from_written = _Way(cost=1)  # batches made from that head
+        self._from_read = _Way(cost=2)  # batches made from a head read just before
 
     def append_log(
         self, compose: Callable[[LogTree | None], LogBatch | None]
@@ -69,14 +96,16 @@ class PostgresCallLog(PostgresBase):
         statement, and only if the stored head is still the one ``compose``
         made it from, every column equal: the head's row lock serialises
         appends from every engine, and an append that finds another head
-        writes nothing. The batch is made from the head this store last wrote
-        while that keeps being the head (one round trip: no other engine
-        appended since), else from the head read just before (two). If the
-        head moved meanwhile, or the log has no head yet, one transaction
-        locks the head (``SELECT ... FOR UPDATE``), reads it, asks
-        ``compose(head)`` for the batch (``None``: nothing to write) and writes
-        it. The next entry always continues from the *head*, never from the
-        last row: rows deleted behind the head's back stay a visible gap.
+        writes nothing. The batch is first made, without the lock, from the
+        head this store last wrote (one round trip; it writes unless another
+        engine appended since) or from the head read just before (two), while
+        that way has lately written often enough to pay (:class:`_Way`).
+        Otherwise, or if the head had moved, or the log has no head yet, one
+        transaction locks the head (``SELECT ... FOR UPDATE``; three round
+        trips), reads it, asks ``compose(head)`` for the batch (``None``:
+        nothing to write) and writes it. The next entry always continues from
+        the *head*, never from the last row: rows deleted behind the head's
+        back stay a visible gap.
         ``compose`` may read :meth:`log_rows` and :meth:`log_head` (in the
         locked transaction); it may be called more than once, so it must only
         compute.
@@ -111,46 +140,29 @@ class PostgresCallLog(PostgresBase):
     def _append_unlocked(
         self, compose: Callable[[LogTree | None], LogBatch | None]
     ) -> tuple[bool, LogTree | None]:
-        """Append without the head's lock; ``(False, None)`` if it must be taken."""
-        head, guessed = self._guess(), True
-        if head is None:
+        """Append without the head's lock, if a way pays; ``(False, None)``: take the lock."""
+        head = self._head
+        if head is not None and self._from_written.pays():
+            way = self._from_written
+        elif self._from_read.pays():
+            way = self._from_read
             with self._conn() as conn:
-                head, guessed = self._tree(conn.execute(_TREE).fetchone()), False
+                head = self._tree(conn.execute(_TREE).fetchone())
             if head is None:
                 return False, None  # no head yet: the first batch is made under the lock
+        else:
+            return False, None
         batch = compose(head)
         if batch is None:
-            if guessed:
+            if way is self._from_written:
                 return False, None  # the head may have moved: only the stored head can tell
             self._head = head
             return True, head
         with self._conn() as conn:
             written = self._write(conn, head, batch)
-        self._learn(written, guessed, batch.tree)
+        way.tried(written)
+        self._head = batch.tree if written else None
         return written, batch.tree if written else None
-
-    def _guess(self) -> LogTree | None:
-        """The head this store last wrote, to make the next batch from; ``None``: read it."""
-        if self._skip_guesses > 0:
-            self._skip_guesses -= 1
-            return None
-        return self._head
-
-    def _learn(self, written: bool, guessed: bool, tree: LogTree) -> None:
-        """Remember the head written; guess less often after guesses missed in a row.
-
-        Engines that share the store and append in turn make every guess of
-        each one miss; each miss in a row doubles the appends that read the
-        head before the next guess (at most ``_GUESSES_SKIPPED_AT_MOST``).
-        """
-        self._head = tree if written else None
-        if not guessed:
-            return
-        if written:
-            self._missed_guesses = 0
-            return
-        self._missed_guesses = min(self._missed_guesses + 1, 16)
-        self._skip_guesses = min(2 ** (self._missed_guesses - 1), _GUESSES_SKIPPED_AT_MOST)
 
     @staticmethod
     def _write(conn: Connection, head: LogTree | None, batch: LogBatch) -> bool:
