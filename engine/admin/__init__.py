@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.admin.audit import provenance_graph, render_graph, verify_lanes
+from engine.admin.doctor import DoctorRepository, diagnose
 from engine.admin.calllog import (
     call_log_checkpoint,
     call_log_entries,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LIMITS",
+    "DoctorRepository",
     "TokenExchange",
     "attenuate_token",
     "call_log_checkpoint",
@@ -63,6 +65,7 @@ __all__ = [
     "check_policy",
     "copy_state",
     "create_repository",
+    "diagnose",
     "ensure_home",
     "export_public",
     "files_from_directory",

@@ -116,12 +116,16 @@ class Engine:
         try:
             self._repo = git.Repository(
                 repo,
+                pushed_stores=(CATALOG_STORE_REF,),
                 sealing=sealing.Sealing(self._sealing_keys, self._protects),
                 shared_lock=self._store.lane_lock,
             )
         except BaseException:
             self._store.close()
             raise
+        if self._repo.remote is not None:
+            # Pushes lanes a failed push left behind, in the background, with backoff.
+            self._repo.remote.start()
         # The semantic index keeps parsed records beside the lane locks, shared by
         # every engine of this repository, under a key derived from the sealing
         # key (engine/semantic/persist.py); protected files are never kept there.
@@ -157,6 +161,7 @@ class Engine:
         if placement is not None:  # a worker that stops lets its sessions go
             placement.release()
         self._changes.close()
+        self._repo.close()
         self._log.close()
         self._store.close()
 
