@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pygit2
 
-from engine.git.handle import Handle
+from engine.git.handle import Handle, reference
 from engine.git.refs import tracking_ref
 from engine.git.transport import GitRun, RemoteURL, run_git
 
@@ -64,6 +64,7 @@ class Remote:
 
     def __init__(self, handle: Handle, url: RemoteURL) -> None:
         self.url = url
+        self._handle = handle
         self._git_dir = handle.commondir
 
     def __repr__(self) -> str:
@@ -129,10 +130,10 @@ class Remote:
                          "--no-recurse-submodules", "--", self.url.name, *specs])
         if not run.ok:
             raise self._failure(run, "fetching from the remote")
-        repo = pygit2.Repository(self._git_dir)
+        repo = self._handle.repo
         fetched: dict[str, pygit2.Oid] = {}
         for ref in refs:
-            found = repo.references.get(tracking_ref(ref))
+            found = reference(repo, tracking_ref(ref))
             if found is not None and isinstance(found.target, pygit2.Oid):
                 fetched[ref] = found.target
         return fetched

@@ -285,6 +285,10 @@ class Replica:
                     behind[agent] = "not yet pushed"
             elif name.startswith(PARKED_PREFIX) and name not in heads:
                 agent = name[len(PARKED_PREFIX):].split("/", 1)[0]
+                try:
+                    lane_ref(agent)
+                except ValueError:
+                    continue  # not a name chit parks under
                 parked.setdefault(agent, set()).add(name)
                 behind[agent] = "parked commits not yet pushed"
         with self._state:
