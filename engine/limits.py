@@ -114,7 +114,7 @@ class Limits:
     remote_url_chars: int = 2048
     """Characters of a repository's remote URL (operator configuration)."""
     remote_command_seconds: float = 30.0
-    """Seconds one ``git fetch``, ``push`` or ``ls-remote`` to the remote may run before it is killed."""
+    """Seconds one ``git fetch``, ``push`` or ``ls-remote`` may run before it is killed."""
     remote_output_bytes: int = 1 << 20
     """Bytes of one such command's output that are read (1 MiB); the rest is dropped."""
     remote_push_attempts: int = 3

@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.admin.audit import provenance_graph, render_graph, verify_lanes
-from engine.admin.doctor import DoctorRepository, diagnose
 from engine.admin.calllog import (
     call_log_checkpoint,
     call_log_entries,
@@ -29,6 +28,7 @@ from engine.admin.calllog import (
     read_checkpoint_file,
     verify_call_log,
 )
+from engine.admin.doctor import DoctorRepository, diagnose
 from engine.admin.freeze import freeze_status, set_freeze
 from engine.admin.home import check_policy, ensure_home, init_home, open_repository, resolve_home
 from engine.admin.keys import (

@@ -108,8 +108,8 @@ def lane_commits(handle: Handle, agent: str, since: str | None = None) -> list[p
 
     Returns:
         Commits reachable from the lane and not from the base (the local base
-        branch, nor the remote's as last fetched, nor ``since``), newest first (topological, then time order); empty if
-        there is no lane.
+        branch, nor the remote's as last fetched, nor ``since``), newest first
+        (topological, then time order); empty if there is no lane.
 
     Raises:
         InvalidRequestError, RepositoryError: If ``since`` does not resolve.

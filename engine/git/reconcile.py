@@ -85,7 +85,12 @@ def adopt_lane(
 
 
 def union_store(
-    handle: Handle, update: CasUpdate, ref: str, remote: pygit2.Oid | None, *, now: int | None = None
+    handle: Handle,
+    update: CasUpdate,
+    ref: str,
+    remote: pygit2.Oid | None,
+    *,
+    now: int | None = None,
 ) -> None:
     """Make a chit store reference hold every entry of the local and the remote store.
 

@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Final
 
 import pygit2
+from pygit2.enums import RepositoryOpenFlag
 
 from engine.errors import ConfigurationError, InvalidRequestError, RepositoryError
 from engine.git.handle import Handle, common_dir, private_folder, reference
@@ -114,16 +115,23 @@ def tracking_ref(ref: str) -> str:
     return UPSTREAM_PREFIX + ref.removeprefix("refs/")
 
 
-def default_base(repo: pygit2.Repository) -> str:
+def default_base(commondir: str) -> str:
     """The branch the repository's ``HEAD`` names, as a full reference name.
+
+    The repository's own ``HEAD``, in its common directory: for a linked
+    worktree, the main worktree's, not the branch the linked one has out.
+
+    Args:
+        commondir: The repository's common git directory.
 
     Raises:
         ConfigurationError: If ``HEAD`` is detached or names no branch chit
             could use as a base (see :func:`base_ref`).
     """
     try:
+        repo = pygit2.Repository(commondir, RepositoryOpenFlag.NO_SEARCH)
         target = repo.references["HEAD"].target
-    except (KeyError, pygit2.GitError, ValueError):
+    except (KeyError, pygit2.GitError, ValueError, OSError):
         target = None
     if not isinstance(target, str) or not target.startswith("refs/heads/"):
         raise ConfigurationError(

@@ -42,7 +42,8 @@ class Repository:
             configuration, not agent input). No upward search is done.
         base: The base branch lanes start from and are compared with
             (``master``, ``trunk``, or ``refs/heads/...``); default the branch
-            the repository's ``HEAD`` names.
+            the repository's ``HEAD`` names (a linked worktree's repository:
+            the main worktree's).
         remote: The organisation's remote (any URL git accepts for fetch and
             push); each lane commit is pushed there with its provenance
             (engine/git/replica.py). ``None``: nothing leaves the repository.
@@ -75,8 +76,9 @@ class Repository:
     ) -> None:
         self._handle = Handle(path, NO_SEALING if sealing is None else sealing)
         self._ref_locks = refs.RefLocks(self._handle.chit_dir, shared=shared_lock)
-        repo = self._handle.repo
-        self._handle.base_ref = refs.default_base(repo) if base is None else refs.base_ref(base)
+        self._handle.base_ref = (
+            refs.default_base(self._handle.commondir) if base is None else refs.base_ref(base)
+        )
         self._replica: Replica | None = None
         if remote is not None:
             url = RemoteURL(remote)

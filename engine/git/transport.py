@@ -16,7 +16,7 @@ import os
 import re
 import selectors
 import signal
-import subprocess  # noqa: S404 -- git's transport; argv is a fixed list, never a shell
+import subprocess
 import time
 from dataclasses import dataclass
 from urllib.parse import unquote

@@ -27,10 +27,10 @@ from engine.semantic.tree import TreeIndex
 from engine.tools.context import CallContext
 
 __all__ = [
+    "base_holds",
     "bound_elsewhere",
     "check_paths",
     "fit",
-    "base_holds",
     "not_found",
     "read_view_file",
     "resolve",

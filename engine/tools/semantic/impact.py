@@ -21,10 +21,10 @@ from engine.semantic.records import Definition
 from engine.semantic.tree import TreeIndex
 from engine.tools.context import CallContext
 from engine.tools.semantic._shared import (
+    base_holds,
     bound_elsewhere,
     check_paths,
     fit,
-    base_holds,
     resolve,
     to_symbol,
     under,

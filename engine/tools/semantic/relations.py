@@ -12,9 +12,9 @@ from engine.semantic.names import rank_key
 from engine.semantic.records import Role
 from engine.tools.context import CallContext
 from engine.tools.semantic._shared import (
+    base_holds,
     bound_elsewhere,
     fit,
-    base_holds,
     not_found,
     resolve,
     to_symbol,

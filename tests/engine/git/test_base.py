@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pygit2
 import pytest
 
+from engine.admin.seed import create_repository
 from engine.errors import ConfigurationError, RepositoryError
 from engine.git import Repository, StagedChange
 from tests.engine.git.repo_helpers import (
@@ -161,3 +163,15 @@ def test_a_lane_whose_head_does_not_descend_from_the_session_base_still_merges(
     assert master_repo[landed].peel(pygit2.Commit).parent_ids == [lane]
     assert vcs.read_at("agent/alice", "src/one.py") == b"one\n"
     assert vcs.read_at("agent/alice", "src/two.py") == b"two\n"
+
+
+def test_a_linked_worktree_takes_the_repositorys_base_not_its_own_branch(
+    tmp_path: Path,
+) -> None:
+    """A linked worktree with a feature branch out serves the repository's base (the main
+    worktree's HEAD branch), not that feature branch."""
+    create_repository(tmp_path / "repo", {"a.txt": b"a\n"}, branch="master")
+    subprocess.run(["git", "-C", str(tmp_path / "repo"), "worktree", "add", "-q", "-b",
+                    "feature", str(tmp_path / "linked")], check=True, capture_output=True)
+    vcs = Repository(tmp_path / "linked")
+    assert vcs.base == "master"
