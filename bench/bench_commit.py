@@ -109,7 +109,7 @@ from pygit2.enums import FileMode
 
 from engine import admin
 from engine.admin.seed import create_repository
-from engine.service import Engine, RepoSpec
+from engine.service import Engine
 
 FILES_PER_COMMIT = 10
 SEED_FILES = 50
@@ -753,6 +753,8 @@ def git_clone_bare(source: Path, dest: Path) -> Path:
 @contextmanager
 def chit_remote_world() -> Iterator[tuple[ChitWorld, Path, Path]]:
     """An Engine on a clone of a local bare origin, pushing its lanes there."""
+    from engine.service import RepoSpec  # the repositories an engine serves, with their remote
+
     with fresh_repo() as tmp:
         origin = git_clone_bare(tmp / "repo", tmp / "origin.git")
         clone = git_clone_bare(origin, tmp / "engine.git")
