@@ -93,7 +93,7 @@ import platform
 import pstats
 import queue
 import statistics
-import subprocess  # noqa: S404 -- the peer's `git push`, a fixed argv
+import subprocess
 import sys
 import tempfile
 import threading

@@ -21,6 +21,7 @@ from engine.auth.signkeys import active_signing_key
 from engine.catalog.declarations import CATALOG_STORE_REF
 from engine.errors import ChitError, ConfigurationError, StoreError
 from engine.service.policyfile import load_policy
+from engine.state import resolve_state_url
 
 __all__ = ["DoctorRepository", "diagnose"]
 
@@ -84,6 +85,8 @@ def _reason(exc: BaseException) -> str:
     message = getattr(exc, "message", None)
     if isinstance(message, str):
         return message
+    if isinstance(exc, ConfigurationError):
+        return str(exc)  # written for the operator, as every command prints it
     if isinstance(exc, OSError):
         return f"{type(exc).__name__} ({exc.strerror or 'error'})"
     return type(exc).__name__
@@ -100,9 +103,12 @@ def _policy(home: str | os.PathLike[str]) -> str:
 
 
 def _state(home: str | os.PathLike[str], state: str | None) -> str:
-    with state_store(home, state, must_exist=False) as store:
+    url = resolve_state_url(home, state)
+    if url.path is not None and not url.path.is_file():
+        return f"{url} not created yet (the first engine creates it)"
+    with state_store(home, state, must_exist=True) as store:
         store.freeze_state()
-    return "reachable"
+    return f"{url} reachable"
 
 
 def _repository(spec: DoctorRepository) -> dict[str, Any]:

@@ -7,7 +7,6 @@ import os
 import threading
 import time
 from pathlib import Path
-
 from typing import Any
 
 import pygit2
@@ -149,19 +148,19 @@ def _alive(pid: int) -> bool:
 
 
 class _AskForCredentials(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 -- the http.server API
+    def do_GET(self) -> None:
         self.send_response(401)
         self.send_header("WWW-Authenticate", 'Basic realm="git"')
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    do_POST = do_GET  # noqa: N815
+    do_POST = do_GET
 
     def log_message(self, *_args: object) -> None:
         return None
 
 
-class _asking_server:  # noqa: N801 -- used as a context manager
+class _asking_server:
     def __enter__(self) -> int:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _AskForCredentials)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
