@@ -123,6 +123,8 @@ class Limits:
     """Seconds before the first background retry of a failed push; doubled after each failure."""
     remote_retry_max_seconds: float = 60.0
     """Seconds between two background retries of a failed push, at most."""
+    remote_check_seconds: float = 300.0
+    """Seconds between two comparisons of every lane with the remote by an engine's background."""
     remote_error_chars: int = 500
     """Characters of git's (scrubbed) error text kept to say why the remote is behind."""
 

@@ -74,7 +74,8 @@ class Replica:
         self._checked: float | None = None
         self._delay = LIMITS.remote_retry_first_seconds
         self._due = 0.0  # time.monotonic() of the next background retry
-        self._wanted_check = True
+        self._wanted_check = True  # compare every lane with the remote when the thread starts
+        self._next_check = float("inf")  # and again every remote_check_seconds after that
         self._closed = False
         self._thread: threading.Thread | None = None
         self._fetch_lock = threading.Lock()
@@ -100,11 +101,20 @@ class Replica:
             return self._thread is not None and not self._closed
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop the background thread (a command it runs is left to finish or time out)."""
+        """Stop the background thread (a command it runs is left to finish or time out).
+
+        Lanes still waiting are logged: the next engine to start on the
+        repository, or any engine's next comparison, pushes them.
+        """
         with self._state:
             self._closed = True
             self._state.notify_all()
             thread = self._thread
+            waiting = sorted(self._pending)
+        if waiting and thread is not None:
+            logger.warning("stopping with %d lane(s) not yet on %s (%s); the next engine on this "
+                           "repository pushes them", len(waiting), self.remote.url.shown,
+                           ", ".join(f"agent/{a}" for a in waiting[:10]))
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
@@ -302,23 +312,34 @@ class Replica:
 
     def _ready(self) -> bool:
         """Whether the background has work that is due (state lock held)."""
+        now = time.monotonic()
         work = self._wanted_check or bool(self._pending)
-        return work and time.monotonic() >= self._due
+        return now >= self._next_check or (work and now >= self._due)
+
+    def _wait(self) -> None:
+        """Sleep until work is due, a commit wakes the thread, or it is closed (lock held)."""
+        work = self._wanted_check or bool(self._pending)
+        until = min(self._next_check, self._due) if work else self._next_check
+        self._state.wait(None if until == float("inf") else max(until - time.monotonic(), 0))
 
     def _run(self) -> None:
         while True:
             with self._state:
                 while not self._closed and not self._ready():
-                    work = self._wanted_check or bool(self._pending)
-                    self._state.wait(max(self._due - time.monotonic(), 0) if work else None)
+                    self._wait()
                 if self._closed:
                     return
-                first, self._wanted_check = self._wanted_check, False
+                check = self._wanted_check or time.monotonic() >= self._next_check
+                self._wanted_check = False
+                if check:
+                    self._next_check = time.monotonic() + LIMITS.remote_check_seconds
                 agents = sorted(self._pending)
-            ok = True
+            ok, check_failed = True, False
             try:
-                if first:
+                if check:
+                    check_failed = True
                     self.check()
+                    check_failed = False
                     with self._state:
                         agents = sorted(self._pending)
                 for agent in agents:
@@ -340,8 +361,7 @@ class Replica:
                 if ok:
                     self._delay = LIMITS.remote_retry_first_seconds
                 else:
-                    if first and self._checked is None:
-                        self._wanted_check = True  # the first check failed: again later
+                    self._wanted_check = self._wanted_check or check_failed
                     self._due = time.monotonic() + self._delay
                     self._delay = min(self._delay * 2, LIMITS.remote_retry_max_seconds)
 

@@ -6,15 +6,18 @@ are pushed there with their provenance and catalog refs (engine/git/replica.py).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 import pygit2
 import pytest
 
+import engine.git.replica as replica_module
 from engine.errors import ConfigurationError, RepositoryError
 from engine.git import Repository, StagedChange
 from engine.git.reconcile import PARKED_PREFIX
@@ -308,3 +311,23 @@ def test_a_lane_that_keeps_moving_on_the_remote_refuses_the_commit(
     landed = vcs.commit("alice", staged, "z\n", author_name="a", author_email="a@x", time=1,
                         merge=True, seal=seal)
     assert refs_of(origin)[LANE] == str(landed)
+
+
+def test_lanes_another_process_left_behind_are_found_and_pushed(
+    origin: Path, engine_clone: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine process that stopped while the remote was away took its pending lanes
+    with it; a running engine's periodic comparison finds and pushes them."""
+    monkeypatch.setattr(replica_module, "LIMITS",
+                        dataclasses.replace(LIMITS, remote_check_seconds=0.2))
+    vcs = open_engine_repo(engine_clone, origin)
+    with started(vcs) as replica:
+        assert replica.wait_idle(WAIT)
+        other = Repository(engine_clone)  # another process's commit that never got pushed
+        staged = StagedChange()
+        other.stage_write("carol", staged, "src/c.py", b"c\n")
+        lane = other.commit("carol", staged, "c\n", author_name="c", author_email="c@x", time=1)
+        deadline = time.monotonic() + WAIT
+        while refs_of(origin).get("refs/heads/agent/carol") != str(lane):
+            assert time.monotonic() < deadline, "the left-behind lane was never pushed"
+            time.sleep(0.05)
