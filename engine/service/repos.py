@@ -33,7 +33,7 @@ __all__ = [
 _TABLE_KEYS = frozenset({"name", "path", "base", "remote"})
 _MAX_REMOTE_CHARS = 4096
 _MAX_BASE_CHARS = 255
-_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _BAD_IN_REF = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 
 

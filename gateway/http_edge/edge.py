@@ -243,8 +243,20 @@ class HttpEdge:
 
 
 def _mcp_routes(app: ASGIApp) -> list[Route]:
-    """``/mcp`` (the engine's only repository) and ``/repos/NAME/mcp``, both served by ``app``."""
+    """``/mcp`` (the engine's only repository) and ``/repos/NAME/mcp``, both served by ``app``.
+
+    Any other path under ``/repos/`` (``/repos/a/../b/mcp``, an encoded ``/``)
+    gets the one 404 of an unknown repository.
+    """
     return [
         Route(MCP_PATH, endpoint=RepoPath(app, named=False)),
         Route(REPO_MCP_PATH, endpoint=RepoPath(app, named=True)),
+        Route("/repos/{rest:path}", endpoint=_NoRepository()),
     ]
+
+
+class _NoRepository:
+    """The raw ASGI app answering every other path under ``/repos/``."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await repo_not_found()(scope, receive, send)
