@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.auth.reponames import validate_repo_glob
 from engine.errors import CaveatError
 from engine.limits import LIMITS
-from engine.auth.reponames import validate_repo_glob
 from engine.paths import validate_glob
 
 __all__ = [

@@ -31,8 +31,8 @@ from engine.service.answers import (
 from engine.service.placement import Placement, SessionElsewhere
 
 if TYPE_CHECKING:
-    from engine.service.interface import Engine
     from engine.auth.reponames import validate_repo_name
+    from engine.service.interface import Engine
     from engine.service.repos import RepoSpec, resolve_repo_specs
 
 __all__ = [

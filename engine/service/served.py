@@ -18,7 +18,12 @@ from engine import git
 from engine.auth.reponames import validate_repo_name
 from engine.auth.sealing import Sealing
 from engine.auth.verify import VerifiedToken
-from engine.errors import AccessDeniedError, ConfigurationError, InvalidRequestError, RepositoryError
+from engine.errors import (
+    AccessDeniedError,
+    ConfigurationError,
+    InvalidRequestError,
+    RepositoryError,
+)
 from engine.git.refs import SharedLock
 from engine.semantic.indexer import indexer_for
 from engine.semantic.persist import PersistedIndex

@@ -12,8 +12,8 @@ import unicodedata
 from typing import Any
 
 from engine.auth import agents, caveats
-from engine.auth.reponames import repo_glob_contained, validate_repo_glob
 from engine.auth import token as tokens
+from engine.auth.reponames import repo_glob_contained, validate_repo_glob
 from engine.catalog import schemas as s
 from engine.errors import AccessDeniedError, InvalidRequestError
 from engine.limits import LIMITS

@@ -26,8 +26,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.feed import FeedFollower
 from engine.service import validate_repo_name
+from gateway.feed import FeedFollower
 from gateway.http_edge.connections import REPO_KEY, Connections, Principal
 from gateway.http_edge.engine_calls import EngineCalls
 from gateway.http_edge.gate import Gate, repo_not_found

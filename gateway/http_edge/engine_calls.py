@@ -43,7 +43,7 @@ class EngineCalls:
         return "EngineCalls()"
 
     async def offer(self, token: str, repo: str | None) -> OfferAnswer:
-        """The engine's offer to ``token`` on ``repo``; ``internal_error`` if it could not answer."""
+        """The engine's offer to ``token`` on ``repo`` (``internal_error`` if it cannot answer)."""
         offer = functools.partial(self._engine.offer, token, repo=repo)
         try:
             return await anyio.to_thread.run_sync(offer, limiter=self._limiter)

@@ -121,7 +121,7 @@ class Gate:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer a request to an MCP endpoint itself, or pass it to the SDK with its credentials."""
+        """Answer a request to an MCP endpoint, or pass it to the SDK with its credentials."""
         repo = scope.get(REPO_KEY)
         headers = Headers(scope=scope)
         authorization = headers.getlist("authorization")
