@@ -86,9 +86,16 @@ def _read_token(args: argparse.Namespace) -> str:
 def cmd_mcp(args: argparse.Namespace) -> int:
     if args.workers is not None and not args.http:
         raise ValueError("--workers applies to --http (one stdio edge is one process)")
-    if args.repo_name is not None and (args.http or not args.engine):
-        raise ValueError("--repo-name applies to --engine over stdio; over HTTP each "
-                         "repository has its own path, /repos/NAME/mcp")
+    if args.repo_name is not None:
+        if args.http or not args.engine:
+            raise ValueError("--repo-name applies to --engine over stdio; over HTTP each "
+                             "repository has its own path, /repos/NAME/mcp")
+        from engine.service import validate_repo_name
+
+        try:
+            validate_repo_name(args.repo_name)
+        except ValueError as exc:
+            raise ValueError(f"--repo-name: {exc}") from None
     if args.http:
         return _mcp_http(args)
     if args.authorization_server:
