@@ -83,7 +83,7 @@ def test_mint_and_inspect(world: World) -> None:
     assert tag.hex() not in shown.stdout and text not in shown.stdout
     plain = run(world, "inspect", text)
     assert "unverified" in plain.stdout and text not in plain.stdout
-    assert "['repos', ['app', 'app-*']]" in plain.stdout
+    assert '["repos", ["app", "app-*"]]' in plain.stdout
 
 
 @pytest.mark.parametrize(
@@ -339,3 +339,19 @@ def test_export_public_after_signing_rotation(world: World, tmp_path: Path) -> N
     bad.write_text(json.dumps({"format": "chit-engine-keys/1", "keys": [{"kid": "x"}]}))
     out = run(world, "audit", "verify", "--repo", str(world.repo), "--keys", str(bad))
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+def test_attenuate_narrows_repositories(world: World) -> None:
+    """Threat: an attenuation used to reach a repository the token does not name."""
+    token = world.mint(repos=["repo", "other-*"])
+    out = run(world, "attenuate", "-", "--repos", "other-a", "--json", stdin=token)
+    assert out.returncode == 0, out.stderr
+    narrowed = json.loads(out.stdout)["token"]
+    shown = json.loads(run(world, "inspect", "-", "--json", stdin=narrowed).stdout)
+    assert [c for b in shown["blocks"] for c in b["caveats"] if c[0] == "repos"] == [
+        ["repos", ["repo", "other-*"]], ["repos", ["other-a"]]]
+    with Engine(world.home, world.repo) as engine:  # serves "repo" only
+        assert engine.offer(token)["ok"] is True
+        assert engine.offer(narrowed)["error"]["error"] == "repo_outside_scope"
+    bad = run(world, "attenuate", "-", "--repos", "a/b", stdin=token)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
