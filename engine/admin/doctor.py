@@ -21,6 +21,7 @@ from engine.auth.signkeys import active_signing_key
 from engine.catalog.declarations import CATALOG_STORE_REF
 from engine.errors import ChitError, ConfigurationError, StoreError
 from engine.service.policyfile import load_policy
+from engine.service.repos import repos_from_engine_toml
 from engine.state import resolve_state_url
 
 __all__ = ["DoctorRepository", "diagnose"]
@@ -45,7 +46,7 @@ class DoctorRepository:
 
 def diagnose(
     home: str | os.PathLike[str],
-    repositories: Sequence[DoctorRepository] = (),
+    repositories: Sequence[DoctorRepository] | None = None,
     *,
     state: str | None = None,
 ) -> dict[str, Any]:
@@ -53,7 +54,8 @@ def diagnose(
 
     Args:
         home: The chit home.
-        repositories: The repositories an engine on this home serves.
+        repositories: The repositories to examine; ``None``: the ``[[repo]]``
+            tables of ``<home>/engine.toml`` (a check reports whether they read).
         state: The state URL (``--state``), or ``None`` to resolve it.
 
     Returns:
@@ -68,6 +70,10 @@ def diagnose(
               _check("signing key", lambda: f"active: {active_signing_key(home).key_id}"),
               _check("policy", lambda: _policy(home)),
               _check("state store", lambda: _state(home, state))]
+    if repositories is None:
+        configured: list[DoctorRepository] = []
+        checks.append(_check("engine.toml", lambda: _configured(home, configured)))
+        repositories = configured
     found = [_repository(spec) for spec in repositories]
     ok = all(c["ok"] for c in checks) and all(r["ok"] for r in found)
     return {"ok": ok, "checks": checks, "repositories": found}
@@ -109,6 +115,12 @@ def _state(home: str | os.PathLike[str], state: str | None) -> str:
     with state_store(home, state, must_exist=True) as store:
         store.freeze_state()
     return f"{url} reachable"
+
+
+def _configured(home: str | os.PathLike[str], into: list[DoctorRepository]) -> str:
+    specs = repos_from_engine_toml(home)
+    into.extend(DoctorRepository(s.name, os.fspath(s.path), s.base, s.remote) for s in specs)
+    return f"{len(specs)} repositories in [[repo]] tables"
 
 
 def _repository(spec: DoctorRepository) -> dict[str, Any]:

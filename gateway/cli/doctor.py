@@ -26,7 +26,8 @@ def add_doctor(
         help="check the home, the state store and a repository, and whether its remote "
         "has every lane commit (exit 1 if not)",
     )
-    p.add_argument("--repo", help="a repository an engine on this home serves")
+    p.add_argument("--repo", help="a repository to examine (default: the [[repo]] tables of "
+                   "<home>/engine.toml)")
     p.add_argument("--base", help="its base branch (default: the branch its HEAD names)")
     p.add_argument("--remote", metavar="URL",
                    help="its remote (prefer a URL without a password: docs/deployment.md)")
@@ -38,10 +39,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from engine import admin
 
     home = admin.resolve_home(args.home)
-    repos = []
+    repos = None
     if args.repo:
-        repos.append(admin.DoctorRepository(name=args.repo, path=args.repo, base=args.base,
-                                            remote=args.remote))
+        repos = [admin.DoctorRepository(name=args.repo, path=args.repo, base=args.base,
+                                         remote=args.remote)]
     report = admin.diagnose(home, repos, state=args.state)
     if args.json:
         print_json(report)
