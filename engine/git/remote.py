@@ -19,8 +19,17 @@ from engine.git.transport import GitRun, RemoteURL, run_git
 
 __all__ = ["PushOutcome", "PushResult", "Remote", "RemoteError"]
 
-_MOVED = ("non-fast-forward", "fetch first", "stale info")
-"""Why git refuses an update because the remote's ref moved (``[rejected] (...)``)."""
+_MOVED = (
+    "non-fast-forward",
+    "fetch first",
+    "stale info",
+    "reference already exists",
+    "but expected",
+)
+"""What git says when it refuses an update because the remote's ref moved: the
+client's ``[rejected] (...)``, or the server's ``cannot lock ref`` when another
+push created or moved the ref between the two sides' checks. A ``File exists``
+lock (a push in flight, or one that died) or ``Permission denied`` is a failure."""
 
 
 class RemoteError(Exception):
@@ -166,7 +175,8 @@ class Remote:
             return PushResult(PushOutcome.PUSHED)
         if run.timed_out:
             return PushResult(PushOutcome.FAILED, "pushing to the remote timed out")
-        if any(reason in line for line in rejected for reason in _MOVED):
+        said_moved = [*rejected, *run.stderr.splitlines()]
+        if any(reason in line for line in said_moved for reason in _MOVED):
             return PushResult(PushOutcome.MOVED, "a reference moved on the remote")
         said = [line.split("\t", 1)[-1] for line in rejected if "atomic push failed" not in line]
         text = self.url.scrub("; ".join([*said, run.stderr.strip()]).strip("; "))

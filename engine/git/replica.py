@@ -10,6 +10,7 @@ thread with a bounded backoff, and says how far behind the remote is and why
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -68,6 +69,7 @@ class Replica:
         self._clock = clock
         self._state = threading.Condition()
         self._pending: dict[str, str] = {}  # agent -> why its lane is not on the remote
+        self._remote_heads: dict[str, pygit2.Oid] = {}  # store ref -> what the remote holds
         self._parked: dict[str, set[str]] = {}
         self._last_error: str | None = None
         self._last_pushed: float | None = None
@@ -151,7 +153,31 @@ class Replica:
         updates[lane_ref(agent)] = lane
         if record is not None:
             updates[provenance_ref(agent)] = record
-        result = self.remote.push(updates)
+        return self._push(agent, updates)
+
+    def _push(self, agent: str, updates: dict[str, pygit2.Oid]) -> PushResult:
+        """Push a lane's updates with the stores the remote lacks (lane lock held).
+
+        A store (shared by every lane) goes into the push only if the remote
+        is not known to hold its local head, and then under the store's
+        writer lock (on PostgreSQL, every host's), so two engines never race
+        to move it on the remote; a store the remote holds is left out, and
+        costs no lock.
+        """
+        repo = self._handle.repo
+        with contextlib.ExitStack() as held:
+            for store in self._stores:
+                local = ref_target(repo, store)
+                with self._state:
+                    known = self._remote_heads.get(store)
+                if local is not None and local != known:
+                    held.enter_context(self._locks.hold(store))
+                    updates[store] = local
+            result = self.remote.push(updates)
+        if result.outcome is PushOutcome.PUSHED:
+            with self._state:
+                self._remote_heads.update(
+                    {ref: oid for ref, oid in updates.items() if ref in self._stores})
         self._noted(agent, result)
         return result
 
@@ -194,6 +220,11 @@ class Replica:
         for store in self._stores:
             with self._locks.hold(store):
                 union_store(self._handle, self._update, store, heads.get(store))
+            with self._state:  # what the remote holds, as listed (None: nothing)
+                if store in heads:
+                    self._remote_heads[store] = heads[store]
+                else:
+                    self._remote_heads.pop(store, None)
         union_store(self._handle, self._update, record, heads.get(record))
         move, parked = adopt_lane(self._handle, self._update, agent, heads.get(lane))
         if parked is not None:
@@ -240,17 +271,15 @@ class Replica:
         record = ref_target(repo, provenance_ref(agent))
         if record is not None:
             updates[provenance_ref(agent)] = record
-        result = self.remote.push(updates)
-        self._noted(agent, result)
-        return result
+        return self._push(agent, updates)
 
     def _lane_updates(self, agent: str) -> dict[str, pygit2.Oid]:
-        """The stores' and the agent's parked references' local heads."""
+        """The local heads of the agent's parked references."""
         repo = self._handle.repo
         updates: dict[str, pygit2.Oid] = {}
         with self._state:
             parked = sorted(self._parked.get(agent, ()))
-        for ref in [*self._stores, *parked]:
+        for ref in parked:
             oid = ref_target(repo, ref)
             if oid is not None:
                 updates[ref] = oid
@@ -280,7 +309,11 @@ class Replica:
             RemoteError: If the remote cannot be listed.
         """
         self.fetch_base()
-        heads = self.remote.heads([LANE_PREFIX + "*", PARKED_PREFIX + "*"])
+        heads = self.remote.heads([LANE_PREFIX + "*", PARKED_PREFIX + "*", *self._stores])
+        with self._state:
+            for store in self._stores:
+                if store in heads:
+                    self._remote_heads[store] = heads[store]
         repo = self._handle.repo
         behind: dict[str, str] = {}
         parked: dict[str, set[str]] = {}

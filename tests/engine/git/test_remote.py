@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -331,3 +332,40 @@ def test_lanes_another_process_left_behind_are_found_and_pushed(
         while refs_of(origin).get("refs/heads/agent/carol") != str(lane):
             assert time.monotonic() < deadline, "the left-behind lane was never pushed"
             time.sleep(0.05)
+
+
+def test_two_engines_adding_catalogs_at_once_lose_nothing(tmp_path: Path, origin: Path) -> None:
+    """Threat: two engines with no shared store racing to move the shared catalog store on
+    the remote, one push refused, and its commit left behind or parked as a fork."""
+    engines = [open_engine_repo(clone(origin, tmp_path / f"e{k}.git"), origin) for k in range(2)]
+    COMMITS = 16  # noqa: N806 -- each a new catalog: many chances to race
+    made: list[list[pygit2.Oid]] = [[], []]
+    failures: list[BaseException] = []
+
+    def run(k: int) -> None:
+        try:
+            for n in range(COMMITS):
+                for _ in range(20):  # a conflict means "the lane kept moving": try again
+                    try:
+                        made[k].append(land(engines[k], f"agent{k}", {f"src/{k}-{n}.py": b"x\n"},
+                                            catalog=f"catalog {k} {n}".encode()))
+                        break
+                    except RepositoryError as exc:
+                        if exc.code != "conflict":
+                            raise
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    remote = refs_of(origin)
+    for k in range(2):
+        assert remote[f"refs/heads/agent/agent{k}"] == str(made[k][-1])
+        assert len(made[k]) == COMMITS
+    assert not [r for r in remote if r.startswith(PARKED_PREFIX)]
+    catalogs = pygit2.Repository(str(origin))[remote[CATALOGS]].peel(pygit2.Tree)
+    assert len(catalogs) == 2 * COMMITS  # every engine's every catalog
