@@ -338,7 +338,7 @@ def test_two_engines_adding_catalogs_at_once_lose_nothing(tmp_path: Path, origin
     """Threat: two engines with no shared store racing to move the shared catalog store on
     the remote, one push refused, and its commit left behind or parked as a fork."""
     engines = [open_engine_repo(clone(origin, tmp_path / f"e{k}.git"), origin) for k in range(2)]
-    COMMITS = 16  # noqa: N806 -- each a new catalog: many chances to race
+    COMMITS = 16
     made: list[list[pygit2.Oid]] = [[], []]
     failures: list[BaseException] = []
 
