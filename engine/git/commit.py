@@ -18,9 +18,10 @@ from pygit2.enums import FileMode
 
 from engine.auth.sealing import Sealing
 from engine.errors import InvalidRequestError, RepositoryError
+from engine.git.base import base_head
 from engine.git.handle import Handle, reference, tree_entry
 from engine.git.merge import merge_onto_lane
-from engine.git.refs import CasUpdate, RefLocks, base_head, equals, lane_ref, ref_target
+from engine.git.refs import CasUpdate, RefLocks, equals, lane_ref, ref_target
 from engine.git.remote import PushOutcome, PushResult, RemoteError
 from engine.git.replica import Replica
 from engine.git.store import provenance_ref, record_commit

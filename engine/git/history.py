@@ -15,8 +15,9 @@ import pygit2
 from pygit2.enums import SortMode
 
 from engine.errors import InvalidRequestError, RepositoryError
+from engine.git.base import base_heads
 from engine.git.handle import Handle, tree_entry
-from engine.git.refs import base_heads, head_for, lane_ref, ref_target, resolve
+from engine.git.refs import head_for, lane_ref, ref_target, resolve
 from engine.git.views import (
     MODE_GITLINK,
     Entry,

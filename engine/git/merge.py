@@ -16,8 +16,9 @@ from pygit2.enums import FileMode, ObjectType
 
 from engine.auth.sealing import Sealing
 from engine.errors import RepositoryError
+from engine.git.base import base_head
 from engine.git.handle import Handle, reference, tree_entry
-from engine.git.refs import base_head, head_for, lane_ref
+from engine.git.refs import head_for, lane_ref
 from engine.git.views import (
     MODE_FILE,
     MODE_SYMLINK,

@@ -13,18 +13,25 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Final
 
 import pygit2
-from pygit2.enums import RepositoryOpenFlag
 
-from engine.errors import ConfigurationError, InvalidRequestError, RepositoryError
+from engine.errors import InvalidRequestError, RepositoryError
+from engine.git.base import base_head
 from engine.git.handle import Handle, common_dir, private_folder, reference
 from engine.git.lockfiles import remove_stale_ref_lock
+from engine.git.names import (
+    AGENT_NAME,
+    BRANCH_NAME,
+    HEX_PREFIX,
+    LANE_PREFIX,
+    MAIN,
+    STORE_PREFIX,
+    UPSTREAM_PREFIX,
+)
 from engine.limits import LIMITS
 
 __all__ = [
@@ -35,10 +42,7 @@ __all__ = [
     "CasUpdate",
     "RefLocks",
     "SharedLock",
-    "base_head",
-    "base_heads",
     "cas_update",
-    "default_base",
     "equals",
     "foreign_lane_refs",
     "head_for",
@@ -47,20 +51,7 @@ __all__ = [
     "lanes",
     "ref_target",
     "resolve",
-    "tracking_ref",
 ]
-
-MAIN: Final = "refs/heads/main"
-"""The conventional base branch; a repository's own base is :attr:`Handle.base_ref`."""
-
-LANE_PREFIX: Final = "refs/heads/agent/"
-STORE_PREFIX: Final = "refs/chit/"
-UPSTREAM_PREFIX: Final = "refs/chit/upstream/"
-"""Where refs fetched from a remote are kept: ``refs/X`` there is ``refs/chit/upstream/X``."""
-
-_HEX_PREFIX = re.compile(r"[0-9a-fA-F]{7,40}")
-_BRANCH_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
-_AGENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 
 CasUpdate = Callable[
     [pygit2.Repository, str, pygit2.Oid, Callable[[pygit2.Oid | None], bool], str], None
@@ -83,7 +74,7 @@ def lane_ref(agent: str) -> str:
             caller bug; agents never reach this unvalidated).
     """
     ref = LANE_PREFIX + agent
-    if not _AGENT_NAME.fullmatch(agent) or not pygit2.reference_is_valid_name(ref):
+    if not AGENT_NAME.fullmatch(agent) or not pygit2.reference_is_valid_name(ref):
         raise ValueError("agent name is not a valid lane component")
     return ref
 
@@ -101,106 +92,6 @@ def ref_target(repo: pygit2.Repository, ref: str) -> pygit2.Oid | None:
     if not isinstance(target, pygit2.Oid):
         raise RepositoryError("conflict", "the reference is not a direct reference")
     return target
-
-
-def tracking_ref(ref: str) -> str:
-    """The local reference that keeps what a remote's ``ref`` was when last fetched.
-
-    Args:
-        ref: A full reference name under ``refs/``.
-
-    Returns:
-        ``refs/chit/upstream/`` followed by ``ref`` without ``refs/``.
-    """
-    return UPSTREAM_PREFIX + ref.removeprefix("refs/")
-
-
-def default_base(commondir: str) -> str:
-    """The branch the repository's ``HEAD`` names, as a full reference name.
-
-    The repository's own ``HEAD``, in its common directory: for a linked
-    worktree, the main worktree's, not the branch the linked one has out.
-
-    Args:
-        commondir: The repository's common git directory.
-
-    Raises:
-        ConfigurationError: If ``HEAD`` is detached or names no branch chit
-            could use as a base (see :func:`base_ref`).
-    """
-    try:
-        repo = pygit2.Repository(commondir, RepositoryOpenFlag.NO_SEARCH)
-        target = repo.references["HEAD"].target
-    except (KeyError, pygit2.GitError, ValueError, OSError):
-        target = None
-    if not isinstance(target, str) or not target.startswith("refs/heads/"):
-        raise ConfigurationError(
-            "the repository's HEAD names no branch; name the base branch (base = \"...\")"
-        )
-    return base_ref(target.removeprefix("refs/heads/"))
-
-
-def base_ref(name: str) -> str:
-    """The full reference name of a base branch given by the operator.
-
-    Args:
-        name: A branch name (``master``, ``release/2.0``) or ``refs/heads/...``.
-
-    Returns:
-        ``refs/heads/<name>``.
-
-    Raises:
-        ConfigurationError: If it is not a valid branch name, or is a lane
-            (``agent/...``): chit writes lanes, and never writes its base.
-    """
-    if not isinstance(name, str):
-        raise ConfigurationError("the base branch must be a branch name")
-    short = name.removeprefix("refs/heads/")
-    full = "refs/heads/" + short
-    if (
-        not _BRANCH_NAME.fullmatch(short)
-        or short.startswith("refs/")
-        or not pygit2.reference_is_valid_name(full)
-    ):
-        raise ConfigurationError("the base branch is not a valid branch name")
-    if full.startswith(LANE_PREFIX):
-        raise ConfigurationError("the base branch cannot be an agent lane (agent/...)")
-    return full
-
-
-def base_heads(handle: Handle) -> list[pygit2.Commit]:
-    """Every commit that stands for the base: the remote's as last fetched, then the local.
-
-    Raises:
-        RepositoryError: ``not_found`` if neither exists or names a commit.
-    """
-    found = []
-    for name in (handle.upstream_ref, handle.base_ref):
-        if name is None:
-            continue
-        ref = reference(handle.repo, name)
-        if ref is None:
-            continue
-        try:
-            found.append(ref.peel(pygit2.Commit))
-        except (pygit2.GitError, KeyError, ValueError):
-            continue
-    if not found:
-        raise RepositoryError("not_found", "the base branch is missing")
-    return found
-
-
-def base_head(handle: Handle) -> pygit2.Commit:
-    """The commit the base branch points at, as the engine sees it.
-
-    With a remote, the remote's base as last fetched
-    (:attr:`Handle.upstream_ref`), else the local base branch.
-
-    Raises:
-        RepositoryError: ``not_found`` if the base branch is missing or names
-            no commit.
-    """
-    return base_heads(handle)[0]
 
 
 def equals(expected: pygit2.Oid | None) -> Callable[[pygit2.Oid | None], bool]:
@@ -406,11 +297,11 @@ def resolve(handle: Handle, rev: str) -> pygit2.Commit:
         raise InvalidRequestError("invalid_argument", "revision must be a string")
     full = rev if rev.startswith("refs/heads/") else "refs/heads/" + rev
     is_branch = (
-        _BRANCH_NAME.fullmatch(rev) is not None
+        BRANCH_NAME.fullmatch(rev) is not None
         and (rev.startswith("refs/heads/") or not rev.startswith("refs/"))
         and pygit2.reference_is_valid_name(full)
     )
-    is_hex = _HEX_PREFIX.fullmatch(rev) is not None
+    is_hex = HEX_PREFIX.fullmatch(rev) is not None
     if not (is_branch or is_hex):
         raise InvalidRequestError(
             "invalid_argument", "revision must be a branch name or a hex commit id"
@@ -457,7 +348,7 @@ def lanes(handle: Handle) -> list[str]:
     for ref in handle.repo.references:
         if ref.startswith(LANE_PREFIX):
             agent = ref[len(LANE_PREFIX) :]
-            if _AGENT_NAME.fullmatch(agent):
+            if AGENT_NAME.fullmatch(agent):
                 names.append(agent)
     return sorted(names)
 
@@ -476,5 +367,5 @@ def foreign_lane_refs(handle: Handle) -> list[str]:
     return sorted(
         ref
         for ref in handle.repo.references
-        if ref.startswith(LANE_PREFIX) and not _AGENT_NAME.fullmatch(ref[len(LANE_PREFIX) :])
+        if ref.startswith(LANE_PREFIX) and not AGENT_NAME.fullmatch(ref[len(LANE_PREFIX) :])
     )

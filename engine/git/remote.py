@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import pygit2
 
+from engine.git.base import tracking_ref
 from engine.git.handle import Handle, reference
-from engine.git.refs import tracking_ref
 from engine.git.transport import GitRun, RemoteURL, run_git
 
 __all__ = ["PushOutcome", "PushResult", "Remote", "RemoteError"]
@@ -117,7 +117,7 @@ class Remote:
         return found
 
     def fetch(self, refs: list[str]) -> dict[str, pygit2.Oid]:
-        """Fetch ``refs`` into their tracking references (:func:`~engine.git.refs.tracking_ref`).
+        """Fetch ``refs`` into their tracking references (:func:`~engine.git.base.tracking_ref`).
 
         Each is fetched with ``+`` (a tracking reference follows the remote
         wherever it goes); no tag, no ``FETCH_HEAD``, no submodule.

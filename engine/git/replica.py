@@ -20,9 +20,10 @@ from typing import Any
 import pygit2
 
 from engine.errors import RepositoryError
+from engine.git.compare import compare_lanes, unpushed
 from engine.git.handle import Handle
-from engine.git.reconcile import PARKED_PREFIX, LaneMove, adopt_lane, union_store
-from engine.git.refs import LANE_PREFIX, CasUpdate, RefLocks, base_heads, lane_ref, ref_target
+from engine.git.reconcile import LaneMove, adopt_lane, union_store
+from engine.git.refs import CasUpdate, RefLocks, lane_ref, ref_target
 from engine.git.remote import PushOutcome, PushResult, Remote, RemoteError
 from engine.git.store import provenance_ref
 from engine.git.transport import RemoteURL
@@ -95,12 +96,6 @@ class Replica:
                     target=self._run, name="chit-remote", daemon=True
                 )
                 self._thread.start()
-
-    @property
-    def started(self) -> bool:
-        """Whether the background thread runs (an engine's replica; not an operator command's)."""
-        with self._state:
-            return self._thread is not None and not self._closed
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop the background thread (a command it runs is left to finish or time out).
@@ -309,35 +304,12 @@ class Replica:
             RemoteError: If the remote cannot be listed.
         """
         self.fetch_base()
-        heads = self.remote.heads([LANE_PREFIX + "*", PARKED_PREFIX + "*", *self._stores])
+        found = unpushed(self._handle, self.remote, self._stores)
         with self._state:
-            for store in self._stores:
-                if store in heads:
-                    self._remote_heads[store] = heads[store]
-        repo = self._handle.repo
-        behind: dict[str, str] = {}
-        parked: dict[str, set[str]] = {}
-        for name in repo.references:
-            if name.startswith(LANE_PREFIX):
-                agent = name[len(LANE_PREFIX):]
-                try:
-                    ref = lane_ref(agent)
-                except ValueError:
-                    continue
-                if heads.get(ref) != ref_target(repo, ref):
-                    behind[agent] = "not yet pushed"
-            elif name.startswith(PARKED_PREFIX) and name not in heads:
-                agent = name[len(PARKED_PREFIX):].split("/", 1)[0]
-                try:
-                    lane_ref(agent)
-                except ValueError:
-                    continue  # not a name chit parks under
-                parked.setdefault(agent, set()).add(name)
-                behind[agent] = "parked commits not yet pushed"
-        with self._state:
-            for agent, refs in parked.items():
+            self._remote_heads.update(found.stores)
+            for agent, refs in found.parked.items():
                 self._parked.setdefault(agent, set()).update(refs)
-            for agent, why in behind.items():
+            for agent, why in found.behind.items():
                 self._pending.setdefault(agent, why)
             self._checked = self._clock()
 
@@ -401,65 +373,8 @@ class Replica:
     # -- reporting ------------------------------------------------------------------
 
     def compare(self) -> dict[str, Any]:
-        """Compare every local lane with the remote now, for ``chit doctor``. Changes nothing.
-
-        Lists the remote (``git ls-remote``); for the lanes it lacks commits
-        of, asks whether it would take them (``git push --dry-run``).
-
-        Returns:
-            ``{"url", "reachable", "error" (scrubbed, or None), "lanes":
-            [{"lane", "state", "commits"}], "behind": [lane names], "would_push":
-            None | True | the dry run's reason}``; ``state`` is ``level``,
-            ``behind`` (``commits`` not on the remote), ``remote_ahead``,
-            ``diverged`` or ``unknown`` (the remote's head is not fetched here);
-            parked lane heads the remote lacks are ``behind`` too.
-        """
-        repo = self._handle.repo
-        out: dict[str, Any] = {"url": self.remote.url.shown, "reachable": False, "error": None,
-                               "lanes": [], "behind": [], "would_push": None}
-        try:
-            heads = self.remote.heads([LANE_PREFIX + "*", PARKED_PREFIX + "*"])
-        except RemoteError as exc:
-            out["error"] = exc.reason
-            return out
-        out["reachable"] = True
-        updates: dict[str, pygit2.Oid] = {}
-        for name in sorted(repo.references):
-            if not name.startswith((LANE_PREFIX, PARKED_PREFIX)):
-                continue
-            local = ref_target(repo, name)
-            if local is None:
-                continue
-            theirs = heads.get(name)
-            state, commits = "level", 0
-            if theirs != local:
-                if theirs is None:
-                    state = "behind"
-                    walker = repo.walk(local)
-                    for base in base_heads(self._handle):
-                        walker.hide(base.id)
-                    commits = sum(1 for _ in walker)
-                elif repo.get(theirs) is None:
-                    state = "unknown"
-                elif repo.descendant_of(local, theirs):
-                    state, commits = "behind", repo.ahead_behind(local, theirs)[0]
-                elif repo.descendant_of(theirs, local):
-                    state = "remote_ahead"
-                else:
-                    state = "diverged"
-            shown = name.removeprefix("refs/heads/")
-            out["lanes"].append({"lane": shown, "state": state, "commits": commits})
-            if state == "behind":
-                out["behind"].append(shown)
-                updates[name] = local
-        if updates:
-            for store in self._stores:
-                oid = ref_target(repo, store)
-                if oid is not None:
-                    updates[store] = oid
-            tried = self.remote.push(updates, dry_run=True)
-            out["would_push"] = True if tried.outcome is PushOutcome.PUSHED else tried.reason
-        return out
+        """Compare every lane with the remote now (:func:`~engine.git.compare.compare_lanes`)."""
+        return compare_lanes(self._handle, self.remote, self._stores)
 
     def report(self, agent: str | None = None) -> dict[str, Any]:
         """Where the remote stands, for ``status`` and ``chit doctor``.
@@ -499,11 +414,3 @@ class Replica:
                     return False
                 self._state.wait(min(left, 0.1))
         return True
-
-    def retry_now(self) -> None:
-        """Let the background thread retry at once (the operator said the remote is back)."""
-        with self._state:
-            self._due = 0.0
-            self._delay = LIMITS.remote_retry_first_seconds
-            self._state.notify_all()
-

@@ -18,6 +18,7 @@ import pygit2
 from engine.auth.sealing import NO_SEALING, Sealing
 from engine.errors import ConfigurationError, RepositoryError
 from engine.git import commit, history, merge, reading, refs, staging, store
+from engine.git.base import base_head, base_ref, default_base, tracking_ref
 from engine.git.handle import Handle
 from engine.git.replica import Replica
 from engine.git.transport import RemoteURL
@@ -77,23 +78,23 @@ class Repository:
         self._handle = Handle(path, NO_SEALING if sealing is None else sealing)
         self._ref_locks = refs.RefLocks(self._handle.chit_dir, shared=shared_lock)
         self._handle.base_ref = (
-            refs.default_base(self._handle.commondir) if base is None else refs.base_ref(base)
+            default_base(self._handle.commondir) if base is None else base_ref(base)
         )
         self._replica: Replica | None = None
         if remote is not None:
             url = RemoteURL(remote)
-            self._handle.upstream_ref = refs.tracking_ref(self._handle.base_ref)
+            self._handle.upstream_ref = tracking_ref(self._handle.base_ref)
             self._replica = Replica(
                 self._handle, self._ref_locks, self._cas_update, url, stores=pushed_stores
             )
         try:
-            refs.base_head(self._handle)
+            base_head(self._handle)
         except RepositoryError:
             if self._replica is None or not self._replica.fetch_base():
                 raise ConfigurationError(
                     f"the repository has no {self.base} branch with a commit"
                 ) from None
-            refs.base_head(self._handle)
+            base_head(self._handle)
 
     def close(self) -> None:
         """Stop pushing in the background (lanes not yet pushed are found again at the next start).
@@ -116,7 +117,7 @@ class Repository:
 
     def base_head(self) -> pygit2.Commit:
         """The base branch's head as the engine sees it (with a remote: the remote's, fetched)."""
-        return refs.base_head(self._handle)
+        return base_head(self._handle)
 
     def remote_report(self, agent: str | None = None) -> dict[str, Any] | None:
         """Where the remote stands (:meth:`Replica.report`); ``None`` without a remote."""

@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.errors import InvalidRequestError, RepositoryError
+from engine.git.base import base_head
 from engine.git.handle import Handle, tree_entry
-from engine.git.refs import base_head, lane_ref, ref_target
+from engine.git.refs import lane_ref, ref_target
 from engine.git.views import (
     MODE_EXECUTABLE,
     MODE_FILE,
