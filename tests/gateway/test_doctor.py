@@ -80,3 +80,23 @@ def test_doctor_checks_the_home_and_a_repository_without_a_remote(tmp_path: Path
     assert "base master" in plain.stdout
     wrong = _doctor(home, "--repo", str(tmp_path / "r.git"), "--base", "trunk")
     assert wrong.returncode == 1 and "trunk" in wrong.stdout
+
+
+def test_doctor_examines_the_repositories_of_engine_toml(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    admin.init_home(home)
+    make_origin(tmp_path / "origin.git")
+    origin = tmp_path / "origin.git"
+    engine_clone = clone(origin, tmp_path / "engine.git")
+    (home / "engine.toml").write_text(
+        f'[[repo]]\nname = "app"\npath = "{engine_clone}"\nbase = "master"\n'
+        f'remote = "{origin}"\n', encoding="utf-8")
+    (home / "engine.toml").chmod(0o600)
+    land(open_engine_repo(engine_clone, origin), "alice", {"src/a.py": b"a\n"})
+    report = json.loads(_doctor(home, "--json").stdout)
+    [repo] = report["repositories"]
+    assert (repo["name"], repo["base"], repo["ok"]) == ("app", "master", True)
+    assert repo["remote"]["lanes"] == [{"lane": "agent/alice", "state": "level", "commits": 0}]
+    (home / "engine.toml").write_text('[[repo]]\nname = "app"\n', encoding="utf-8")
+    broken = _doctor(home)
+    assert broken.returncode == 1 and "FAIL engine.toml" in broken.stdout
