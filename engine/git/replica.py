@@ -312,6 +312,8 @@ class Replica:
             for agent, why in found.behind.items():
                 self._pending.setdefault(agent, why)
             self._checked = self._clock()
+            if not self._pending:
+                self._last_error = None  # reachable, and nothing waits: nothing to explain
 
     # -- the background thread ---------------------------------------------------
 
