@@ -265,10 +265,12 @@ def run_demo(*, keep: bool = False) -> int:
         helper_id = anyio.run(_helper_session, home, repo, child_token)
 
         git = pygit2.Repository(str(repo))
-        main_now = str(git.references["refs/heads/main"].target)
-        _say(f"    main is still {main_now[:12]} (unchanged: {main_now == main_id})")
+        base = str(git.references["HEAD"].target)  # the base branch: the one HEAD names
+        main_now = str(git.references[base].target)
+        _say(f"    {base.removeprefix('refs/heads/')} is still {main_now[:12]} "
+             f"(unchanged: {main_now == main_id})")
         if main_now != main_id:
-            raise RuntimeError("main moved")
+            raise RuntimeError("the base branch moved")
 
         _step(10, "auditor: chit audit verify with the engine's public keys only")
         public = repo.parent / "engine-keys.json"

@@ -28,6 +28,7 @@ from engine.admin.calllog import (
     read_checkpoint_file,
     verify_call_log,
 )
+from engine.admin.doctor import DoctorRepository, diagnose
 from engine.admin.freeze import freeze_status, set_freeze
 from engine.admin.home import check_policy, ensure_home, init_home, open_repository, resolve_home
 from engine.admin.keys import (
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LIMITS",
+    "DoctorRepository",
     "TokenExchange",
     "attenuate_token",
     "call_log_checkpoint",
@@ -64,6 +66,7 @@ __all__ = [
     "check_policy",
     "copy_state",
     "create_repository",
+    "diagnose",
     "ensure_home",
     "export_public",
     "files_from_directory",

@@ -1,6 +1,7 @@
-"""References: names, writer locks, the compare-and-swap update, revisions and lanes.
+"""References: names, the base branch, writer locks, compare-and-swap, revisions, lanes.
 
-chit reads ``main`` and never writes it; it writes only lanes
+chit reads the repository's base branch (``main``, ``master``, ``trunk``: its
+``HEAD`` branch unless configured) and never writes it; it writes only lanes
 (``refs/heads/agent/<name>``) and its own store (``refs/chit/*``), each update a
 compare-and-swap under the reference's locks (docs/architecture.md, "Version
 control"). Revisions an agent gives are branch names or hex ids, never git's
@@ -19,8 +20,9 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Final
 
 import pygit2
+from pygit2.enums import RepositoryOpenFlag
 
-from engine.errors import InvalidRequestError, RepositoryError
+from engine.errors import ConfigurationError, InvalidRequestError, RepositoryError
 from engine.git.handle import Handle, common_dir, private_folder, reference
 from engine.git.lockfiles import remove_stale_ref_lock
 from engine.limits import LIMITS
@@ -29,26 +31,32 @@ __all__ = [
     "LANE_PREFIX",
     "MAIN",
     "STORE_PREFIX",
+    "UPSTREAM_PREFIX",
     "CasUpdate",
     "RefLocks",
     "SharedLock",
+    "base_head",
+    "base_heads",
     "cas_update",
+    "default_base",
     "equals",
     "foreign_lane_refs",
     "head_for",
     "lane_exists",
     "lane_ref",
     "lanes",
-    "main_head",
     "ref_target",
     "resolve",
+    "tracking_ref",
 ]
 
 MAIN: Final = "refs/heads/main"
-"""The protected trunk. Read here, never written."""
+"""The conventional base branch; a repository's own base is :attr:`Handle.base_ref`."""
 
 LANE_PREFIX: Final = "refs/heads/agent/"
 STORE_PREFIX: Final = "refs/chit/"
+UPSTREAM_PREFIX: Final = "refs/chit/upstream/"
+"""Where refs fetched from a remote are kept: ``refs/X`` there is ``refs/chit/upstream/X``."""
 
 _HEX_PREFIX = re.compile(r"[0-9a-fA-F]{7,40}")
 _BRANCH_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
@@ -95,19 +103,104 @@ def ref_target(repo: pygit2.Repository, ref: str) -> pygit2.Oid | None:
     return target
 
 
-def main_head(repo: pygit2.Repository) -> pygit2.Commit:
-    """Return the commit ``main`` points at.
+def tracking_ref(ref: str) -> str:
+    """The local reference that keeps what a remote's ``ref`` was when last fetched.
+
+    Args:
+        ref: A full reference name under ``refs/``.
+
+    Returns:
+        ``refs/chit/upstream/`` followed by ``ref`` without ``refs/``.
+    """
+    return UPSTREAM_PREFIX + ref.removeprefix("refs/")
+
+
+def default_base(commondir: str) -> str:
+    """The branch the repository's ``HEAD`` names, as a full reference name.
+
+    The repository's own ``HEAD``, in its common directory: for a linked
+    worktree, the main worktree's, not the branch the linked one has out.
+
+    Args:
+        commondir: The repository's common git directory.
 
     Raises:
-        RepositoryError: ``not_found`` if ``main`` is missing or names no commit.
+        ConfigurationError: If ``HEAD`` is detached or names no branch chit
+            could use as a base (see :func:`base_ref`).
     """
-    found = reference(repo, MAIN)
     try:
-        if found is not None:
-            return found.peel(pygit2.Commit)
-    except (pygit2.GitError, KeyError, ValueError):
-        pass
-    raise RepositoryError("not_found", "the main branch is missing")
+        repo = pygit2.Repository(commondir, RepositoryOpenFlag.NO_SEARCH)
+        target = repo.references["HEAD"].target
+    except (KeyError, pygit2.GitError, ValueError, OSError):
+        target = None
+    if not isinstance(target, str) or not target.startswith("refs/heads/"):
+        raise ConfigurationError(
+            "the repository's HEAD names no branch; name the base branch (base = \"...\")"
+        )
+    return base_ref(target.removeprefix("refs/heads/"))
+
+
+def base_ref(name: str) -> str:
+    """The full reference name of a base branch given by the operator.
+
+    Args:
+        name: A branch name (``master``, ``release/2.0``) or ``refs/heads/...``.
+
+    Returns:
+        ``refs/heads/<name>``.
+
+    Raises:
+        ConfigurationError: If it is not a valid branch name, or is a lane
+            (``agent/...``): chit writes lanes, and never writes its base.
+    """
+    if not isinstance(name, str):
+        raise ConfigurationError("the base branch must be a branch name")
+    short = name.removeprefix("refs/heads/")
+    full = "refs/heads/" + short
+    if (
+        not _BRANCH_NAME.fullmatch(short)
+        or short.startswith("refs/")
+        or not pygit2.reference_is_valid_name(full)
+    ):
+        raise ConfigurationError("the base branch is not a valid branch name")
+    if full.startswith(LANE_PREFIX):
+        raise ConfigurationError("the base branch cannot be an agent lane (agent/...)")
+    return full
+
+
+def base_heads(handle: Handle) -> list[pygit2.Commit]:
+    """Every commit that stands for the base: the remote's as last fetched, then the local.
+
+    Raises:
+        RepositoryError: ``not_found`` if neither exists or names a commit.
+    """
+    found = []
+    for name in (handle.upstream_ref, handle.base_ref):
+        if name is None:
+            continue
+        ref = reference(handle.repo, name)
+        if ref is None:
+            continue
+        try:
+            found.append(ref.peel(pygit2.Commit))
+        except (pygit2.GitError, KeyError, ValueError):
+            continue
+    if not found:
+        raise RepositoryError("not_found", "the base branch is missing")
+    return found
+
+
+def base_head(handle: Handle) -> pygit2.Commit:
+    """The commit the base branch points at, as the engine sees it.
+
+    With a remote, the remote's base as last fetched
+    (:attr:`Handle.upstream_ref`), else the local base branch.
+
+    Raises:
+        RepositoryError: ``not_found`` if the base branch is missing or names
+            no commit.
+    """
+    return base_heads(handle)[0]
 
 
 def equals(expected: pygit2.Oid | None) -> Callable[[pygit2.Oid | None], bool]:
@@ -141,12 +234,12 @@ def cas_update(
         reflog: The reflog message.
 
     Raises:
-        ValueError: If ``ref`` is ``main`` or outside lanes and the store (a
-            caller bug).
+        ValueError: If ``ref`` is outside lanes and the store, or a copy of a
+            remote's reference (a caller bug): the base branch is never written.
         RepositoryError: ``conflict`` if the current target is not the
             expected one or the reference is locked by someone else.
     """
-    if ref == MAIN or not ref.startswith((LANE_PREFIX, STORE_PREFIX)):
+    if not ref.startswith((LANE_PREFIX, STORE_PREFIX)) or ref.startswith(UPSTREAM_PREFIX):
         raise ValueError("refusing to update a reference outside lanes and the chit store")
     try:
         _swap(repo, ref, new, expected, reflog)
@@ -271,10 +364,10 @@ def head_for(handle: Handle, agent: str) -> pygit2.Commit:
 
     Returns:
         The head of ``refs/heads/agent/<agent>`` if the lane exists, else
-        the head of ``main``.
+        the base's (:func:`base_head`).
 
     Raises:
-        RepositoryError: ``not_found`` if ``main`` has disappeared.
+        RepositoryError: ``not_found`` if the base branch has disappeared.
     """
     repo = handle.repo
     found = reference(repo, lane_ref(agent))
@@ -283,15 +376,18 @@ def head_for(handle: Handle, agent: str) -> pygit2.Commit:
             return found.peel(pygit2.Commit)
         except (pygit2.GitError, KeyError, ValueError):
             raise RepositoryError("not_found", "the lane does not point at a commit") from None
-    return main_head(repo)
+    return base_head(handle)
 
 
 def resolve(handle: Handle, rev: str) -> pygit2.Commit:
     """Resolve a revision given by an agent, accepting no revision syntax.
 
-    Accepted forms: a branch short name (``main``, ``agent/x``), a full
+    Accepted forms: a branch short name (``master``, ``agent/x``), a full
     ``refs/heads/...`` name, or a 7 to 40 digit hex commit id prefix. A
-    branch wins over a hex prefix that spells the same name, as in git.
+    branch wins over a hex prefix that spells the same name, as in git. The
+    base branch's name gives the base as the engine sees it
+    (:func:`base_head`: with a remote, the remote's base as last fetched);
+    ``main`` is an ordinary branch name, the base only where it is the base.
 
     Args:
         handle: The repository.
@@ -320,6 +416,8 @@ def resolve(handle: Handle, rev: str) -> pygit2.Commit:
             "invalid_argument", "revision must be a branch name or a hex commit id"
         )
     repo = handle.repo
+    if is_branch and full == handle.base_ref:
+        return base_head(handle)
     if is_branch:
         # Found by listing, not by a lookup with the agent's string (see
         # engine.git.handle.reference): a revision is an occasional log or diff

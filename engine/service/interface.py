@@ -131,6 +131,8 @@ class Engine:
         except BaseException:
             self._store.close()
             raise
+        # Lanes a failed push left behind go to each remote in the background.
+        self._repos.start()
         self._clock = clock
         self._changes = LocalChanges(self._store, self._home, self._now)
         self._placement: Placement | None = None
@@ -159,6 +161,7 @@ class Engine:
         if placement is not None:  # a worker that stops lets its sessions go
             placement.release()
         self._changes.close()
+        self._repos.close()
         self._log.close()
         self._store.close()
 

@@ -18,6 +18,7 @@ from engine import git
 from engine.auth.reponames import validate_repo_name
 from engine.auth.sealing import Sealing
 from engine.auth.verify import VerifiedToken
+from engine.catalog.declarations import CATALOG_STORE_REF
 from engine.errors import (
     AccessDeniedError,
     ConfigurationError,
@@ -97,11 +98,19 @@ class ServedRepos:
         self._served: dict[str, Served] = {}
         common: dict[str, str] = {}
         for spec in specs:
-            # spec.base and spec.remote are validated but not used yet: wiring
-            # them into git.Repository belongs to the remote-lanes change.
             try:
-                repo = git.Repository(spec.path, sealing=sealing, shared_lock=shared_lock)
+                # With a remote, each lane commit is pushed there with its record
+                # and the catalogs it depends on (engine/git/replica.py).
+                repo = git.Repository(
+                    spec.path,
+                    base=spec.base,
+                    remote=spec.remote,
+                    pushed_stores=(CATALOG_STORE_REF,),
+                    sealing=sealing,
+                    shared_lock=shared_lock,
+                )
             except ConfigurationError as exc:
+                self.close()
                 raise ConfigurationError(f"repository {spec.name}: {exc}") from None
             where = os.path.realpath(repo.chit_dir)
             if where in common:
@@ -114,6 +123,17 @@ class ServedRepos:
             # from the sealing key (engine/semantic/persist.py).
             indexer_for(repo).persist_to(PersistedIndex(repo.chit_dir, index_key))
             self._served[spec.name] = Served(spec, repo)
+
+    def start(self) -> None:
+        """Start each remote's background pushes (lanes a failed push left, with backoff)."""
+        for served in self:
+            if served.repo.remote is not None:
+                served.repo.remote.start()
+
+    def close(self) -> None:
+        """Stop each remote's background pushes. Idempotent."""
+        for served in self._served.values():
+            served.repo.close()
 
     def __repr__(self) -> str:
         return f"ServedRepos({sorted(self._served)})"
