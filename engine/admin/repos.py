@@ -11,7 +11,6 @@ remote (one ``git ls-remote``, bounded in time), which ``repos list`` and
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -19,13 +18,15 @@ from typing import Any
 import pygit2
 from pygit2.enums import RepositoryOpenFlag
 
+from engine import git
 from engine.auth.reponames import validate_repo_name
+from engine.catalog.declarations import CATALOG_STORE_REF
+from engine.errors import ChitError, ConfigurationError
 from engine.git import LANE_PREFIX, common_dir, lane_ref
+from engine.git.remote import RemoteError
 from engine.service.repos import RepoSpec
 
 __all__ = ["list_lanes", "list_repos", "repos_status", "select_repos"]
-
-_SCHEME_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
 
 
 def select_repos(specs: Sequence[RepoSpec], names: Iterable[str]) -> list[RepoSpec]:
@@ -83,11 +84,16 @@ def repos_status(specs: Sequence[RepoSpec]) -> dict[str, Any]:
     Returns:
         ``{"ok", "repositories": [...]}``: each repository as in
         :func:`list_repos`, plus ``remote_status``: ``None`` without a remote,
-        else ``{"url", "reachable", "error", "behind": [lane names], "why"}``;
-        each lane gains ``remote``: ``None`` without a remote, else ``level``,
-        ``behind``, ``missing``, ``remote_ahead``, ``diverged`` or
-        ``unknown``. ``ok`` is false when a repository cannot be read or a
-        remote is unreachable or lacks a lane commit.
+        else ``{"url" (userinfo redacted), "reachable", "error" (why it could
+        not be listed, scrubbed, or None), "behind": [lanes the remote lacks
+        commits of or lacks], "parked": [``refs/chit/parked/*`` it lacks],
+        "why" (None when it lacks nothing; else what a dry-run push said)}``;
+        each lane gains ``remote``: ``None`` without a remote (or unreachable),
+        else ``level``, ``behind`` (the remote's lane is an ancestor),
+        ``missing`` (the remote has no such lane), ``remote_ahead``,
+        ``diverged`` or ``unknown`` (the remote's head is not held here). ``ok``
+        is false when a repository cannot be read, or a remote is unreachable
+        or lacks a lane commit.
     """
     found = []
     for spec in specs:
@@ -101,7 +107,8 @@ def repos_status(specs: Sequence[RepoSpec]) -> dict[str, Any]:
     ok = all(
         r["error"] is None
         and (r["remote_status"] is None
-             or (r["remote_status"]["reachable"] and not r["remote_status"]["behind"]))
+             or (r["remote_status"]["reachable"] and not r["remote_status"]["behind"]
+                 and not r["remote_status"]["parked"]))
         for r in found
     )
     return {"ok": ok, "repositories": found}
@@ -196,15 +203,7 @@ def _head_branch(repo: pygit2.Repository) -> str:
 
 def _lane_ref_names(repo: pygit2.Repository) -> list[str]:
     """Names under ``refs/heads/agent/``, sorted; a name git cannot decode is skipped."""
-    names = []
-    for ref in repo.references.iterator():
-        try:
-            name = ref.name
-        except (UnicodeDecodeError, ValueError):
-            continue
-        if name.startswith(LANE_PREFIX):
-            names.append(name)
-    return sorted(names)
+    return _names_under(repo, LANE_PREFIX)
 
 
 def _commit_of(repo: pygit2.Repository, name: str) -> pygit2.Commit | None:
@@ -232,15 +231,97 @@ def _first_line(commit: pygit2.Commit) -> str:
 
 def _shown_url(url: str | None) -> str | None:
     """A remote's URL as shown: the userinfo of ``scheme://userinfo@host`` as ``***``."""
-    return None if url is None else _SCHEME_USERINFO.sub(r"\1***@", url)
+    return None if url is None else git.redact(url)
 
 
 def _remote_status(spec: RepoSpec, info: dict[str, Any]) -> dict[str, Any]:
     """Compare the lanes with the remote; sets each lane's ``remote`` in ``info``.
 
-    The one place the remote is reached (the git layer's transport, bounded in
-    time). This chit's git layer does not push lanes to remotes yet, so
-    nothing is compared: the remote is reported as not checked.
+    The one place the remote is reached: its references are listed through
+    the git layer's transport (``git ls-remote``, bounded in time), and the
+    lane commits it lacks are offered in a ``git push --dry-run`` to learn why
+    they are not there. Nothing moves, here or there.
     """
-    return {"url": _shown_url(spec.remote), "reachable": None, "behind": [],
-            "error": None, "why": "this chit does not compare lanes with remotes yet"}
+    out: dict[str, Any] = {"url": _shown_url(spec.remote), "reachable": False, "error": None,
+                           "behind": [], "parked": [], "why": None}
+    try:
+        repo = git.Repository(spec.path, base=spec.base, remote=spec.remote,
+                              pushed_stores=(CATALOG_STORE_REF,))
+    except (ChitError, ConfigurationError) as exc:
+        out["error"] = str(exc) if isinstance(exc, ConfigurationError) else exc.message
+        return out
+    try:
+        replica = repo.remote
+        if replica is None:  # not reached: the spec names a remote
+            return out
+        try:
+            heads = replica.remote.heads([LANE_PREFIX + "*", git.PARKED_PREFIX + "*"])
+        except RemoteError as exc:
+            out["error"] = exc.reason
+            return out
+        out["reachable"] = True
+        local = pygit2.Repository(os.fspath(spec.path), RepositoryOpenFlag.NO_SEARCH)
+        updates: dict[str, pygit2.Oid] = {}
+        for lane in info["lanes"]:
+            ref = "refs/heads/" + lane["lane"]
+            mine = pygit2.Oid(hex=lane["commit"])
+            lane["remote"] = _lane_state(local, mine, heads.get(ref))
+            if lane["remote"] in ("behind", "missing"):
+                out["behind"].append(lane["lane"])
+                updates[ref] = mine
+                record = _direct(local, git.Repository.provenance_ref(lane["agent"]))
+                if record is not None:
+                    updates[git.Repository.provenance_ref(lane["agent"])] = record
+        for name in _names_under(local, git.PARKED_PREFIX):
+            oid = _direct(local, name)
+            if oid is not None and heads.get(name) != oid:
+                out["parked"].append(name)
+                updates[name] = oid
+        if updates:
+            store = _direct(local, CATALOG_STORE_REF)
+            if store is not None:
+                updates[CATALOG_STORE_REF] = store
+            tried = replica.remote.push(updates, dry_run=True)
+            out["why"] = (
+                "the remote would take them now: an engine pushes them on its next retry "
+                "or commit" if tried.reason is None else tried.reason
+            )
+    finally:
+        repo.close()
+    return out
+
+
+def _lane_state(repo: pygit2.Repository, mine: pygit2.Oid, theirs: pygit2.Oid | None) -> str:
+    """Where the remote's copy of a lane stands against the local one."""
+    if theirs is None:
+        return "missing"
+    if theirs == mine:
+        return "level"
+    if repo.get(theirs) is None:
+        return "unknown"  # the remote's head is not here: it moved on, or went elsewhere
+    if repo.descendant_of(mine, theirs):
+        return "behind"
+    if repo.descendant_of(theirs, mine):
+        return "remote_ahead"
+    return "diverged"
+
+
+def _direct(repo: pygit2.Repository, name: str) -> pygit2.Oid | None:
+    try:
+        ref = repo.references.get(name)
+    except (pygit2.GitError, KeyError, ValueError):
+        return None
+    target = None if ref is None else ref.target
+    return target if isinstance(target, pygit2.Oid) else None
+
+
+def _names_under(repo: pygit2.Repository, prefix: str) -> list[str]:
+    names = []
+    for ref in repo.references.iterator():
+        try:
+            name = ref.name
+        except (UnicodeDecodeError, ValueError):
+            continue
+        if name.startswith(prefix):
+            names.append(name)
+    return sorted(names)

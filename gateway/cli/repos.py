@@ -161,14 +161,13 @@ def _print_repository(repo: dict[str, Any]) -> None:
 
 
 def _remote_summary(status: dict[str, Any]) -> str:
-    if status["reachable"] is None:
-        return f"not checked: {_text(status['why'])}"
     if not status["reachable"]:
         return f"unreachable: {_text(status['error'] or 'no reason given')}"
-    if not status["behind"]:
+    if not status["behind"] and not status["parked"]:
         return "has every lane commit"
+    parked = f", {len(status['parked'])} parked ref(s)" if status["parked"] else ""
     why = f"; why: {_text(status['why'])}" if status["why"] else ""
-    return f"behind on {len(status['behind'])} lane(s){why}"
+    return f"behind on {len(status['behind'])} lane(s){parked}{why}"
 
 
 def _subject(text: str) -> str:

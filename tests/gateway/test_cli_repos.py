@@ -11,9 +11,12 @@ import pygit2
 import pytest
 
 from engine.admin.seed import create_repository
+from engine.git import Repository
 from engine.service import Engine
 from tests.conftest import FILES, World
 from tests.engine.engine_calls import land
+from tests.engine.git.remote_helpers import clone, make_origin, open_engine_repo, refs_of
+from tests.engine.git.remote_helpers import land as land_on
 
 LANE_KEYS = {"repo", "lane", "agent", "commit", "time", "subject", "ahead", "behind"}
 REPO_KEYS = {"name", "path", "base", "base_commit", "remote", "lanes", "odd_refs", "error"}
@@ -57,7 +60,7 @@ class Site:
         commit(repo, "refs/heads/master", root, "master moves on", 1_700_000_300)
         (world.home / "engine.toml").write_text(
             f'[[repo]]\nname = "app"\npath = "{self.app}"\n\n'
-            f'[[repo]]\npath = "{self.legacy}"\nremote = "https://deploy-tok@example.org/l.git"\n'
+            f'[[repo]]\npath = "{self.legacy}"\nremote = "http://deploy-tok@127.0.0.1:9/l.git"\n'
         )
 
     def json(self, *args: str) -> dict[str, object]:
@@ -94,7 +97,7 @@ def test_repos_list_never_shows_remote_credentials(site: Site) -> None:
     for args in (("repos", "list"), ("repos", "list", "--json"), ("repos", "status", "--json")):
         out = run(site.world, *args)
         assert "deploy-tok" not in out.stdout + out.stderr
-        assert "https://***@example.org/l.git" in out.stdout
+        assert "http://***@127.0.0.1:9/l.git" in out.stdout
 
 
 def test_repos_list_human_output_is_aligned(site: Site) -> None:
@@ -199,7 +202,7 @@ def test_missing_repository_is_reported_not_fatal(site: Site, tmp_path: Path) ->
 
 
 def test_odd_lane_refs_made_behind_chits_back_do_not_break_listing(site: Site) -> None:
-    """Threat: refs written outside chit (nested, non-ASCII, bidi, symbolic, naming a blob)
+    """Threat: refs written outside chit (nested, non-ASCII, bidi, not UTF-8, symbolic, a blob)
     break the operator's view or smuggle control characters into the terminal."""
     repo = pygit2.Repository(str(site.legacy))
     master = repo.references["refs/heads/master"].target
@@ -211,11 +214,13 @@ def test_odd_lane_refs_made_behind_chits_back_do_not_break_listing(site: Site) -
     (refs / "evil\u202egpj.exe").write_text(f"{master}\n")
     (refs / "blob").write_text(f"{blob}\n")
     (refs / "sym").write_text("ref: refs/heads/master\n")
+    with open(bytes(refs) + b"/bad\xff", "w") as fh:
+        fh.write(f"{master}\n")
     doc = site.json("lanes", "list", "--repo", "legacy")
     assert [lane["agent"] for lane in doc["lanes"]] == ["carol"]
     odd = sorted(o["ref"] for o in doc["odd_refs"])
     assert odd == sorted(f"refs/heads/agent/{n}" for n in
-                         ("x/y", "caf\u00e9", "evil\u202egpj.exe", "blob", "sym"))
+                         ("x/y", "caf\u00e9", "evil\u202egpj.exe", "blob", "sym", "bad\udcff"))
     human = run(site.world, "lanes", "list")
     assert human.returncode == 0, human.stderr
     assert "\u202e" not in human.stdout and "\\u202e" in human.stdout
@@ -246,3 +251,82 @@ def test_help_texts_name_the_commands(world: World) -> None:
         out = run(world, *args, "--help")
         assert out.returncode == 0 and "--json" in out.stdout and "--repo" in out.stdout
     assert "Exit 1" in run(world, "repos", "status", "--help").stdout.replace("\n", " ")
+
+
+class Remote:
+    """A bare ``origin`` on master, an engine's clone of it pushing lanes there, in engine.toml."""
+
+    def __init__(self, world: World, tmp_path: Path) -> None:
+        self.world = world
+        self.origin = tmp_path / "origin.git"
+        make_origin(self.origin)
+        self.clone = clone(self.origin, tmp_path / "engine.git")
+        (world.home / "engine.toml").write_text(
+            f'[[repo]]\nname = "org"\npath = "{self.clone}"\nremote = "{self.origin}"\n')
+
+    def repo(self) -> Repository:
+        return open_engine_repo(self.clone, self.origin)
+
+    def status(self) -> tuple[int, dict[str, object]]:
+        out = run(self.world, "repos", "status", "--json")
+        assert out.returncode in (0, 1), out.stderr
+        return out.returncode, json.loads(out.stdout)
+
+
+@pytest.fixture
+def remote(world: World, tmp_path: Path) -> Remote:
+    return Remote(world, tmp_path)
+
+
+def test_repos_status_remote_level_then_behind_and_missing(remote: Remote) -> None:
+    vcs = remote.repo()
+    land_on(vcs, "alice", {"src/a.py": b"a\n"})
+    code, doc = remote.status()
+    [org] = doc["repositories"]
+    assert code == 0 and doc["ok"] is True, doc
+    assert org["base"] == "master" and org["remote"] == str(remote.origin)
+    assert org["remote_status"] == {"url": str(remote.origin), "reachable": True, "error": None,
+                                    "behind": [], "parked": [], "why": None}
+    assert [(lane["lane"], lane["remote"]) for lane in org["lanes"]] == [("agent/alice", "level")]
+
+    hook = remote.origin / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'quota exceeded' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    land_on(vcs, "alice", {"src/b.py": b"b\n"})
+    land_on(vcs, "bob", {"src/c.py": b"c\n"})
+    vcs.close()
+    origin_refs = refs_of(remote.origin)
+    code, doc = remote.status()
+    [org] = doc["repositories"]
+    assert code == 1 and doc["ok"] is False
+    assert [(lane["lane"], lane["remote"], lane["ahead"]) for lane in org["lanes"]] == [
+        ("agent/alice", "behind", 2), ("agent/bob", "missing", 1)]
+    assert org["remote_status"]["behind"] == ["agent/alice", "agent/bob"]
+    assert org["remote_status"]["why"]  # the dry run's answer: it would take them now
+    assert refs_of(remote.origin) == origin_refs  # the dry run pushed nothing
+
+    human = run(remote.world, "repos", "status", "org")
+    assert human.returncode == 1
+    assert "remote: behind on 2 lane(s)" in human.stdout
+    assert re.search(r"agent/bob +bob +1 +0 +[0-9a-f]{12} \S+ +missing", human.stdout)
+
+    listed = run(remote.world, "repos", "list", "--json")  # never contacts the remote
+    assert listed.returncode == 0
+    assert "remote_status" not in json.loads(listed.stdout)["repositories"][0]
+
+
+def test_repos_status_unreachable_remote_says_why(remote: Remote, tmp_path: Path) -> None:
+    vcs = remote.repo()
+    land_on(vcs, "alice", {"src/a.py": b"a\n"})
+    vcs.close()
+    remote.origin.rename(tmp_path / "gone.git")
+    code, doc = remote.status()
+    [org] = doc["repositories"]
+    assert code == 1 and org["remote_status"]["reachable"] is False
+    assert "listing the remote failed" in org["remote_status"]["error"]
+    assert [lane["remote"] for lane in org["lanes"]] == [None]
+    human = run(remote.world, "repos", "status")
+    assert human.returncode == 1 and "unreachable: listing the remote failed" in human.stdout
+    # The listing of lanes needs no remote.
+    lanes = run(remote.world, "lanes", "list")
+    assert lanes.returncode == 0 and "agent/alice" in lanes.stdout
