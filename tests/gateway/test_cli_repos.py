@@ -199,7 +199,7 @@ def test_missing_repository_is_reported_not_fatal(site: Site, tmp_path: Path) ->
 
 
 def test_odd_lane_refs_made_behind_chits_back_do_not_break_listing(site: Site) -> None:
-    """Threat: refs written outside chit (nested, non-ASCII, bidi, symbolic, naming a blob)
+    """Threat: refs written outside chit (nested, non-ASCII, bidi, not UTF-8, symbolic, a blob)
     break the operator's view or smuggle control characters into the terminal."""
     repo = pygit2.Repository(str(site.legacy))
     master = repo.references["refs/heads/master"].target
@@ -211,11 +211,13 @@ def test_odd_lane_refs_made_behind_chits_back_do_not_break_listing(site: Site) -
     (refs / "evil\u202egpj.exe").write_text(f"{master}\n")
     (refs / "blob").write_text(f"{blob}\n")
     (refs / "sym").write_text("ref: refs/heads/master\n")
+    with open(bytes(refs) + b"/bad\xff", "w") as fh:
+        fh.write(f"{master}\n")
     doc = site.json("lanes", "list", "--repo", "legacy")
     assert [lane["agent"] for lane in doc["lanes"]] == ["carol"]
     odd = sorted(o["ref"] for o in doc["odd_refs"])
     assert odd == sorted(f"refs/heads/agent/{n}" for n in
-                         ("x/y", "caf\u00e9", "evil\u202egpj.exe", "blob", "sym"))
+                         ("x/y", "caf\u00e9", "evil\u202egpj.exe", "blob", "sym", "bad\udcff"))
     human = run(site.world, "lanes", "list")
     assert human.returncode == 0, human.stderr
     assert "\u202e" not in human.stdout and "\\u202e" in human.stdout
