@@ -87,7 +87,9 @@ def repos_status(specs: Sequence[RepoSpec]) -> dict[str, Any]:
         each lane gains ``remote``: ``None`` without a remote, else ``level``,
         ``behind``, ``missing``, ``remote_ahead``, ``diverged`` or
         ``unknown``. ``ok`` is false when a repository cannot be read or a
-        remote is unreachable or lacks a lane commit.
+        remote is unreachable or lacks a lane commit. Until the git layer
+        reaches remotes, ``reachable`` is ``None`` (not checked) and ``why``
+        says so; that alone does not make ``ok`` false.
     """
     found = []
     for spec in specs:
@@ -101,7 +103,8 @@ def repos_status(specs: Sequence[RepoSpec]) -> dict[str, Any]:
     ok = all(
         r["error"] is None
         and (r["remote_status"] is None
-             or (r["remote_status"]["reachable"] and not r["remote_status"]["behind"]))
+             or (r["remote_status"]["reachable"] is not False
+                 and not r["remote_status"]["behind"]))
         for r in found
     )
     return {"ok": ok, "repositories": found}

@@ -57,7 +57,7 @@ class Site:
         commit(repo, "refs/heads/master", root, "master moves on", 1_700_000_300)
         (world.home / "engine.toml").write_text(
             f'[[repo]]\nname = "app"\npath = "{self.app}"\n\n'
-            f'[[repo]]\npath = "{self.legacy}"\nremote = "https://deploy-tok@example.org/l.git"\n'
+            f'[[repo]]\npath = "{self.legacy}"\nremote = "http://deploy-tok@127.0.0.1:9/l.git"\n'
         )
 
     def json(self, *args: str) -> dict[str, object]:
@@ -94,7 +94,7 @@ def test_repos_list_never_shows_remote_credentials(site: Site) -> None:
     for args in (("repos", "list"), ("repos", "list", "--json"), ("repos", "status", "--json")):
         out = run(site.world, *args)
         assert "deploy-tok" not in out.stdout + out.stderr
-        assert "https://***@example.org/l.git" in out.stdout
+        assert "http://***@127.0.0.1:9/l.git" in out.stdout
 
 
 def test_repos_list_human_output_is_aligned(site: Site) -> None:
