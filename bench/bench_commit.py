@@ -51,6 +51,19 @@ Two measurements:
    limit the rate. Conflicts retried are reported as counts (with the per-lane
    ``flock`` there should be none).
 
+4. Latency with a remote: the repository is a ``git clone --bare`` of a local
+   bare ``origin`` and the engine serves it with ``remote`` set to that origin,
+   so each ``commit`` also pushes the lane, the agent's provenance reference and
+   ``refs/chit/catalogs`` there in one ``git push --atomic`` before answering.
+   Peer in the same run, on its own clone of its own origin: the raw pygit2
+   commit above, plus a provenance-like record (one blob in a commit on
+   ``refs/chit/provenance/raw``), then ``git push --atomic --porcelain`` of the
+   same three refs (branch, record, catalogs) by the ``git`` command. Median
+   per commit, the two sides interleaved as in 1. Target: chit / peer at most
+   ``TARGET_REMOTE_LATENCY_RATIO``. After the run the origin's lane and records
+   must equal the engine's, and the peer's origin branch must hold every commit.
+   ``--only remote`` runs the start-up checks and this measurement alone.
+
 Every measurement uses a fresh repository under ``tempfile.gettempdir()``: set
 ``TMPDIR`` (for example to a tmpfs) to choose the filesystem, which dominates the
 raw side's time since every object is a loose file.
@@ -80,6 +93,7 @@ import platform
 import pstats
 import queue
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -111,6 +125,9 @@ PROCESS_TIMEOUT = 300.0  # s to wait for a worker's message before giving up
 PROFILE_COMMITS = 100
 PROFILE_LINES = 25
 TARGET_LATENCY_RATIO = 3.0
+TARGET_REMOTE_LATENCY_RATIO = 1.5
+REMOTE_WARMUP = 5
+REMOTE_COMMITS = 80
 TARGET_THROUGHPUT_16_OVER_1 = 1.0
 TOKEN_TTL = 3600
 OPERATIONS = ["read", "write", "commit"]
@@ -724,6 +741,137 @@ def measure_process_throughput() -> dict[str, Any]:
     }
 
 
+# --- latency with a remote ------------------------------------------------------------
+
+
+def git_clone_bare(source: Path, dest: Path) -> Path:
+    subprocess.run(["git", "clone", "--quiet", "--bare", str(source), str(dest)], check=True,
+                   capture_output=True)
+    return dest
+
+
+@contextmanager
+def chit_remote_world() -> Iterator[tuple[ChitWorld, Path, Path]]:
+    """An Engine on a clone of a local bare origin, pushing its lanes there."""
+    from engine.service import RepoSpec  # the repositories an engine serves, with their remote
+
+    with fresh_repo() as tmp:
+        origin = git_clone_bare(tmp / "repo", tmp / "origin.git")
+        clone = git_clone_bare(origin, tmp / "engine.git")
+        home = tmp / "home"
+        admin.init_home(home)
+        engine = Engine(home, [RepoSpec("repo", clone, remote=str(origin))])
+        token = str(admin.mint_token(home, agent="bench0", operations=OPERATIONS,
+                                     paths=SCOPE, ttl_seconds=TOKEN_TTL)["token"])
+        listed = engine.offer(token)
+        if not listed["ok"]:
+            raise SystemExit(f"offer refused: {listed['error']}")
+        with engine:
+            yield ChitWorld(engine, clone, [ChitAgent("bench0", token,
+                                                      str(listed["catalog_hash"]))]), clone, origin
+
+
+@dataclass
+class RawRemoteBranch:
+    """The peer: a raw pygit2 commit, a record commit, and `git push --atomic` of three refs."""
+
+    branch: RawBranch
+    git_dir: Path
+    origin: Path
+    record_ref: str = "refs/chit/provenance/raw"
+    catalogs_ref: str = "refs/chit/catalogs"
+
+    @classmethod
+    def open(cls, clone: Path, origin: Path, ref: str) -> RawRemoteBranch:
+        peer = cls(RawBranch.open(clone, ref), clone, origin)
+        repo = peer.branch.repo
+        blob = repo.create_blob(b"catalog")
+        builder = repo.TreeBuilder()
+        builder.insert("c" * 64, blob, FileMode.BLOB)
+        sig = peer.branch.sig
+        repo.create_commit(peer.catalogs_ref, sig, sig, "catalogs\n", builder.write(), [])
+        return peer
+
+    def commit(self, files: dict[str, bytes], message: str) -> pygit2.Oid:
+        oid = self.branch.commit(files, message)
+        repo = self.branch.repo
+        parent = repo.references.get(self.record_ref)
+        builder = repo.TreeBuilder()
+        builder.insert(str(oid), repo.create_blob(message.encode()), FileMode.BLOB)
+        sig = self.branch.sig
+        repo.create_commit(self.record_ref, sig, sig, "record\n", builder.write(),
+                           [] if parent is None else [parent.target])
+        subprocess.run(["git", f"--git-dir={self.git_dir}", "push", "--atomic", "--porcelain",
+                        "--quiet", str(self.origin), self.branch.ref, self.record_ref,
+                        self.catalogs_ref], check=True, capture_output=True)
+        return oid
+
+
+def measure_remote_latency() -> dict[str, list[float]]:
+    commit_s: list[float] = []
+    total_s: list[float] = []
+    raw_s: list[float] = []
+    clock = time.perf_counter
+    with chit_remote_world() as (world, clone, origin), fresh_repo() as raw_tmp:
+        session = ChitSession(world.engine, world.agents[0], "remote")
+        raw_origin = git_clone_bare(raw_tmp / "repo", raw_tmp / "origin.git")
+        raw_clone = git_clone_bare(raw_origin, raw_tmp / "clone.git")
+        peer = RawRemoteBranch.open(raw_clone, raw_origin, "refs/heads/raw/remote")
+        for n in range(REMOTE_WARMUP + REMOTE_COMMITS):
+            files = change("remote", n)
+            writes, message = write_args(files), MESSAGE.format(n=FILES_PER_COMMIT)
+            if n % 2:
+                r0 = clock()
+                peer.commit(files, RAW_MESSAGE)
+                r1 = t0 = clock()
+                session.write_all(writes)
+                t1 = clock()
+                session.commit(message)
+                t2 = clock()
+            else:
+                t0 = clock()
+                session.write_all(writes)
+                t1 = clock()
+                session.commit(message)
+                t2 = r0 = clock()
+                peer.commit(files, RAW_MESSAGE)
+                r1 = clock()
+            if n >= REMOTE_WARMUP:
+                commit_s.append(t2 - t1)
+                total_s.append(t2 - t0)
+                raw_s.append(r1 - r0)
+        lane = "refs/heads/agent/bench0"
+        theirs, ours = pygit2.Repository(str(origin)), pygit2.Repository(str(clone))
+        for ref in (lane, "refs/chit/provenance/bench0", "refs/chit/catalogs"):
+            if theirs.references[ref].target != ours.references[ref].target:
+                raise SystemExit(f"remote latency run: the origin's {ref} is not the engine's")
+        if lane_length(theirs, lane) != REMOTE_WARMUP + REMOTE_COMMITS or session.conflicts:
+            raise SystemExit("remote latency run: not every chit commit reached the origin")
+        raw_origin_repo = pygit2.Repository(str(raw_origin))
+        if lane_length(raw_origin_repo, "refs/heads/raw/remote") != REMOTE_WARMUP + REMOTE_COMMITS:
+            raise SystemExit("remote latency run: not every raw commit reached the origin")
+    return {"commit": commit_s, "total": total_s, "raw": raw_s}
+
+
+def remote_latency_result() -> dict[str, Any]:
+    lat = measure_remote_latency()
+    ratio = statistics.median(lat["commit"]) / statistics.median(lat["raw"])
+    total = statistics.median(lat["total"]) / statistics.median(lat["raw"])
+    return {
+        "shape": "each commit pushed to a local bare origin (file path) in one atomic push of "
+                 "lane, provenance ref and catalogs; peer: raw pygit2 commit + record commit + "
+                 "`git push --atomic` of the same three refs",
+        "commits": REMOTE_COMMITS,
+        "chit_commit_ms": ms(lat["commit"]),
+        "chit_write_x10_plus_commit_ms": ms(lat["total"]),
+        "peer_commit_plus_git_push_ms": ms(lat["raw"]),
+        "ratio_chit_commit_over_peer": round(ratio, 2),
+        "ratio_chit_write_x10_plus_commit_over_peer": round(total, 2),
+        "target_ratio_at_most": TARGET_REMOTE_LATENCY_RATIO,
+        "met_commit": ratio <= TARGET_REMOTE_LATENCY_RATIO,
+    }
+
+
 # --- harness -----------------------------------------------------------------------
 
 
@@ -768,17 +916,23 @@ def main() -> None:
     parser.add_argument("--profile", nargs="?", type=int, const=PROFILE_COMMITS, default=0,
                         metavar="N", help=f"cProfile N chit commits (default {PROFILE_COMMITS}) "
                         f"and a {THROUGHPUT_SESSIONS[-1]}-session run")
+    parser.add_argument("--only", choices=("remote",), help="run one measurement alone")
     args = parser.parse_args()
     began = time.perf_counter()
 
     check_chit()
     check_raw()
+    if args.only == "remote":
+        print(json.dumps({"latency_remote": remote_latency_result(),
+                          "wall_seconds": round(time.perf_counter() - began, 1)}, indent=2))
+        return
 
     lat = measure_latency()
     commit_ratio = statistics.median(lat["commit"]) / statistics.median(lat["raw"])
     total_ratio = statistics.median(lat["total"]) / statistics.median(lat["raw"])
     throughput = measure_throughput()
     throughput_processes = measure_process_throughput()
+    remote = remote_latency_result()
 
     result = {
         "benchmark": f"commit a {FILES_PER_COMMIT}-file change: chit Engine.invoke "
@@ -804,6 +958,7 @@ def main() -> None:
         },
         "throughput": throughput,
         "throughput_processes": throughput_processes,
+        "latency_remote": remote,
         "wall_seconds": round(time.perf_counter() - began, 1),
     }
     print(json.dumps(result, indent=2))

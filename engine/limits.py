@@ -45,6 +45,8 @@ class Limits:
     """Globs in one ``paths`` caveat (and in ``issue_sub_token``'s ``paths``)."""
     glob_chars: int = 1024
     """Characters of one path glob a token carries: bounds the matcher's worst case."""
+    repo_name_chars: int = 64
+    """Characters of a repository's name, and of one glob of a ``repos`` caveat."""
     caveat_time_ceiling_seconds: int = 2**37
     """Unix seconds an ``exp`` or ``nbf`` caveat stays below (2**37 is year 6325)."""
     delegation_depth_blocks: int = 3
@@ -111,6 +113,22 @@ class Limits:
     """Seconds between two attempts to add an entry to chit's content store."""
     stale_ref_lock_seconds: float = 10.0
     """Age in seconds past which git's ``.lock`` on a ref chit writes is a dead writer's."""
+    remote_url_chars: int = 2048
+    """Characters of a repository's remote URL (operator configuration)."""
+    remote_command_seconds: float = 30.0
+    """Seconds one ``git fetch``, ``push`` or ``ls-remote`` may run before it is killed."""
+    remote_output_bytes: int = 1 << 20
+    """Bytes of one such command's output that are read (1 MiB); the rest is dropped."""
+    remote_push_attempts: int = 3
+    """Pushes of one commit while the remote's lane moved (each after a fetch and a merge)."""
+    remote_retry_first_seconds: float = 1.0
+    """Seconds before the first background retry of a failed push; doubled after each failure."""
+    remote_retry_max_seconds: float = 60.0
+    """Seconds between two background retries of a failed push, at most."""
+    remote_check_seconds: float = 300.0
+    """Seconds between two comparisons of every lane with the remote by an engine's background."""
+    remote_error_chars: int = 500
+    """Characters of git's (scrubbed) error text kept to say why the remote is behind."""
 
     # --- state (engine/state) -------------------------------------------------------
     intents_per_repository: int = 10_000

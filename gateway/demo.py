@@ -244,6 +244,8 @@ def run_demo(*, keep: bool = False) -> int:
             "read,write,commit,sub-token:issue",
             "--paths",
             SCOPE,
+            "--repos",
+            repo.name,
             "--ttl",
             "15m",
             "--delegable",
@@ -253,7 +255,8 @@ def run_demo(*, keep: bool = False) -> int:
             raise RuntimeError(mint.stderr.strip())
         minted = json.loads(mint.stdout)
         _say(f"    token {minted['token_id']} for {AGENT}: read, write, commit and delegation")
-        _say(f"    on {SCOPE}, 15 minutes (text form: chit_..., never logged)")
+        _say(f"    on {SCOPE} of repository {repo.name!r}, 15 minutes "
+             "(text form: chit_..., never logged)")
 
         _step(3, "agent host: start `chit mcp` and connect with the official MCP client")
         child_token = anyio.run(_agent_session, home, repo, minted["token"])
@@ -262,10 +265,12 @@ def run_demo(*, keep: bool = False) -> int:
         helper_id = anyio.run(_helper_session, home, repo, child_token)
 
         git = pygit2.Repository(str(repo))
-        main_now = str(git.references["refs/heads/main"].target)
-        _say(f"    main is still {main_now[:12]} (unchanged: {main_now == main_id})")
+        base = str(git.references["HEAD"].target)  # the base branch: the one HEAD names
+        main_now = str(git.references[base].target)
+        _say(f"    {base.removeprefix('refs/heads/')} is still {main_now[:12]} "
+             f"(unchanged: {main_now == main_id})")
         if main_now != main_id:
-            raise RuntimeError("main moved")
+            raise RuntimeError("the base branch moved")
 
         _step(10, "auditor: chit audit verify with the engine's public keys only")
         public = repo.parent / "engine-keys.json"
@@ -302,6 +307,8 @@ def run_demo(*, keep: bool = False) -> int:
             "read",
             "--paths",
             "src/**",
+            "--repos",
+            repo.name,
             "--ttl",
             "15m",
         )

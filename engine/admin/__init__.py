@@ -1,4 +1,4 @@
-"""What the operator's and auditor's commands call: init, mint, keys, freeze, audit.
+"""What the operator's and auditor's commands call: init, mint, keys, freeze, repos, audit.
 
 The CLI reaches the engine only through this package, :mod:`engine.service`
 and :mod:`engine.errors` (docs/architecture.md), and never handles keys itself:
@@ -28,6 +28,7 @@ from engine.admin.calllog import (
     read_checkpoint_file,
     verify_call_log,
 )
+from engine.admin.doctor import DoctorRepository, diagnose
 from engine.admin.freeze import freeze_status, set_freeze
 from engine.admin.home import check_policy, ensure_home, init_home, open_repository, resolve_home
 from engine.admin.keys import (
@@ -39,6 +40,7 @@ from engine.admin.keys import (
     rotate_sealing_key,
     rotate_signing_key,
 )
+from engine.admin.repos import list_lanes, list_repos, repos_status, select_repos
 from engine.admin.seed import create_repository, files_from_directory
 from engine.admin.state import copy_state, migrate_state
 from engine.admin.tokens import (
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LIMITS",
+    "DoctorRepository",
     "TokenExchange",
     "attenuate_token",
     "call_log_checkpoint",
@@ -63,6 +66,7 @@ __all__ = [
     "check_policy",
     "copy_state",
     "create_repository",
+    "diagnose",
     "ensure_home",
     "export_public",
     "files_from_directory",
@@ -70,6 +74,8 @@ __all__ = [
     "init_home",
     "inspect_token",
     "list_keys",
+    "list_lanes",
+    "list_repos",
     "load_trusted_keys",
     "migrate_state",
     "mint_token",
@@ -82,12 +88,14 @@ __all__ = [
     "provenance_graph",
     "read_checkpoint_file",
     "render_graph",
+    "repos_status",
     "resolve_home",
     "retire_key",
     "revoke",
     "rotate_key",
     "rotate_sealing_key",
     "rotate_signing_key",
+    "select_repos",
     "set_freeze",
     "verify_call_log",
     "verify_lanes",

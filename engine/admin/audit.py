@@ -25,24 +25,29 @@ def verify_lanes(
     lanes: list[str] | None,
     *,
     public_keys: Mapping[str, Ed25519PublicKey],
+    base: str | None = None,
 ) -> dict[str, Any]:
     """Verify the commits on the given lanes or ranges (default: every lane).
 
     Args:
-        repo_path: Path of the git repository.
+        repo_path: Path of the git repository: the engine's, or a mirror
+            clone of its remote (docs/audit.md, "Auditing from the remote").
         lanes: Each a lane (``agent/NAME``) or a range ``REV..LANE``; ``None``
             for every lane (:func:`engine.audit.verify.verify_repository`).
         public_keys: Trusted engine key id to Ed25519 public key.
+        base: The base branch; default the one ``HEAD`` names.
 
     Returns:
         ``{"ok": bool, "lanes": [...], "commits": [{"commit", "lane",
         "catalog_hash", "ok", "findings": [...]}], "findings": [{"commit",
-        "check", "reason"}]}``.
+        "check", "reason"}]}``; not ``ok`` when nothing was verified or
+        ``refs/chit/*`` is missing.
 
     Raises:
-        ConfigurationError: If ``repo_path`` is not a repository with ``main``.
+        ConfigurationError: If ``repo_path`` is not a repository whose base
+            branch has a commit.
     """
-    return verify_repository(repo_path, lanes, public_keys=public_keys)
+    return verify_repository(repo_path, lanes, public_keys=public_keys, base=base)
 
 
 def provenance_graph(

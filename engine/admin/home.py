@@ -2,7 +2,7 @@
 
 ``chit init`` creates the home (keyring and default policy), every other
 operator command first checks it holds a keyring, ``chit init --repo`` and
-``chit audit graph`` open the repository, ``chit policy check`` checks a policy
+``chit audit graph`` open the repository (any base branch), ``chit policy check`` checks a policy
 file. The home's layout is in keys/README.md.
 """
 
@@ -74,20 +74,22 @@ def ensure_home(home: Path) -> None:
         raise ConfigurationError(f"no chit home at {home}; run `chit init --home {home}`")
 
 
-def open_repository(path: str | os.PathLike[str]) -> git.Repository:
-    """Open the repository at ``path`` as an engine would serve it.
+def open_repository(path: str | os.PathLike[str], *, base: str | None = None) -> git.Repository:
+    """Open the repository at ``path`` as an engine would serve it (without its remote).
 
     Args:
         path: The repository's git directory or working directory.
+        base: Its base branch; default the branch its ``HEAD`` names.
 
     Returns:
-        The repository, for :func:`engine.admin.provenance_graph`.
+        The repository, for :func:`engine.admin.provenance_graph` and
+        ``chit init --repo`` (which shows :attr:`~engine.git.Repository.base`).
 
     Raises:
-        ConfigurationError: If ``path`` is not a git repository or has no
-            ``main`` commit.
+        ConfigurationError: If ``path`` is not a git repository or its base
+            branch (given, or ``HEAD``'s) has no commit.
     """
-    return git.Repository(path)
+    return git.Repository(path, base=base)
 
 
 def check_policy(path: str | os.PathLike[str]) -> dict[str, object]:

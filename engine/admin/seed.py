@@ -1,7 +1,7 @@
-"""Create a repository whose ``main`` holds given files (for ``chit demo`` and tests).
+"""Create a repository whose base branch holds given files (for ``chit demo`` and tests).
 
-Uses git object space only (an in-memory index), then checks ``main`` out so the
-working tree looks like any clone (README.md, "The two commands").
+Uses git object space only (an in-memory index), then checks the branch out so
+the working tree looks like any clone (README.md, "The two commands").
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ def create_repository(
     message: str = "Initial import",
     author: tuple[str, str] = ("chit seed", "seed@chit.invalid"),
     time: int = 1_700_000_000,
+    branch: str = "main",
 ) -> str:
-    """Initialise a repository at ``path`` with one commit on ``main``.
+    """Initialise a repository at ``path`` with one commit on ``branch``, its ``HEAD``.
 
     Args:
         path: A folder that does not hold a repository yet.
@@ -31,6 +32,7 @@ def create_repository(
         message: The commit message.
         author: ``(name, email)`` of author and committer.
         time: Commit time, unix seconds.
+        branch: The branch (``main``, ``master``, ...), which ``HEAD`` names.
 
     Returns:
         The commit id (hex).
@@ -38,15 +40,15 @@ def create_repository(
     Raises:
         pygit2.GitError: If the repository cannot be created.
     """
-    repo = pygit2.init_repository(str(path), bare=False, initial_head="main")
+    repo = pygit2.init_repository(str(path), bare=False, initial_head=branch)
     index = pygit2.Index()
     for name in sorted(files):
         oid = repo.create_blob(files[name])
         index.add(pygit2.IndexEntry(name, oid, pygit2.enums.FileMode.BLOB))
     tree = index.write_tree(repo)
     sig = pygit2.Signature(author[0], author[1], time, 0)
-    oid = repo.create_commit("refs/heads/main", sig, sig, message + "\n", tree, [])
-    repo.checkout("refs/heads/main", strategy=pygit2.enums.CheckoutStrategy.FORCE)
+    oid = repo.create_commit(f"refs/heads/{branch}", sig, sig, message + "\n", tree, [])
+    repo.checkout(f"refs/heads/{branch}", strategy=pygit2.enums.CheckoutStrategy.FORCE)
     return str(oid)
 
 

@@ -2,13 +2,17 @@
 
 Needs no secret key: the repository and the engine's public keys (``chit keys
 export-public``, format ``chit-engine-keys/1``). For each commit reachable from a
-lane and not from ``main`` the checks below run; each failure is a
+lane and not from the base branch the checks below run; each failure is a
 :class:`Finding` naming the commit, the check and the reason (docs/audit.md
 explains the threat each check answers):
 
 - ``refs``: repository-wide, no ``refs/replace/*``, no ``info/grafts`` (git
-  honours them, libgit2 and so this audit do not) and ``main`` is a direct
-  reference;
+  honours them, libgit2 and so this audit do not) and the base branch is a
+  direct reference; each audited lane has its ``refs/chit/provenance/<agent>``
+  and ``refs/chit/catalogs`` exists (a clone that did not fetch ``refs/chit/*``
+  fails here, saying so);
+- ``range``: the lanes or ranges hold at least one commit: nothing verified is
+  never reported as verified;
 - ``trailers``: the chit trailers are present, once each, well formed, and the
   message ends with ``Chit-Provenance: sha256:<hex>``;
 - ``record_missing``: ``refs/chit/provenance/<agent>`` holds a record for the commit;
@@ -99,34 +103,50 @@ class CommitReport:
         return not self.findings
 
 
+FETCH_HINT = (
+    "audit a mirror clone of the remote (git clone --mirror URL), or fetch chit's refs "
+    "into this clone: git fetch origin 'refs/heads/agent/*:refs/heads/agent/*' "
+    "'refs/chit/*:refs/chit/*'"
+)
+"""What a finding about missing lanes or ``refs/chit/*`` tells the auditor to do."""
+
+
 def verify_repository(
     repo_path: str | os.PathLike[str],
     lanes: list[str] | None = None,
     *,
     public_keys: Mapping[str, Ed25519PublicKey],
+    base: str | None = None,
 ) -> dict[str, Any]:
     """Verify the commits on the given lanes or ranges (default: every lane).
 
     Args:
-        repo_path: Path of the git repository.
+        repo_path: Path of the git repository (a mirror clone of the remote,
+            or the engine's own).
         lanes: Each a lane (``agent/NAME``, ``refs/heads/agent/NAME`` or just
             ``NAME``) or a range ``REV..LANE`` (the lane's commits not reachable
             from ``REV``, a branch name or hex commit id); ``None`` for every
             lane, and then any other ref under ``refs/heads/agent/`` is a
             finding too.
         public_keys: Trusted engine key id to Ed25519 public key.
+        base: The base branch lanes are compared with; default the branch
+            the repository's ``HEAD`` names.
 
     Returns:
         ``{"ok": bool, "lanes": [...], "commits": [{"commit", "lane",
         "catalog_hash", "ok", "findings": [...]}], "findings": [{"commit",
-        "check", "reason"}]}``.
+        "check", "reason"}]}``. ``ok`` is false when no commit was verified
+        (a ``range`` finding says why) or chit's refs are missing (``refs``).
 
     Raises:
-        ConfigurationError: If ``repo_path`` is not a repository with ``main``.
+        ConfigurationError: If ``repo_path`` is not a repository whose base
+            branch has a commit.
     """
-    repo = git.Repository(repo_path)
+    repo = git.Repository(repo_path, base=base)
     auditor = Auditor(repo, public_keys)
-    missing: list[Finding] = [Finding("-", "refs", reason) for reason in _ref_problems(repo_path)]
+    missing: list[Finding] = [
+        Finding("-", "refs", reason) for reason in _ref_problems(repo_path, repo.base)
+    ]
     existing = repo.lanes()
     wanted: list[tuple[str, str | None]] = []
     if lanes is None:
@@ -154,8 +174,16 @@ def verify_repository(
         except (pygit2.GitError, KeyError, ValueError):
             missing.append(Finding("-", "lane", f"agent/{agent} does not point at a commit"))
             continue
+        if commits and repo.store_head(git.Repository.provenance_ref(agent)) is None:
+            missing.append(Finding("-", "refs", f"{git.Repository.provenance_ref(agent)} is "
+                                   f"missing, so no commit of agent/{agent} can be checked: "
+                                   + FETCH_HINT))
         for commit in commits:
             reports.append(auditor.verify_commit(agent, commit))
+    if reports and repo.store_head(CATALOG_STORE_REF) is None:
+        missing.append(Finding("-", "refs", f"{CATALOG_STORE_REF} is missing: " + FETCH_HINT))
+    if not reports and not any(f.check == "lane" for f in missing):
+        missing.append(Finding("-", "range", _nothing_verified(lanes, existing)))
     ok = not missing and all(r.ok for r in reports)
     return {
         "ok": ok,
@@ -175,13 +203,22 @@ def verify_repository(
     }
 
 
-def _ref_problems(repo_path: str | os.PathLike[str]) -> list[str]:
+def _nothing_verified(lanes: list[str] | None, existing: list[str]) -> str:
+    """Why no commit was checked, and what to do about it."""
+    if lanes is None and not existing:
+        return ("no lane (refs/heads/agent/*) in this repository, so nothing was verified; "
+                "a plain clone keeps the remote's lanes under refs/remotes/: " + FETCH_HINT)
+    return ("the lanes or ranges given hold no chit commit (nothing beyond the base branch "
+            "or the range's start), so nothing was verified")
+
+
+def _ref_problems(repo_path: str | os.PathLike[str], base: str) -> list[str]:
     """What in the repository makes git show other content than the audit reads.
 
     libgit2 (so this audit) ignores ``refs/replace/*`` and ``info/grafts``; git
     itself honours them, so ``git show`` and ``git merge`` of a verified lane
-    would use replaced commits. A symbolic ``main`` could hide a lane's commits
-    from the walk. Each is reported, never silently followed.
+    would use replaced commits. A symbolic base branch could hide a lane's
+    commits from the walk. Each is reported, never silently followed.
     """
     handle = pygit2.Repository(os.fspath(repo_path))
     problems = []
@@ -191,9 +228,10 @@ def _ref_problems(repo_path: str | os.PathLike[str]) -> list[str]:
     common = git.common_dir(handle.path)
     if os.path.lexists(os.path.join(common, "info", "grafts")):
         problems.append("info/grafts rewrites history for git but not for this audit")
-    main = handle.references.get(git.MAIN)
-    if main is not None and not isinstance(main.target, pygit2.Oid):
-        problems.append(f"{git.MAIN} is a symbolic reference (to {main.target!r})")
+    name = "refs/heads/" + base
+    found = handle.references.get(name)
+    if found is not None and not isinstance(found.target, pygit2.Oid):
+        problems.append(f"{name} is a symbolic reference (to {found.target!r})")
     return problems
 
 
@@ -264,7 +302,7 @@ class Auditor:
 
         Args:
             agent: The lane's agent.
-            commit: A commit on ``agent/<agent>`` not on ``main``.
+            commit: A commit on ``agent/<agent>`` not on the base branch.
 
         Returns:
             The report; ``record`` holds the verified record once the signature

@@ -123,7 +123,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     _tool(
         "status",
         "Your session's staged change, the lane head it is based on, and how far your lane is "
-        "ahead of and behind main.",
+        "ahead of and behind the base branch, and whether the remote has your lane's commits.",
         s.NoArgs,
         s.Status,
         R,
@@ -131,7 +131,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     _tool(
         "read_file",
         "Read a file in your scope. Without ref: your session's view (staged edits over your "
-        "lane, or main before your lane exists). Content is UTF-8 text, or base64 for binary.",
+        "lane, or the base branch before your lane exists). Content is UTF-8 text, or base64 "
+        "for binary.",
         s.ReadFileArgs,
         s.FileContent,
         R,
@@ -140,7 +141,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     _tool(
         "list_conflicts",
         "Paths where your staged change conflicts with your lane, and where your lane would "
-        "conflict with main.",
+        "conflict with the base branch.",
         s.NoArgs,
         s.Conflicts,
         R,
@@ -243,7 +244,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     _tool(
         "commit",
         "Land your session's staged change as one commit on your lane agent/<name>, with "
-        "provenance trailers. Never touches main.",
+        "provenance trailers. Never touches the base branch.",
         s.CommitArgs,
         s.Committed,
         C,

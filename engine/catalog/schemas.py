@@ -24,7 +24,10 @@ Ref = Field(
     default=None,
     min_length=1,
     max_length=LIMITS.ref_chars,
-    description="A branch name (main, agent/NAME) or a commit id; default: your lane.",
+    description=(
+        "A branch name (the base branch by its own name, e.g. main or master; agent/NAME) "
+        "or a commit id; default: your lane."
+    ),
 )
 
 
@@ -165,6 +168,11 @@ class IssueSubTokenArgs(BaseModel):
     paths: list[str] = Field(max_length=LIMITS.caveat_globs)
     ttl_seconds: int = Field(gt=0)
     delegable: bool = False
+    repos: list[str] | None = Field(
+        default=None,
+        max_length=LIMITS.caveat_globs,
+        description="Repository name globs, each within yours; omitted: the helper keeps yours.",
+    )
 
 
 # --- outputs -----------------------------------------------------------------
@@ -185,6 +193,11 @@ class EffectiveScope(BaseModel):
     expires_at: int
     not_before: int | None
     delegable: bool
+    repo: str = Field(description="The repository this session works on.")
+    repo_scopes: list[list[str]] = Field(
+        description="A repository is in scope iff every list has a glob matching its name; "
+        "with no list, only an engine serving one repository accepts this token."
+    )
     tools: list[str]
     withheld: int = Field(description="Declared tools this token is not offered.")
     catalog_hash: str
@@ -199,6 +212,17 @@ class StagedEntry(BaseModel):
     change: Literal["added", "modified", "deleted"]
 
 
+class RemoteState(BaseModel):
+    """Where the repository's remote stands: whether it has your lane's commits, and why not."""
+
+    model_config = _OUT
+    url: str = Field(description="The remote's URL, userinfo redacted.")
+    lane_behind: bool = Field(description="Commits of your lane are not on the remote yet.")
+    lanes_behind: int = Field(description="Lanes of this repository waiting to be pushed.")
+    checked: bool = Field(description="The engine has compared its lanes with the remote.")
+    error: str | None = Field(description="Why the last push or fetch failed, if it did.")
+
+
 class Status(BaseModel):
     """The session's staged change and its lane."""
 
@@ -208,11 +232,13 @@ class Status(BaseModel):
     lane_exists: bool
     lane_head: str | None
     base: str | None
-    main_head: str
+    base_branch: str = Field(description="The branch lanes start from (main, master, ...).")
+    main_head: str = Field(description="The base branch's head (with a remote: as last fetched).")
     ahead: int
     behind: int
     staged: list[StagedEntry]
     staged_bytes: int
+    remote: RemoteState | None = Field(description="The remote, if the repository has one.")
 
 
 class FileContent(BaseModel):
@@ -310,7 +336,7 @@ class Conflict(BaseModel):
 
 
 class Conflicts(BaseModel):
-    """Conflicts of the session, and of the lane against main."""
+    """Conflicts of the session, and of the lane against the base branch (``with_main``)."""
 
     model_config = _OUT
     session: list[Conflict]

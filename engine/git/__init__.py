@@ -2,13 +2,17 @@
 
 The engine's only door to git (docs/architecture.md, "Version control"): tools,
 audit and the semantic index use the :class:`Repository` facade and the names
-exported here.
+exported here. A repository's remote is reached by the ``git`` command, for
+the transport only (docs/architecture.md, "Lanes on the organisation's remote").
 """
 
 from engine.git.handle import common_dir, private_folder
 from engine.git.history import commit_trailers
-from engine.git.refs import LANE_PREFIX, MAIN, STORE_PREFIX, lane_ref
+from engine.git.reconcile import PARKED_PREFIX
+from engine.git.refs import LANE_PREFIX, MAIN, STORE_PREFIX, UPSTREAM_PREFIX, lane_ref
+from engine.git.replica import Replica
 from engine.git.repository import Repository
+from engine.git.transport import redact
 from engine.git.views import MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, StagedChange
 
 __all__ = [
@@ -17,11 +21,15 @@ __all__ = [
     "MODE_EXECUTABLE",
     "MODE_FILE",
     "MODE_SYMLINK",
+    "PARKED_PREFIX",
     "STORE_PREFIX",
+    "UPSTREAM_PREFIX",
+    "Replica",
     "Repository",
     "StagedChange",
     "commit_trailers",
     "common_dir",
     "lane_ref",
     "private_folder",
+    "redact",
 ]

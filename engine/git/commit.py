@@ -3,7 +3,8 @@
 The lane moves by compare and swap while its writer locks are held; objects
 are written before the reference moves, so an interrupted commit leaves at
 most unreachable objects (docs/architecture.md, "Sessions and lanes";
-docs/provenance-format.md for the record a commit can carry).
+docs/provenance-format.md for the record a commit can carry). With a remote,
+the commit is pushed before the lane moves (engine/git/replica.py).
 """
 
 from __future__ import annotations
@@ -17,11 +18,15 @@ from pygit2.enums import FileMode
 
 from engine.auth.sealing import Sealing
 from engine.errors import InvalidRequestError, RepositoryError
-from engine.git.handle import Handle, tree_entry
+from engine.git.base import base_head
+from engine.git.handle import Handle, reference, tree_entry
 from engine.git.merge import merge_onto_lane
-from engine.git.refs import CasUpdate, RefLocks, lane_ref, main_head
-from engine.git.store import store_record
+from engine.git.refs import CasUpdate, RefLocks, equals, lane_ref, ref_target
+from engine.git.remote import PushOutcome, PushResult, RemoteError
+from engine.git.replica import Replica
+from engine.git.store import provenance_ref, record_commit
 from engine.git.views import MODE_FILE, MODE_SYMLINK, StagedChange
+from engine.limits import LIMITS
 
 __all__ = ["commit"]
 
@@ -131,6 +136,7 @@ def commit(
     time: int,
     merge: bool = False,
     seal: Callable[[dict[str, Any]], bytes] | None = None,
+    replica: Replica | None = None,
 ) -> pygit2.Oid:
     """Land the staged change as one commit on the agent's lane.
 
@@ -139,10 +145,19 @@ def commit(
     swap under git's reference lock, holding the lane's writer lock (this
     process's and every chit process's, see :meth:`RefLocks.hold`): it must
     still point at ``staged.base`` or, when the lane does not exist yet,
-    ``staged.base`` must be ``main``'s head or one of its ancestors (a new
-    lane never appears over a concurrently created one). Otherwise the
+    ``staged.base`` must be the base branch's head or one of its ancestors
+    (a new lane never appears over a concurrently created one). Otherwise the
     commit is refused with ``conflict``, unless ``merge`` first moved the
-    change onto the lane head. ``refs/heads/main`` is never written.
+    change onto the lane head. The base branch is never written.
+
+    With a ``replica`` (the repository has a remote), a new lane first fetches
+    the remote's base, and the commit and its provenance record are pushed,
+    with the stores, in one atomic fast-forward push before the local
+    references move. If the remote refuses because its lane moved (another
+    host committed), the lane is fetched, the change merged onto it and the
+    commit made and pushed again, up to ``LIMITS.remote_push_attempts`` times.
+    If the push fails otherwise (the remote is down, refuses, times out), the
+    commit lands locally anyway and the replica retries it in the background.
 
     Args:
         handle: The repository.
@@ -171,6 +186,7 @@ def commit(
             the envelope is stored in
             :func:`~engine.git.store.provenance_ref` under the new commit's
             id (git-notes layout) before the lane moves.
+        replica: The repository's remote, if it has one.
 
     Returns:
         The new commit's id.
@@ -179,7 +195,8 @@ def commit(
         InvalidRequestError: ``invalid_argument`` if nothing is staged or
             the message is empty or holds NUL.
         RepositoryError: ``conflict`` if the lane moved or is locked by a
-            concurrent update; the lane and ``staged`` are unchanged.
+            concurrent update, or kept moving on the remote; the lane and
+            ``staged`` are unchanged.
         ValueError: For an author identity git cannot record (caller bug).
     """
     ref = lane_ref(agent)
@@ -190,40 +207,103 @@ def commit(
     for part in (author_name, author_email):
         if not part.strip() or any(c in part for c in "<>\n\0"):
             raise ValueError("author identity cannot be recorded")
+    signature = pygit2.Signature(author_name, author_email, int(time), 0)
+    who = {"name": author_name, "email": author_email, "time": int(time), "offset": 0}
     with locks.hold(ref):
-        repo = handle.repo
-        work = staged
-        if merge:
-            # Merge under the lane lock, so no session of this process can move
-            # the lane between the merge and the ref update (no wasted work).
-            work = _merged(handle, agent, staged)
-        if work.base is None:
-            raise InvalidRequestError("invalid_argument", "nothing staged")
-        base = handle.commit(work.base)
-        tree = _build_tree(repo, handle.sealing, base.tree, work)  # seals protected content
-        if tree == base.tree.id:
-            raise InvalidRequestError("invalid_argument", "nothing staged")
-        signature = pygit2.Signature(author_name, author_email, int(time), 0)
-        envelope = None
-        if seal is not None:
-            who = {"name": author_name, "email": author_email, "time": int(time), "offset": 0}
-            envelope = seal(_facts(repo, base, tree, work, message, who))
-            digest = hashlib.sha256(envelope).hexdigest()
-            message = f"{message}Chit-Provenance: sha256:{digest}\n"
-        new = repo.create_commit(None, signature, signature, message, tree, [base.id])
-        main = main_head(repo).id
-        if envelope is not None:
-            store_record(handle, update, agent, new, envelope, int(time))
-
-        def expected(current: pygit2.Oid | None) -> bool:
-            if current is not None:
-                return current == base.id
-            return base.id == main or repo.descendant_of(main, base.id)
-
-        update(repo, ref, new, expected, "chit: commit")
+        if replica is not None and merge and reference(handle.repo, ref) is None:
+            replica.fetch_base()  # a new lane starts from the remote's base as it is now
+        attempts = 1 if replica is None else LIMITS.remote_push_attempts
+        for attempt in range(attempts):
+            landed = _land(handle, update, agent, staged, message, signature, who,
+                           merge=merge, seal=seal, replica=replica)
+            if landed is not None:
+                break
+            if replica is None:  # unreachable: only a replica refuses a landing
+                raise RepositoryError("conflict", "the lane moved")
+            try:
+                replica.catch_up(agent)
+            except RemoteError:
+                raise _moved_on_remote() from None
+            if attempt + 1 == attempts:
+                raise _moved_on_remote()
+        else:  # pragma: no cover - the loop always breaks or raises
+            raise _moved_on_remote()
     staged.changes = {}
     staged.modes = {}
     staged.conflicts = {}
     staged.conflict_modes = {}
-    staged.base = new
+    staged.base = landed
+    return landed
+
+
+def _moved_on_remote() -> RepositoryError:
+    return RepositoryError(
+        "conflict",
+        "the lane keeps moving on the remote (other engines commit to it); nothing was "
+        "committed: commit again",
+    )
+
+
+def _land(
+    handle: Handle,
+    update: CasUpdate,
+    agent: str,
+    staged: StagedChange,
+    message: str,
+    signature: pygit2.Signature,
+    who: dict[str, Any],
+    *,
+    merge: bool,
+    seal: Callable[[dict[str, Any]], bytes] | None,
+    replica: Replica | None,
+) -> pygit2.Oid | None:
+    """Make the commit and move the lane (lane lock held); ``None`` if the remote's lane moved.
+
+    Raises:
+        As :func:`commit`.
+    """
+    repo = handle.repo
+    ref = lane_ref(agent)
+    work = staged
+    if merge:
+        # Merge under the lane lock, so no session of this process can move
+        # the lane between the merge and the ref update (no wasted work).
+        work = _merged(handle, agent, staged)
+    if work.base is None:
+        raise InvalidRequestError("invalid_argument", "nothing staged")
+    base = handle.commit(work.base)
+    tree = _build_tree(repo, handle.sealing, base.tree, work)  # seals protected content
+    if tree == base.tree.id:
+        raise InvalidRequestError("invalid_argument", "nothing staged")
+    envelope = None
+    full = message
+    if seal is not None:
+        envelope = seal(_facts(repo, base, tree, work, message, who))
+        digest = hashlib.sha256(envelope).hexdigest()
+        full = f"{message}Chit-Provenance: sha256:{digest}\n"
+    new = repo.create_commit(None, signature, signature, full, tree, [base.id])
+    main = base_head(handle).id
+    record = None
+    if envelope is not None:
+        record = record_commit(handle, agent, new, envelope, int(who["time"]))
+
+    def expected(current: pygit2.Oid | None) -> bool:
+        if current is not None:
+            return current == base.id
+        return base.id == main or repo.descendant_of(main, base.id)
+
+    pushed: PushResult | None = None
+    if replica is not None:
+        # Nothing reaches the remote that the local lane would then refuse.
+        if not expected(ref_target(repo, ref)):
+            raise RepositoryError("conflict", "the branch moved since this change was based on it")
+        pushed = replica.push_lane(agent, new, None if record is None else record[1])
+        if pushed.outcome is PushOutcome.MOVED:
+            return None
+    if record is not None:
+        current, record_id = record
+        update(repo, provenance_ref(agent), record_id, equals(current), "chit: provenance")
+    update(repo, ref, new, expected, "chit: commit")
+    if replica is not None and pushed is not None:
+        replica.landed(agent, pushed)
     return new

@@ -38,7 +38,7 @@ __all__ = [
 # process. So the engine never hands pygit2 a path: trees are searched by entry
 # *index* through a name index per tree id (trees are immutable, so an index is
 # valid forever), and reference names handed to pygit2 are one long-lived
-# (interned) object per name, only for names of lanes, chit's store and main.
+# (interned) object per name, only for names of lanes, chit's store and the base.
 _tree_index: OrderedDict[pygit2.Oid, dict[str, int]] = OrderedDict()
 _tree_index_size = 0
 _tree_index_lock = threading.Lock()
@@ -104,7 +104,7 @@ def tree_entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
 def reference(repo: pygit2.Repository, name: str) -> pygit2.Reference | None:
     """``repo.references.get(name)`` with one long-lived ``str`` per name (see above).
 
-    Only for names from a bounded set: ``main``, lanes and chit's store refs
+    Only for names from a bounded set: the base, lanes and chit's store refs
     (agents come from verified tokens); an agent's own text is never looked up.
     """
     return repo.references.get(sys.intern(name))
@@ -170,7 +170,7 @@ class Handle:
         # Each thread's handle has its own parsed-object cache, each allowed
         # libgit2's process-wide ceiling (256 MiB by default): under steady
         # commits the engine's memory would climb for many minutes. The hot set
-        # (lane heads and main, their trees) is small.
+        # (lane heads and the base, their trees) is small.
         pygit2.settings.cache_max_size(LIMITS.git_object_cache_bytes)
         try:
             repo = pygit2.Repository(os.fspath(path), RepositoryOpenFlag.NO_SEARCH)
@@ -182,6 +182,10 @@ class Handle:
         self.commondir: str = common_dir(repo.path)
         self._local = threading.local()
         self._local.repo = repo
+        self.base_ref: str = "refs/heads/main"
+        """The base branch's full name (set by the facade from its ``base``)."""
+        self.upstream_ref: str | None = None
+        """Where the remote's base is kept when last fetched; ``None`` without a remote."""
 
     @property
     def repo(self) -> pygit2.Repository:

@@ -15,8 +15,9 @@ import pygit2
 from pygit2.enums import SortMode
 
 from engine.errors import InvalidRequestError, RepositoryError
+from engine.git.base import base_heads
 from engine.git.handle import Handle, tree_entry
-from engine.git.refs import head_for, lane_ref, main_head, ref_target, resolve
+from engine.git.refs import head_for, lane_ref, ref_target, resolve
 from engine.git.views import (
     MODE_GITLINK,
     Entry,
@@ -98,7 +99,7 @@ def commit_trailers(commit: pygit2.Commit | str) -> dict[str, str]:
 
 
 def lane_commits(handle: Handle, agent: str, since: str | None = None) -> list[pygit2.Commit]:
-    """Return the commits on an agent's lane that ``main`` does not have.
+    """Return the commits on an agent's lane that the base branch does not have.
 
     Args:
         handle: The repository.
@@ -107,9 +108,9 @@ def lane_commits(handle: Handle, agent: str, since: str | None = None) -> list[p
             history is left out too, as in ``git log since..agent/<agent>``.
 
     Returns:
-        Commits reachable from the lane and not from ``main`` (nor from
-        ``since``), newest first (topological, then time order); empty if
-        there is no lane.
+        Commits reachable from the lane and not from the base (the local base
+        branch, nor the remote's as last fetched, nor ``since``), newest first
+        (topological, then time order); empty if there is no lane.
 
     Raises:
         InvalidRequestError, RepositoryError: If ``since`` does not resolve.
@@ -119,7 +120,8 @@ def lane_commits(handle: Handle, agent: str, since: str | None = None) -> list[p
     if head is None:
         return []
     walker = repo.walk(head, SortMode.TOPOLOGICAL | SortMode.TIME)
-    walker.hide(main_head(repo).id)
+    for base in base_heads(handle):
+        walker.hide(base.id)
     if since is not None:
         walker.hide(resolve(handle, since).id)
     return list(walker)

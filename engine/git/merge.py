@@ -1,4 +1,4 @@
-"""Merging: a staged change onto a lane that moved, and a lane's conflicts with main.
+"""Merging: a staged change onto a lane that moved, and a lane's conflicts with the base.
 
 Merges run on plaintexts (sealed sides opened) in an in-memory object
 database, so no blob is written and protected content never reaches git's
@@ -16,8 +16,9 @@ from pygit2.enums import FileMode, ObjectType
 
 from engine.auth.sealing import Sealing
 from engine.errors import RepositoryError
+from engine.git.base import base_head
 from engine.git.handle import Handle, reference, tree_entry
-from engine.git.refs import head_for, lane_ref, main_head
+from engine.git.refs import head_for, lane_ref
 from engine.git.views import (
     MODE_FILE,
     MODE_SYMLINK,
@@ -28,7 +29,7 @@ from engine.git.views import (
 )
 
 __all__ = [
-    "conflicts_with_main",
+    "conflicts_with_base",
     "merge_onto_lane",
     "rebase_if_clean",
     "staged_paths_changed_on_lane",
@@ -158,7 +159,10 @@ def merge_onto_lane(handle: Handle, agent: str, staged: StagedChange) -> bool:
     folder) is a conflict. Clean results replace the staged content,
     conflicting paths keep ours staged and are recorded in
     ``staged.conflicts``; ``staged.base`` moves to the lane head. No reference
-    is touched.
+    is touched. The head need not descend from ``staged.base`` (the base
+    branch moved before the lane was made, or the remote's lane took the place
+    of commits parked while it was out of reach): the change, taken against
+    its own base, is then applied onto the head as a cherry-pick would.
 
     Args:
         handle: The repository.
@@ -173,10 +177,9 @@ def merge_onto_lane(handle: Handle, agent: str, staged: StagedChange) -> bool:
     """
     if staged.base is None or staged.is_empty():
         return False
-    repo = handle.repo
     sealing = handle.sealing
     head = head_for(handle, agent)
-    if head.id == staged.base or not repo.descendant_of(head.id, staged.base):
+    if head.id == staged.base:
         return False
     old, new = handle.commit(staged.base).tree, head.tree
     changes: dict[str, bytes | None] = {}
@@ -228,10 +231,10 @@ def merge_onto_lane(handle: Handle, agent: str, staged: StagedChange) -> bool:
     return True
 
 
-def conflicts_with_main(
+def conflicts_with_base(
     handle: Handle, agent: str, visible: Callable[[str], bool] | None = None
 ) -> list[dict[str, Any]]:
-    """Paths where merging the lane into ``main`` would conflict. Changes nothing.
+    """Paths where merging the lane into the base branch would conflict. Changes nothing.
 
     This is git's own tree merge, which sees sealed blobs as binary: a sealed
     file changed on both sides always conflicts. Its sides are shown opened
@@ -256,8 +259,7 @@ def conflicts_with_main(
     if found is None:
         return []
     lane = found.peel(pygit2.Commit)
-    main = main_head(repo)
-    index = repo.merge_commits(lane, main)
+    index = repo.merge_commits(lane, base_head(handle))
     if index.conflicts is None:
         return []
     sealing = handle.sealing

@@ -1,6 +1,7 @@
-"""References: names, writer locks, the compare-and-swap update, revisions and lanes.
+"""References: names, the base branch, writer locks, compare-and-swap, revisions, lanes.
 
-chit reads ``main`` and never writes it; it writes only lanes
+chit reads the repository's base branch (``main``, ``master``, ``trunk``: its
+``HEAD`` branch unless configured) and never writes it; it writes only lanes
 (``refs/heads/agent/<name>``) and its own store (``refs/chit/*``), each update a
 compare-and-swap under the reference's locks (docs/architecture.md, "Version
 control"). Revisions an agent gives are branch names or hex ids, never git's
@@ -12,23 +13,32 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Final
 
 import pygit2
 
 from engine.errors import InvalidRequestError, RepositoryError
+from engine.git.base import base_head
 from engine.git.handle import Handle, common_dir, private_folder, reference
 from engine.git.lockfiles import remove_stale_ref_lock
+from engine.git.names import (
+    AGENT_NAME,
+    BRANCH_NAME,
+    HEX_PREFIX,
+    LANE_PREFIX,
+    MAIN,
+    STORE_PREFIX,
+    UPSTREAM_PREFIX,
+)
 from engine.limits import LIMITS
 
 __all__ = [
     "LANE_PREFIX",
     "MAIN",
     "STORE_PREFIX",
+    "UPSTREAM_PREFIX",
     "CasUpdate",
     "RefLocks",
     "SharedLock",
@@ -39,20 +49,9 @@ __all__ = [
     "lane_exists",
     "lane_ref",
     "lanes",
-    "main_head",
     "ref_target",
     "resolve",
 ]
-
-MAIN: Final = "refs/heads/main"
-"""The protected trunk. Read here, never written."""
-
-LANE_PREFIX: Final = "refs/heads/agent/"
-STORE_PREFIX: Final = "refs/chit/"
-
-_HEX_PREFIX = re.compile(r"[0-9a-fA-F]{7,40}")
-_BRANCH_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
-_AGENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
 
 CasUpdate = Callable[
     [pygit2.Repository, str, pygit2.Oid, Callable[[pygit2.Oid | None], bool], str], None
@@ -75,7 +74,7 @@ def lane_ref(agent: str) -> str:
             caller bug; agents never reach this unvalidated).
     """
     ref = LANE_PREFIX + agent
-    if not _AGENT_NAME.fullmatch(agent) or not pygit2.reference_is_valid_name(ref):
+    if not AGENT_NAME.fullmatch(agent) or not pygit2.reference_is_valid_name(ref):
         raise ValueError("agent name is not a valid lane component")
     return ref
 
@@ -93,21 +92,6 @@ def ref_target(repo: pygit2.Repository, ref: str) -> pygit2.Oid | None:
     if not isinstance(target, pygit2.Oid):
         raise RepositoryError("conflict", "the reference is not a direct reference")
     return target
-
-
-def main_head(repo: pygit2.Repository) -> pygit2.Commit:
-    """Return the commit ``main`` points at.
-
-    Raises:
-        RepositoryError: ``not_found`` if ``main`` is missing or names no commit.
-    """
-    found = reference(repo, MAIN)
-    try:
-        if found is not None:
-            return found.peel(pygit2.Commit)
-    except (pygit2.GitError, KeyError, ValueError):
-        pass
-    raise RepositoryError("not_found", "the main branch is missing")
 
 
 def equals(expected: pygit2.Oid | None) -> Callable[[pygit2.Oid | None], bool]:
@@ -141,12 +125,12 @@ def cas_update(
         reflog: The reflog message.
 
     Raises:
-        ValueError: If ``ref`` is ``main`` or outside lanes and the store (a
-            caller bug).
+        ValueError: If ``ref`` is outside lanes and the store, or a copy of a
+            remote's reference (a caller bug): the base branch is never written.
         RepositoryError: ``conflict`` if the current target is not the
             expected one or the reference is locked by someone else.
     """
-    if ref == MAIN or not ref.startswith((LANE_PREFIX, STORE_PREFIX)):
+    if not ref.startswith((LANE_PREFIX, STORE_PREFIX)) or ref.startswith(UPSTREAM_PREFIX):
         raise ValueError("refusing to update a reference outside lanes and the chit store")
     try:
         _swap(repo, ref, new, expected, reflog)
@@ -271,10 +255,10 @@ def head_for(handle: Handle, agent: str) -> pygit2.Commit:
 
     Returns:
         The head of ``refs/heads/agent/<agent>`` if the lane exists, else
-        the head of ``main``.
+        the base's (:func:`base_head`).
 
     Raises:
-        RepositoryError: ``not_found`` if ``main`` has disappeared.
+        RepositoryError: ``not_found`` if the base branch has disappeared.
     """
     repo = handle.repo
     found = reference(repo, lane_ref(agent))
@@ -283,15 +267,18 @@ def head_for(handle: Handle, agent: str) -> pygit2.Commit:
             return found.peel(pygit2.Commit)
         except (pygit2.GitError, KeyError, ValueError):
             raise RepositoryError("not_found", "the lane does not point at a commit") from None
-    return main_head(repo)
+    return base_head(handle)
 
 
 def resolve(handle: Handle, rev: str) -> pygit2.Commit:
     """Resolve a revision given by an agent, accepting no revision syntax.
 
-    Accepted forms: a branch short name (``main``, ``agent/x``), a full
+    Accepted forms: a branch short name (``master``, ``agent/x``), a full
     ``refs/heads/...`` name, or a 7 to 40 digit hex commit id prefix. A
-    branch wins over a hex prefix that spells the same name, as in git.
+    branch wins over a hex prefix that spells the same name, as in git. The
+    base branch's name gives the base as the engine sees it
+    (:func:`base_head`: with a remote, the remote's base as last fetched);
+    ``main`` is an ordinary branch name, the base only where it is the base.
 
     Args:
         handle: The repository.
@@ -310,16 +297,18 @@ def resolve(handle: Handle, rev: str) -> pygit2.Commit:
         raise InvalidRequestError("invalid_argument", "revision must be a string")
     full = rev if rev.startswith("refs/heads/") else "refs/heads/" + rev
     is_branch = (
-        _BRANCH_NAME.fullmatch(rev) is not None
+        BRANCH_NAME.fullmatch(rev) is not None
         and (rev.startswith("refs/heads/") or not rev.startswith("refs/"))
         and pygit2.reference_is_valid_name(full)
     )
-    is_hex = _HEX_PREFIX.fullmatch(rev) is not None
+    is_hex = HEX_PREFIX.fullmatch(rev) is not None
     if not (is_branch or is_hex):
         raise InvalidRequestError(
             "invalid_argument", "revision must be a branch name or a hex commit id"
         )
     repo = handle.repo
+    if is_branch and full == handle.base_ref:
+        return base_head(handle)
     if is_branch:
         # Found by listing, not by a lookup with the agent's string (see
         # engine.git.handle.reference): a revision is an occasional log or diff
@@ -359,7 +348,7 @@ def lanes(handle: Handle) -> list[str]:
     for ref in handle.repo.references:
         if ref.startswith(LANE_PREFIX):
             agent = ref[len(LANE_PREFIX) :]
-            if _AGENT_NAME.fullmatch(agent):
+            if AGENT_NAME.fullmatch(agent):
                 names.append(agent)
     return sorted(names)
 
@@ -378,5 +367,5 @@ def foreign_lane_refs(handle: Handle) -> list[str]:
     return sorted(
         ref
         for ref in handle.repo.references
-        if ref.startswith(LANE_PREFIX) and not _AGENT_NAME.fullmatch(ref[len(LANE_PREFIX) :])
+        if ref.startswith(LANE_PREFIX) and not AGENT_NAME.fullmatch(ref[len(LANE_PREFIX) :])
     )

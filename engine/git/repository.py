@@ -10,7 +10,7 @@ does and guarantees.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pygit2
@@ -18,7 +18,10 @@ import pygit2
 from engine.auth.sealing import NO_SEALING, Sealing
 from engine.errors import ConfigurationError, RepositoryError
 from engine.git import commit, history, merge, reading, refs, staging, store
+from engine.git.base import base_head, base_ref, default_base, tracking_ref
 from engine.git.handle import Handle
+from engine.git.replica import Replica
+from engine.git.transport import RemoteURL
 from engine.git.views import StagedChange
 
 __all__ = ["Repository"]
@@ -27,17 +30,26 @@ __all__ = ["Repository"]
 class Repository:
     """A git repository worked on in object space, shared by every session.
 
-    It never touches a working tree or the index file, never writes
-    ``refs/heads/main``, never opens a host path built from agent input and
-    never hands an agent's string to git as an option or revision syntax.
-    Thread-safe: each thread gets its own libgit2 handle, and reference
-    updates are serialised per reference across threads and processes
-    (:class:`~engine.git.refs.RefLocks`), each a compare-and-swap under git's
-    own reference lock, so a writer outside chit is still detected.
+    It never touches a working tree or the index file, never writes its base
+    branch, never opens a host path built from agent input and never hands an
+    agent's string to git as an option or revision syntax. Thread-safe: each
+    thread gets its own libgit2 handle, and reference updates are serialised
+    per reference across threads and processes (:class:`~engine.git.refs.RefLocks`),
+    each a compare-and-swap under git's own reference lock, so a writer
+    outside chit is still detected.
 
     Args:
         path: The repository's git directory or working directory (operator
             configuration, not agent input). No upward search is done.
+        base: The base branch lanes start from and are compared with
+            (``master``, ``trunk``, or ``refs/heads/...``); default the branch
+            the repository's ``HEAD`` names (a linked worktree's repository:
+            the main worktree's).
+        remote: The organisation's remote (any URL git accepts for fetch and
+            push); each lane commit is pushed there with its provenance
+            (engine/git/replica.py). ``None``: nothing leaves the repository.
+        pushed_stores: chit store references every lane commit may depend on
+            (the catalogs), pushed with each one when there is a remote.
         sealing: Seals protected content on commit and opens sealed blobs on
             read (``engine.auth.sealing``); without it nothing is sealed and a
             sealed blob never opens (``seal_invalid``), as for an auditor.
@@ -47,23 +59,69 @@ class Repository:
             lock of each reference update.
 
     Raises:
-        ConfigurationError: If ``path`` is not a git repository or has no
-            ``refs/heads/main`` pointing at a commit.
+        ConfigurationError: If ``path`` is not a git repository, ``base`` is
+            not a branch name (or, by default, ``HEAD`` names no branch), the
+            base branch has no commit (locally, or on the remote after a
+            fetch), or ``remote`` is not an acceptable URL.
     """
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
+        base: str | None = None,
+        remote: str | None = None,
+        pushed_stores: Sequence[str] = (),
         sealing: Sealing | None = None,
         shared_lock: refs.SharedLock | None = None,
     ) -> None:
         self._handle = Handle(path, NO_SEALING if sealing is None else sealing)
         self._ref_locks = refs.RefLocks(self._handle.chit_dir, shared=shared_lock)
+        self._handle.base_ref = (
+            default_base(self._handle.commondir) if base is None else base_ref(base)
+        )
+        self._replica: Replica | None = None
+        if remote is not None:
+            url = RemoteURL(remote)
+            self._handle.upstream_ref = tracking_ref(self._handle.base_ref)
+            self._replica = Replica(
+                self._handle, self._ref_locks, self._cas_update, url, stores=pushed_stores
+            )
         try:
-            refs.main_head(self._handle.repo)
-        except RepositoryError as exc:
-            raise ConfigurationError("repository has no refs/heads/main commit") from exc
+            base_head(self._handle)
+        except RepositoryError:
+            if self._replica is None or not self._replica.fetch_base():
+                raise ConfigurationError(
+                    f"the repository has no {self.base} branch with a commit"
+                ) from None
+            base_head(self._handle)
+
+    def close(self) -> None:
+        """Stop pushing in the background (lanes not yet pushed are found again at the next start).
+
+        The background starts with :meth:`Replica.start` (``repo.remote.start()``),
+        as an engine does; an operator's command that only reads does not.
+        """
+        if self._replica is not None:
+            self._replica.close()
+
+    @property
+    def base(self) -> str:
+        """The base branch's name (``master``)."""
+        return self._handle.base_ref.removeprefix("refs/heads/")
+
+    @property
+    def remote(self) -> Replica | None:
+        """The repository's remote, kept level with its lanes; ``None`` without one."""
+        return self._replica
+
+    def base_head(self) -> pygit2.Commit:
+        """The base branch's head as the engine sees it (with a remote: the remote's, fetched)."""
+        return base_head(self._handle)
+
+    def remote_report(self, agent: str | None = None) -> dict[str, Any] | None:
+        """Where the remote stands (:meth:`Replica.report`); ``None`` without a remote."""
+        return None if self._replica is None else self._replica.report(agent)
 
     @staticmethod
     def _cas_update(
@@ -105,7 +163,7 @@ class Repository:
         return refs.foreign_lane_refs(self._handle)
 
     def lane_commits(self, agent: str, since: str | None = None) -> list[pygit2.Commit]:
-        """Return the lane's commits that ``main`` does not have."""
+        """Return the lane's commits that the base branch does not have."""
         return history.lane_commits(self._handle, agent, since)
 
     # -- reading ------------------------------------------------------------
@@ -211,6 +269,7 @@ class Repository:
             time=time,
             merge=merge,
             seal=seal,
+            replica=self._replica,
         )
 
     @staticmethod
@@ -236,11 +295,11 @@ class Repository:
         """Three-way merge the staged change onto a moved lane."""
         return merge.merge_onto_lane(self._handle, agent, staged)
 
-    def conflicts_with_main(
+    def conflicts_with_base(
         self, agent: str, visible: Callable[[str], bool] | None = None
     ) -> list[dict[str, Any]]:
-        """Paths where merging the lane into main would conflict."""
-        return merge.conflicts_with_main(self._handle, agent, visible)
+        """Paths where merging the lane into the base branch would conflict."""
+        return merge.conflicts_with_base(self._handle, agent, visible)
 
     def rebase_if_clean(self, agent: str, staged: StagedChange) -> bool:
         """Move the staged change onto the lane head if that is clean."""
@@ -255,6 +314,19 @@ class Repository:
         return store.put_blob_in_store(
             self._handle, self._ref_locks, self._cas_update, store_ref, name, data, now=now
         )
+
+    def store_head(self, store_ref: str) -> pygit2.Oid | None:
+        """The commit a ``refs/chit/*`` reference points at; ``None`` if absent or not direct.
+
+        Raises:
+            ValueError: If ``store_ref`` is not under ``refs/chit/`` (a caller bug).
+        """
+        if not store_ref.startswith(refs.STORE_PREFIX):
+            raise ValueError("not a chit store reference")
+        try:
+            return refs.ref_target(self._handle.repo, store_ref)
+        except RepositoryError:
+            return None
 
     def get_blob_from_store(self, store_ref: str, name: str) -> bytes | None:
         """Return the bytes stored under ``name``, or ``None``."""

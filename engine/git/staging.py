@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.errors import InvalidRequestError, RepositoryError
+from engine.git.base import base_head
 from engine.git.handle import Handle, tree_entry
-from engine.git.refs import lane_ref, main_head, ref_target
+from engine.git.refs import lane_ref, ref_target
 from engine.git.views import (
     MODE_EXECUTABLE,
     MODE_FILE,
@@ -152,14 +153,15 @@ def status(handle: Handle, agent: str, staged: StagedChange | None) -> dict[str,
 
     Returns:
         ``{"lane": "agent/<a>", "lane_exists", "lane_head" (hex or None),
-        "base" (hex or None), "main_head" (hex), "ahead", "behind" (lane
-        versus main; 0 and 0 without a lane), "staged": [{"path",
+        "base" (hex or None), "base_branch" (its name, ``master``),
+        "main_head" (hex: the base branch's head), "ahead", "behind" (lane
+        versus the base branch; 0 and 0 without a lane), "staged": [{"path",
         "change": "added"|"modified"|"deleted"}] sorted by path}``.
     """
     repo = handle.repo
     lane = lane_ref(agent)
     lane_head = ref_target(repo, lane)
-    main = main_head(repo).id
+    main = base_head(handle).id
     ahead, behind = (0, 0) if lane_head is None else repo.ahead_behind(lane_head, main)
     entries: list[dict[str, str]] = []
     if staged is not None and staged.base is not None and staged.changes:
@@ -177,6 +179,7 @@ def status(handle: Handle, agent: str, staged: StagedChange | None) -> dict[str,
         "lane_exists": lane_head is not None,
         "lane_head": None if lane_head is None else str(lane_head),
         "base": None if staged is None or staged.base is None else str(staged.base),
+        "base_branch": handle.base_ref.removeprefix("refs/heads/"),
         "main_head": str(main),
         "ahead": ahead,
         "behind": behind,

@@ -25,6 +25,7 @@ __all__ = [
     "provenance_record",
     "provenance_ref",
     "put_blob_in_store",
+    "record_commit",
     "store_record",
 ]
 
@@ -39,6 +40,44 @@ def provenance_ref(agent: str) -> str:
     fan-out layout of ``git notes``); each record adds a commit on top.
     """
     return f"{STORE_PREFIX}provenance/{agent}"
+
+
+def record_commit(
+    handle: Handle, agent: str, commit: pygit2.Oid, envelope: bytes, when: int
+) -> tuple[pygit2.Oid | None, pygit2.Oid]:
+    """Write the provenance commit that adds ``envelope`` under ``commit``; move no reference.
+
+    The caller holds the lane's writer lock (:meth:`RefLocks.hold`), the only
+    lock under which ``agent``'s provenance reference moves, and moves it
+    itself (:func:`store_record`, or after pushing both to a remote).
+
+    Args:
+        handle: The repository.
+        agent: A validated agent name.
+        commit: The lane commit the envelope is the record of.
+        envelope: The record's bytes.
+        when: The record commit's time, Unix seconds.
+
+    Returns:
+        ``(current, record)``: what the reference points at now (``None``:
+        absent), and the new commit on top of it.
+    """
+    repo = handle.repo
+    current = ref_target(repo, provenance_ref(agent))
+    parent = None if current is None else handle.commit(current)
+    key = str(commit)
+    blob = repo.create_blob(envelope)
+    root = repo.TreeBuilder(parent.tree) if parent is not None else repo.TreeBuilder()
+    fan = tree_entry(parent.tree, key[:2]) if parent is not None else None
+    sub = repo.TreeBuilder(fan.peel(pygit2.Tree)) if fan is not None else repo.TreeBuilder()
+    sub.insert(key[2:], blob, MODE_FILE)
+    root.insert(key[:2], sub.write(), FileMode.TREE)
+    signature = pygit2.Signature("chit", "chit@localhost", when, 0)
+    record = repo.create_commit(
+        None, signature, signature, f"chit: provenance of {key}\n", root.write(),
+        [] if parent is None else [parent.id],
+    )
+    return current, record
 
 
 def store_record(
@@ -69,23 +108,8 @@ def store_record(
     Raises:
         RepositoryError: ``conflict`` if the reference moved or is locked.
     """
-    repo = handle.repo
-    ref = provenance_ref(agent)
-    current = ref_target(repo, ref)
-    parent = None if current is None else handle.commit(current)
-    key = str(commit)
-    blob = repo.create_blob(envelope)
-    root = repo.TreeBuilder(parent.tree) if parent is not None else repo.TreeBuilder()
-    fan = tree_entry(parent.tree, key[:2]) if parent is not None else None
-    sub = repo.TreeBuilder(fan.peel(pygit2.Tree)) if fan is not None else repo.TreeBuilder()
-    sub.insert(key[2:], blob, MODE_FILE)
-    root.insert(key[:2], sub.write(), FileMode.TREE)
-    signature = pygit2.Signature("chit", "chit@localhost", when, 0)
-    record_commit = repo.create_commit(
-        None, signature, signature, f"chit: provenance of {key}\n", root.write(),
-        [] if parent is None else [parent.id],
-    )
-    update(repo, ref, record_commit, equals(current), "chit: provenance")
+    current, record = record_commit(handle, agent, commit, envelope, when)
+    update(handle.repo, provenance_ref(agent), record, equals(current), "chit: provenance")
 
 
 def provenance_record(handle: Handle, agent: str, commit: str) -> bytes | None:

@@ -295,7 +295,7 @@ def session_commit(handle: Handle, agent: str, staged: StagedChange | None) -> p
 
     Raises:
         RepositoryError: ``not_found`` if ``staged.base`` names no object, or
-            the agent's lane names no commit, or ``main`` is missing.
+            the agent's lane names no commit, or the base branch is missing.
     """
     if staged is not None and staged.base is not None:
         return handle.commit(staged.base)

@@ -56,7 +56,7 @@ def _conflict_view(path: str, sides: tuple[bytes | None, ...]) -> s.Conflict:
 
 
 def list_conflicts(ctx: CallContext, _args: s.NoArgs) -> s.Conflicts:
-    """The session's unresolved conflicts, and where the lane would conflict with main."""
+    """The session's unresolved conflicts, and where the lane would conflict with the base."""
     staged = ctx.session.staged
     session = [
         _conflict_view(path, sides)
@@ -65,7 +65,7 @@ def list_conflicts(ctx: CallContext, _args: s.NoArgs) -> s.Conflicts:
     ]
     with_main = [
         _conflict_view(c["path"], (c["base"], c["ours"], c["theirs"]))
-        for c in ctx.repo.conflicts_with_main(ctx.token.agent, ctx.visible)
+        for c in ctx.repo.conflicts_with_base(ctx.token.agent, ctx.visible)
     ]
     return s.Conflicts(session=session, with_main=with_main)
 

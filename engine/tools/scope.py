@@ -1,7 +1,8 @@
 """What the caller holds and where its session stands: ``effective_scope`` and ``status``.
 
 Both are always safe to call; ``status`` names only staged paths the caller may
-see (docs/tools.md).
+see, and of the remote only its redacted URL, whether lanes wait to be pushed
+(a count, no names) and why (docs/tools.md).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ def effective_scope(ctx: CallContext, _args: s.NoArgs) -> s.EffectiveScope:
         expires_at=t.expires_at,
         not_before=t.not_before,
         delegable=t.delegable,
+        repo=ctx.repo_name,
+        repo_scopes=[list(g) for g in t.repo_scopes],
         tools=ctx.offer.names(),
         withheld=ctx.offer.withheld,
         catalog_hash=ctx.offer.catalog_hash,
@@ -37,15 +40,24 @@ def status(ctx: CallContext, _args: s.NoArgs) -> s.Status:
     """Report the session's staged change and lane position."""
     info = ctx.repo.status(ctx.token.agent, ctx.session.staged)
     staged = [s.StagedEntry(**e) for e in info["staged"] if ctx.visible(e["path"])]
+    remote = ctx.repo.remote_report(ctx.token.agent)
     return s.Status(
         session=ctx.session.session_id,
         lane=info["lane"],
         lane_exists=info["lane_exists"],
         lane_head=info["lane_head"],
         base=info["base"],
+        base_branch=info["base_branch"],
         main_head=info["main_head"],
         ahead=info["ahead"],
         behind=info["behind"],
         staged=staged,
         staged_bytes=ctx.session.staged.byte_size(),
+        remote=None if remote is None else s.RemoteState(
+            url=remote["url"],
+            lane_behind=remote["lane_pending"],
+            lanes_behind=len(remote["pending"]),
+            checked=remote["checked_at"] is not None,
+            error=remote["error"],
+        ),
     )

@@ -32,7 +32,10 @@ def add_audit(
     p = audit.add_parser(
         "verify", parents=[common], help="verify signed provenance on agent lanes"
     )
-    p.add_argument("--repo", required=True)
+    p.add_argument("--repo", required=True,
+                   help="the repository: the engine's, or a mirror clone of its remote "
+                   "(docs/audit.md)")
+    p.add_argument("--base", help="the base branch (default: the branch HEAD names)")
     p.add_argument("lanes", nargs="*", metavar="LANE|RANGE",
                    help="lanes (agent/NAME) or ranges REV..agent/NAME; default: every lane")
     p.add_argument("--keys", help="trusted public keys (chit keys export-public); "
@@ -91,7 +94,8 @@ def add_audit(
 def cmd_audit_verify(args: argparse.Namespace) -> int:
     from engine import admin
 
-    report = admin.verify_lanes(args.repo, args.lanes or None, public_keys=_public_keys(args))
+    report = admin.verify_lanes(args.repo, args.lanes or None, public_keys=_public_keys(args),
+                                base=args.base)
     if args.json:
         print_json(report)
     else:
@@ -146,8 +150,9 @@ def cmd_audit_log(args: argparse.Namespace) -> int:
                 continue
             outcome = e["decision"] + (f":{e['code']}" if e["code"] else "")
             arguments = json.dumps(e["arguments"], sort_keys=True, separators=(",", ":"))
+            repo = f" repo={term(e['repo'])}" if "repo" in e else ""
             print(f"{e['seq']:>7} {when(e['time'])} {term(e['agent'])} {term(e['tool'])} "
-                  f"{term(outcome)} session={term(e['session'])} "
+                  f"{term(outcome)} session={term(e['session'])}{repo} "
                   + arguments.replace("\x7f", "\\u007f"))
         return EXIT_OK
     anchors = dict(admin.parse_anchor(a) for a in args.anchor or ())

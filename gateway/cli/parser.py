@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from gateway.cli import audit, freeze, keys, serve, setup, state, tokens
+from gateway.cli import audit, doctor, freeze, keys, repos, serve, setup, state, tokens
 
 __all__ = ["build_parser"]
 
@@ -38,8 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     setup.add_policy(sub, common)
     serve.add_mcp(sub, common)
     serve.add_engine(sub, common)
+    repos.add_repos(sub, common)
+    repos.add_lanes(sub, common)
     freeze.add_freeze(sub, common)
     state.add_state(sub, common)
     audit.add_audit(sub, common)
+    doctor.add_doctor(sub, common)
     setup.add_demo(sub, common)
     return parser

@@ -25,7 +25,9 @@ def add_init(
     p = sub.add_parser(
         "init", parents=[common], help="create the keyring (0600) and the default policy"
     )
-    p.add_argument("--repo", help="also check that this repository has a main branch")
+    p.add_argument("--repo", help="also check that this repository has a base branch with a "
+                   "commit (the branch its HEAD names: main, master, ...)")
+    p.add_argument("--base", help="with --repo: the base branch to check instead of HEAD's")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_init)
 
@@ -36,8 +38,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     home = admin.resolve_home(args.home)
     info = admin.init_home(home)
     if args.repo:
-        admin.open_repository(args.repo)  # refuses a path that is not a repository with main
+        # Refuses a path that is not a repository whose base branch has a commit.
+        repo = admin.open_repository(args.repo, base=args.base)
         info["repo"] = str(Path(args.repo).resolve())
+        info["base"] = repo.base
     if args.json:
         print_json(info)
     else:
@@ -46,7 +50,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"sealing:    {info['sealing_key_id']} (keys/sealing, 0600)")
         print(f"policy:     {info['policy']}" + (" (created)" if info["created_policy"] else ""))
         if args.repo:
-            print(f"repository: {info['repo']} (has main)")
+            print(f"repository: {info['repo']} (base branch {info['base']})")
     return EXIT_OK
 
 

@@ -27,10 +27,10 @@ from engine.semantic.tree import TreeIndex
 from engine.tools.context import CallContext
 
 __all__ = [
+    "base_holds",
     "bound_elsewhere",
     "check_paths",
     "fit",
-    "main_holds",
     "not_found",
     "read_view_file",
     "resolve",
@@ -113,24 +113,24 @@ def read_view_file(ctx: CallContext, path: str) -> bytes | None:
         return None
 
 
-def main_holds(ctx: CallContext) -> Callable[[Definition], bool]:
-    """A test of whether ``main`` holds a definition (same path and qualname).
+def base_holds(ctx: CallContext) -> Callable[[Definition], bool]:
+    """A test of whether the base branch holds a definition (same path and qualname).
 
-    Hidden results are counted in ``pruned`` only for definitions main holds:
+    Hidden results are counted in ``pruned`` only for definitions the base holds:
     a name that exists only in an agent's lane or staged change has no hidden
     users to warn about, and counting them would let an agent that may write
     define names of its choosing to probe the files it may not see
-    (docs/semantic.md, "What pruned counts"). Main's view is indexed like any
-    other (cached; the same view as the caller's when its lane is main).
+    (docs/semantic.md, "What pruned counts"). The base's view is indexed like
+    any other (cached; the same view as the caller's when it has no lane yet).
     """
     try:
-        head = ctx.repo.resolve("main")
-        main = indexer_for(ctx.repo).view(
+        head = ctx.repo.base_head()
+        base = indexer_for(ctx.repo).view(
             ctx.repo, ctx.token.agent, git.StagedChange(base=head.id), ctx.token.path_scopes
         )
     except RepositoryError:
         return lambda _d: False
-    return lambda d: (d.path, d.qualname) in main.by_place
+    return lambda d: (d.path, d.qualname) in base.by_place
 
 
 def bound_elsewhere(ctx: CallContext, index: TreeIndex, d: Definition) -> Callable[[str], bool]:

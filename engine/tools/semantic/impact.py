@@ -21,10 +21,10 @@ from engine.semantic.records import Definition
 from engine.semantic.tree import TreeIndex
 from engine.tools.context import CallContext
 from engine.tools.semantic._shared import (
+    base_holds,
     bound_elsewhere,
     check_paths,
     fit,
-    main_holds,
     resolve,
     to_symbol,
     under,
@@ -112,7 +112,7 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
     """Symbols a change touches, their reverse-reference closure, and the tests that reach them.
 
     ``pruned`` counts hidden files under the given folders (one each) and uses,
-    in files the caller may not see, of the walked definitions that main holds;
+    in files the caller may not see, of the walked definitions that the base branch holds;
     a symbol argument defined only in hidden files touches nothing and is not
     counted.
     """
@@ -141,13 +141,13 @@ def change_impact(ctx: CallContext, args: s.ChangeImpactArgs) -> s.Impact:
     places: dict[tuple[str, str], Definition] = {}
     tests: dict[str, int] = {}
     hidden: set[tuple[str, int]] = set()
-    on_main = main_holds(ctx)
+    on_base = base_holds(ctx)
     frontier = list(visible_touched.values())
     truncated = index.truncated_for(ctx.visible)
     for depth in range(1, LIMITS.impact_depth_levels + 1):
         following: list[Definition] = []
         for d in frontier:
-            counted = on_main(d)
+            counted = on_base(d)
             for path, occ in _uses_reaching(ctx, index, d):
                 if not ctx.visible(path):
                     if counted:

@@ -12,9 +12,9 @@ from engine.semantic.names import rank_key
 from engine.semantic.records import Role
 from engine.tools.context import CallContext
 from engine.tools.semantic._shared import (
+    base_holds,
     bound_elsewhere,
     fit,
-    main_holds,
     not_found,
     resolve,
     to_symbol,
@@ -39,7 +39,7 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
     """Callers, callees, references, imports, parents and children of a symbol, by name.
 
     Callers, references, imports, children and Rust impls found in files the
-    caller may not see are counted in ``pruned`` if main holds the definition
+    caller may not see are counted in ``pruned`` if the base holds the definition
     (never named); callees and parents resolve only to visible definitions
     (``unresolved`` otherwise), as the symbol argument does.
     """
@@ -50,7 +50,7 @@ def symbol_relations(ctx: CallContext, args: s.SymbolRelationsArgs) -> s.Relatio
     d = found[0]
     kinds: list[str] = list(dict.fromkeys(args.kinds or _ALL_KINDS))
     elsewhere = bound_elsewhere(ctx, index, d)
-    counted = main_holds(ctx)(d)
+    counted = base_holds(ctx)(d)
     relations: list[s.Relation] = []
     pruned = 0
     seen: set[tuple[str, str, str, int]] = set()

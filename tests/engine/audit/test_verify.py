@@ -410,7 +410,10 @@ def test_provenance_ref_deleted(world: World, three: dict[str, Any]) -> None:
     """Threat: deleting a whole agent's provenance ref."""
     Attacker(world).repo.references.delete(PROVENANCE_PREFIX + "alice")
     report = audit(world)
-    assert findings(report) == {three[k]: {"record_missing"} for k in ("a1", "a2", "a3")}
+    expected = {three[k]: {"record_missing"} for k in ("a1", "a2", "a3")}
+    assert findings(report) == expected | {"-": {"refs"}}
+    [said] = [f["reason"] for f in report["findings"] if f["check"] == "refs"]
+    assert said.startswith(PROVENANCE_PREFIX + "alice is missing") and "git fetch" in said
     assert [c["ok"] for c in report["commits"] if c["commit"] == three["b1"]] == [True]
 
 

@@ -30,11 +30,14 @@ def test_open_does_not_search_upwards(git_repo: pygit2.Repository, tmp_path: Pat
         Repository(inner)
 
 
-def test_open_requires_main(tmp_path: Path) -> None:
+def test_open_requires_a_base_branch_with_a_commit(tmp_path: Path) -> None:
     repo = pygit2.init_repository(str(tmp_path / "r.git"), bare=True, initial_head="trunk")
-    _commit_files(repo, "refs/heads/trunk", {"a": (MODE_FILE, b"a")}, [])
     with pytest.raises(ConfigurationError):
-        Repository(tmp_path / "r.git")
+        Repository(tmp_path / "r.git")  # HEAD names trunk, which has no commit yet
+    _commit_files(repo, "refs/heads/trunk", {"a": (MODE_FILE, b"a")}, [])
+    assert Repository(tmp_path / "r.git").base == "trunk"  # any base: HEAD's branch
+    with pytest.raises(ConfigurationError):
+        Repository(tmp_path / "r.git", base="main")
 
 
 # -- tree and reference lookups -----------------------------------------------

@@ -144,6 +144,7 @@ def test_status(vcs: Repository, git_repo: pygit2.Repository) -> None:
         "lane_exists": False,
         "lane_head": None,
         "base": None,
+        "base_branch": "main",
         "main_head": main,
         "ahead": 0,
         "behind": 0,
