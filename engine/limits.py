@@ -111,6 +111,10 @@ class Limits:
     """Seconds between two attempts to add an entry to chit's content store."""
     stale_ref_lock_seconds: float = 10.0
     """Age in seconds past which git's ``.lock`` on a ref chit writes is a dead writer's."""
+    saved_session_record_bytes: int = 16 << 20
+    """Bytes of a saved session's record (``chit-session/1``) that are decoded (16 MiB)."""
+    saved_session_entries: int = 100_000
+    """Staged paths and conflicts read back from one saved session."""
 
     # --- state (engine/state) -------------------------------------------------------
     intents_per_repository: int = 10_000
@@ -243,6 +247,10 @@ class Limits:
     """Sessions an engine keeps open; when full, idle ones are forgotten first."""
     session_id_chars: int = 128
     """Characters of a session id."""
+    session_sweep_seconds: int = 60
+    """Seconds between two sweeps of expired sessions' saved refs by one engine."""
+    session_sweep_refs: int = 256
+    """Saved sessions one sweep reads at most (the next sweep goes on from there)."""
     policy_file_bytes: int = 4 << 20
     """Bytes of the policy file read (4 MiB); a larger one is invalid."""
 

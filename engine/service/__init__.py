@@ -4,7 +4,8 @@ Every call re-runs the ordered check (docs/architecture.md); the answers are the
 typed objects of ``engine.service.answers`` (docs/engine-api.md, "Answers").
 ``Engine`` is imported on first use, so an edge that only reads answers (``chit
 mcp --engine``) never loads the engine, its keys or git; ``LIMITS`` (pure) gives
-edges the bounds of the API they speak (docs/limits.md).
+edges the bounds of the API they speak (docs/limits.md), and
+``validate_session_id`` the rule for a session id a client resumes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.limits import LIMITS
+from engine.paths import validate_session_id
 from engine.service.answers import (
     Answer,
     AnswerError,
@@ -46,6 +48,7 @@ __all__ = [
     "read_call",
     "read_offer",
     "read_refusal",
+    "validate_session_id",
 ]
 
 

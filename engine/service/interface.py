@@ -17,6 +17,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from engine.semantic.persist import PersistedIndex, derive_key
 from engine.service.answers import CallAnswer, Called, OfferAnswer, Offered, OfferedTool, Refused
 from engine.service.arguments import parse_arguments, scoped_paths
 from engine.service.check import Checked, check_catalog, check_policy, offered_tool
+from engine.service.expiry import SessionSweeper
 from engine.service.logwriter import LogWriter
 from engine.service.placement import Placement, SessionElsewhere
 from engine.service.policyfile import PolicyFile
@@ -130,7 +132,11 @@ class Engine:
         )
         self._clock = clock
         self._changes = LocalChanges(self._store, self._home, self._now)
-        self._sessions = Sessions()
+        # Sessions are saved under refs/chit/sessions/ as they change; expired
+        # ones are swept now and then (docs/engine-api.md, "Sessions that survive").
+        self._sessions = Sessions(self._repo)
+        self._sweeper = SessionSweeper(self._repo, self._sessions)
+        self._sweeper.maybe_sweep(self._clock())
         self._placement: Placement | None = None
         self._log = LogWriter(self._store, self._log_signer, self._now)
         self._recorder = Recorder(
@@ -384,6 +390,7 @@ class Engine:
         check_policy(current.policy, checked.token, spec, paths)  # 5. policy
         check_catalog(spec, offered_catalog_hash, checked)
         session = self._sessions.bind(session_id, checked.token)
+        self._sweeper.maybe_sweep(self._clock())
         # Rate limits count only calls that get this far (docs/policy.md).
         limited = self._rates.admit(current.policy, checked.token.agent, spec.name, self._clock())
         if limited is not None:
@@ -394,6 +401,8 @@ class Engine:
                 "tool_not_offered", "tool withheld", offered=checked.offer.names()
             )
         with session.lock:
+            if not spec.read_only:  # built on the saved staged change, never a stale copy
+                self._sessions.check_current(session)
             # The session's view follows its lane as far as it can without
             # changing what the staged change means: fully when nothing is
             # staged, else onto the lane head when no staged path moved there.
@@ -417,7 +426,12 @@ class Engine:
                 public_keys=self._public_keys,
             )
             before = () if spec.read_only else staged_paths(session)
-            result: BaseModel = handler(ctx, args)
+            # A change to the staged change is saved before the call is answered.
+            keep = nullcontext() if spec.read_only else self._sessions.saving(
+                session, checked.token, ctx.now
+            )
+            with keep:
+                result: BaseModel = handler(ctx, args)
             if not spec.read_only:
                 share_staged_paths(ctx, before)
         dumped: dict[str, Any] = result.model_dump(mode="json")
