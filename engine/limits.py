@@ -244,7 +244,7 @@ class Limits:
 
     # --- service (engine/service) -----------------------------------------------------
     open_sessions: int = 4096
-    """Sessions an engine keeps open; when full, idle ones are forgotten first."""
+    """Sessions an engine keeps in memory; when full, idle ones are forgotten (work stays saved)."""
     session_id_chars: int = 128
     """Characters of a session id."""
     session_sweep_seconds: int = 60
