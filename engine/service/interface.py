@@ -295,7 +295,9 @@ class Engine:
             token: The token's text form, re-presented on every call.
             tool: The tool name exactly as the client sent it.
             arguments: The JSON arguments object.
-            session: The edge's session id for this connection.
+            session: The session: the edge's id for this connection, or one a
+                client resumes (its staged change is read back from
+                ``refs/chit/sessions/<session>``, for its token identity only).
             offered_catalog_hash: The catalog hash the edge listed to the agent,
                 or ``None`` if it listed none. Tools that are not read-only
                 refuse with ``catalog_changed`` unless it equals the engine's.
