@@ -125,11 +125,13 @@ def _unreadable() -> RepositoryError:
 
 
 def _blob(
-    handle: Handle, cache: BlobCache, kind: str, path: str, data: bytes
+    handle: Handle, cache: BlobCache, used: set[tuple[str, str, bool]], kind: str, path: str,
+    data: bytes,
 ) -> pygit2.Oid:
     """The id of ``data`` stored for ``path`` (sealed where the repository's sealing says)."""
     sealed = handle.sealing.must_seal(path, data)
     key = (kind, path, sealed)
+    used.add(key)
     known = cache.get(key)
     if known is not None and known[0] is data:
         return known[1]
@@ -210,17 +212,20 @@ def save_session(
     index = pygit2.Index()  # in memory; the repository's index file is never read
     record = repo.create_blob(_record(session_id, owner, base, staged, conflicts, now))
     index.add(pygit2.IndexEntry(RECORD_ENTRY, record, FileMode.BLOB))
+    used: set[tuple[str, str, bool]] = set()
     for path, data in staged.changes.items():
         if data is not None:
             mode = staged.modes.get(path, MODE_FILE)
-            oid = _blob(handle, cache, STAGED_FOLDER, path, data)
+            oid = _blob(handle, cache, used, STAGED_FOLDER, path, data)
             index.add(pygit2.IndexEntry(f"{STAGED_FOLDER}/{path}", oid, FileMode(mode)))
     for number, path in enumerate(conflicts):
         for side, data in zip(SIDES, staged.conflicts[path], strict=True):
             if data is not None:
-                oid = _blob(handle, cache, side, path, data)
+                oid = _blob(handle, cache, used, side, path, data)
                 index.add(pygit2.IndexEntry(f"{CONFLICTS_FOLDER}/{number}/{side}", oid,
                                             FileMode.BLOB))
+    for key in [k for k in cache if k not in used]:
+        del cache[key]  # content no longer staged: let it go
     tree = index.write_tree(repo)
     signature = pygit2.Signature("chit", "chit@localhost", int(now), 0)
     commit = repo.create_commit(

@@ -70,7 +70,7 @@ def _resumed(headers: Headers) -> str | None:
     token identity may use it (``session_token_mismatch`` otherwise).
 
     Raises:
-        ChitError: ``invalid_argument`` for a malformed or repeated header.
+        InvalidRequestError: ``invalid_argument`` for a malformed or repeated header.
     """
     values = headers.getlist(RESUME_HEADER)
     if not values:
@@ -136,9 +136,9 @@ class Gate:
         try:
             resumed = _resumed(headers)
         except ChitError as exc:
-            await jsonrpc_error(400, INVALID_PARAMS, "invalid_argument",
-                                {"error": "invalid_argument", "message": exc.message},
-                                )(scope, receive, send)
+            refusal = {"error": "invalid_argument", "message": exc.message}
+            await jsonrpc_error(400, INVALID_PARAMS, "invalid_argument", refusal)(
+                scope, receive, send)
             return
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:

@@ -48,7 +48,7 @@ VECTORS = Path(__file__).parents[2] / "vectors" / "catalog_chit_catalog1.json"
 
 def test_all_design_tools_declared_once_with_their_requirements() -> None:
     names = [t.name for t in TOOLS]
-    assert len(names) == len(set(names)) == 18
+    assert len(names) == len(set(names)) == 19
     assert {t.name: set(t.requires) for t in TOOLS} == DESIGN_TOOLS
 
 
