@@ -401,11 +401,11 @@ def restore_session(handle: Handle, saved: SavedSession) -> StagedChange:
     for number, (path, ours_mode, theirs_mode) in enumerate(saved.conflicts):
         sides: list[bytes | None] = []
         for side in SIDES:
-            entry = tree_entry(commit.tree, f"{CONFLICTS_FOLDER}/{number}/{side}")
-            if entry is None:
+            found = tree_entry(commit.tree, f"{CONFLICTS_FOLDER}/{number}/{side}")
+            if found is None:
                 sides.append(None)
-            elif isinstance(entry, pygit2.Blob):
-                sides.append(handle.sealing.open(path, entry.data))
+            elif isinstance(found, pygit2.Blob):
+                sides.append(handle.sealing.open(path, found.data))
             else:
                 raise _unreadable()
         if path in staged.conflicts:

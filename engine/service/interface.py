@@ -17,7 +17,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -429,10 +428,7 @@ class Engine:
             )
             before = () if spec.read_only else staged_paths(session)
             # A change to the staged change is saved before the call is answered.
-            keep = nullcontext() if spec.read_only else self._sessions.saving(
-                session, checked.token, ctx.now
-            )
-            with keep:
+            with self._sessions.saving(session, checked.token, ctx.now, write=not spec.read_only):
                 result: BaseModel = handler(ctx, args)
             if not spec.read_only:
                 share_staged_paths(ctx, before)

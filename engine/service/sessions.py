@@ -161,12 +161,13 @@ class Sessions:
         session.blobs.clear()
         session.saved = None
         if saved is not None:
-            session.token_id, session.agent = saved.owner.token_id, saved.owner.agent
-            if (saved.owner.token_id, saved.owner.agent) != (token_id, agent):
+            owner = saved.owner
+            session.token_id, session.agent = owner.token_id, owner.agent
+            session.expires_at = owner.expires_at
+            if (owner.token_id, owner.agent) != (token_id, agent):
                 return
             session.staged = self._repo.restore_session(saved)
             session.saved = saved.commit
-            session.expires_at = max(session.expires_at, saved.owner.expires_at)
         session.restored = True
 
     def check_current(self, session: Session) -> None:
@@ -192,7 +193,9 @@ class Sessions:
         )
 
     @contextmanager
-    def saving(self, session: Session, token: VerifiedToken, now: int) -> Iterator[None]:
+    def saving(
+        self, session: Session, token: VerifiedToken, now: int, *, write: bool = True
+    ) -> Iterator[None]:
         """Save the session's staged change if the calls inside changed it, refused or not.
 
         Used around a handler that may change the staged change, holding the
@@ -206,12 +209,17 @@ class Sessions:
             session: The session, its lock held.
             token: The call's verified token.
             now: Unix seconds.
+            write: Whether the call may change the staged change (a read-only
+                tool's call saves nothing and costs nothing).
 
         Raises:
             RepositoryError: ``conflict`` if another engine saved the session
                 meanwhile; ``seal_invalid`` if a protected file cannot be sealed;
                 ``internal_error`` if git refused the save.
         """
+        if not write:
+            yield
+            return
         mark = _Mark.of(session.staged)
         try:
             yield
@@ -228,24 +236,22 @@ class Sessions:
                 session.session_id, owner, session.staged,
                 expected=session.saved, now=now, cache=session.blobs,
             )
-        except RepositoryError as exc:
-            session.restored = False  # its next call reads the reference again
+        except (RepositoryError, OSError, pygit2.GitError) as exc:
+            code = exc.code if isinstance(exc, RepositoryError) else "internal_error"
             if dropping:
+                # The change landed (commit) or was dropped (discard): the answer
+                # stands. If another engine saved the session meanwhile, its
+                # change is read back on the next call.
+                session.restored = code != "conflict"
                 logger.warning("a session's saved staged change could not be removed (%s); "
-                               "it expires with its token", exc.code)
+                               "it expires with its token", code)
                 return
-            if exc.code in ("conflict", "seal_invalid"):
+            session.restored = False  # the next call reads the reference again
+            if code in ("conflict", "seal_invalid"):
                 raise
-            raise RepositoryError("internal_error",
-                                  "the staged change could not be saved; nothing changed") from exc
-        except (OSError, pygit2.GitError) as exc:
-            session.restored = False
-            if dropping:
-                logger.warning("a session's saved staged change could not be removed; "
-                               "it expires with its token")
-                return
-            raise RepositoryError("internal_error",
-                                  "the staged change could not be saved; nothing changed") from exc
+            raise RepositoryError(
+                "internal_error", "the staged change could not be saved; nothing changed"
+            ) from exc
         session.expires_at = owner.expires_at
         if dropping:
             session.blobs.clear()
