@@ -27,7 +27,9 @@ Every side runs once per round, ``ROUNDS`` rounds, the order rotated each
 round; ratios are taken within a round and their median reported. Reported per
 side: operations per second, p50 and p99 per operation and over all, errors,
 conflicts retried, the CPU the server's processes (and the PostgreSQL
-server's) used per operation. Targets (issue 16): zero errors; 2 workers at
+server's) used per operation, the clients' CPU per operation and the cores the
+whole machine kept busy (the clients share the machine's cores with the
+server). Targets (issue 16): zero errors; 2 workers at
 least 1.6x the throughput of 1; PostgreSQL at least 0.8x SQLite's throughput;
 p99 at most 3x p50 (for each operation: a read and a commit are different
 work, and the p50 over all of them is a read's). After each chit side the
@@ -286,6 +288,13 @@ def tree_cpu_seconds(pid: int) -> float:
     return total
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds every core of the machine spent busy since boot, from /proc/stat."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def env() -> dict[str, str]:
     found = dict(os.environ)
     found["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), found.get("PYTHONPATH")) if p)
@@ -374,12 +383,16 @@ def drive(side: str, host: str, port: int, tokens: list[str], seconds: float, wa
     pg = PG_PID[0] if side.startswith("pg") else 0
     cpu_start = tree_cpu_seconds(server_pid)
     pg_start = tree_cpu_seconds(pg) if pg else 0.0
+    clients_start = sum(tree_cpu_seconds(p.pid) for p in procs if p.pid)
+    busy_start = machine_busy_seconds()
     start_at = time.monotonic()
     window[0], window[1] = start_at, start_at + seconds
     go.set()
     time.sleep(seconds)
     cpu = tree_cpu_seconds(server_pid) - cpu_start
     pg_cpu = tree_cpu_seconds(pg) - pg_start if pg else 0.0
+    clients_cpu = sum(tree_cpu_seconds(p.pid) for p in procs if p.pid) - clients_start
+    busy = machine_busy_seconds() - busy_start
     results = [out.get(timeout=600) for _ in procs]
     for p in procs:
         p.join(60)
@@ -402,6 +415,11 @@ def drive(side: str, host: str, port: int, tokens: list[str], seconds: float, wa
         "commits": sum(r["commits"] for r in results),
         "server_cpu_ms_per_op": round(cpu * 1e3 / max(ops, 1), 3),
         "postgres_cpu_ms_per_op": round(pg_cpu * 1e3 / max(ops, 1), 3),
+        "clients_cpu_ms_per_op": round(clients_cpu * 1e3 / max(ops, 1), 3),
+        # Cores in use over the window, everything on the machine counted: the
+        # server, its database and the clients share the same cores.
+        "cores_busy": round(busy / seconds, 2),
+        "cores_used_by_server": round((cpu + pg_cpu) / seconds, 2),
     }
 
 
