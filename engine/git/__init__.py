@@ -9,7 +9,7 @@ from engine.git.handle import common_dir, private_folder
 from engine.git.history import commit_trailers
 from engine.git.refs import LANE_PREFIX, MAIN, STORE_PREFIX, lane_ref
 from engine.git.repository import Repository
-from engine.git.saved import SESSION_FOLDER, BlobCache, Owner, SavedSession, session_ref
+from engine.git.saved import SESSION_FOLDER, Owner, SaveCache, SavedSession, session_ref
 from engine.git.views import MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, StagedChange
 
 __all__ = [
@@ -20,9 +20,9 @@ __all__ = [
     "MODE_SYMLINK",
     "SESSION_FOLDER",
     "STORE_PREFIX",
-    "BlobCache",
     "Owner",
     "Repository",
+    "SaveCache",
     "SavedSession",
     "StagedChange",
     "commit_trailers",

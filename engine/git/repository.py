@@ -270,7 +270,7 @@ class Repository:
         *,
         expected: pygit2.Oid | None,
         now: int,
-        cache: saved.BlobCache,
+        cache: saved.SaveCache,
     ) -> pygit2.Oid | None:
         """Save a session's staged change (or drop its reference when nothing is staged)."""
         return saved.save_session(

@@ -11,7 +11,7 @@ them. The format, with an example: docs/engine-api.md, "Sessions that survive".
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pygit2
@@ -28,8 +28,8 @@ from engine.paths import is_session_id
 __all__ = [
     "RECORD_VERSION",
     "SESSION_FOLDER",
-    "BlobCache",
     "Owner",
+    "SaveCache",
     "SavedSession",
     "current_commit",
     "drop_session",
@@ -55,13 +55,34 @@ _RECORD_KEYS = frozenset(
 )
 _UNREADABLE = "the session's saved staged change cannot be read"
 
-BlobCache = dict[tuple[str, str, bool], tuple[bytes, pygit2.Oid]]
-"""Blobs already written for a session: ``(kind, path, sealed)`` to ``(content, blob id)``.
+_BlobKey = tuple[str, str, bool]
+_Entry = tuple[str, pygit2.Oid, int]
 
-A save writes (and seals) only content whose bytes object is not the one
-cached, so a staged change of many files costs one blob per changed file, and
-a sealed file is not sealed afresh (a new nonce, a new blob) on every save.
-"""
+
+@dataclass
+class SaveCache:
+    """What one session's last save wrote, so the next writes only what changed.
+
+    A save writes (and seals) only content whose bytes object is not the one
+    cached for its path, so a staged change of many files costs one blob per
+    changed file, and a sealed file is not sealed afresh (a new nonce, a new
+    blob) on every save; and it writes only the folders whose entries changed.
+    Everything cached is reachable from the session's reference (a failed save
+    empties the cache), so nothing it names is ever pruned by ``git gc``.
+
+    Attributes:
+        blobs: ``(kind, path, sealed)`` to ``(content, blob id)``.
+        folders: Each folder of the last saved tree (``""`` the root), with its
+            sorted entries and the tree id they were written as.
+    """
+
+    blobs: dict[_BlobKey, tuple[bytes, pygit2.Oid]] = field(default_factory=dict)
+    folders: dict[str, tuple[tuple[_Entry, ...], pygit2.Oid]] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        """Forget everything (the reference moved elsewhere, or was removed)."""
+        self.blobs.clear()
+        self.folders.clear()
 
 
 def session_ref(session_id: str) -> str:
@@ -125,20 +146,75 @@ def _unreadable() -> RepositoryError:
 
 
 def _blob(
-    handle: Handle, cache: BlobCache, used: set[tuple[str, str, bool]], kind: str, path: str,
-    data: bytes,
+    handle: Handle, cache: SaveCache, used: set[_BlobKey], kind: str, path: str, data: bytes
 ) -> pygit2.Oid:
     """The id of ``data`` stored for ``path`` (sealed where the repository's sealing says)."""
     sealed = handle.sealing.must_seal(path, data)
     key = (kind, path, sealed)
     used.add(key)
-    known = cache.get(key)
+    known = cache.blobs.get(key)
     if known is not None and known[0] is data:
         return known[1]
     stored = handle.sealing.seal(path, data) if sealed else data
     oid = handle.repo.create_blob(stored)
-    cache[key] = (data, oid)
+    cache.blobs[key] = (data, oid)
     return oid
+
+
+def _write_tree(
+    repo: pygit2.Repository, entries: dict[str, tuple[pygit2.Oid, int]], cache: SaveCache
+) -> pygit2.Oid:
+    """The tree holding ``entries`` (path to blob and mode), writing only folders that changed.
+
+    A folder that changed is built on its last saved version, inserting only
+    its new or changed entries (libgit2 checks each inserted object exists); one
+    that lost entries is built afresh. Entries are never looked up or removed
+    by name: pygit2 keeps the strings its lookups are handed.
+
+    Raises:
+        ValueError: If a path is both a file and a folder (a caller bug).
+    """
+    root: dict[str, Any] = {}
+    for path, value in entries.items():
+        node = root
+        *folders, name = path.split("/")
+        for folder in folders:
+            node = node.setdefault(folder, {})
+            if not isinstance(node, dict):
+                raise ValueError("a staged path is both a file and a folder")
+        if name in node:
+            raise ValueError("a staged path is both a file and a folder")
+        node[name] = value
+    written: dict[str, tuple[tuple[_Entry, ...], pygit2.Oid]] = {}
+
+    def write(where: str, node: dict[str, Any]) -> pygit2.Oid:
+        items: list[_Entry] = []
+        for name in sorted(node):
+            value = node[name]
+            if isinstance(value, dict):
+                items.append((name, write(f"{where}{name}/", value), int(FileMode.TREE)))
+            else:
+                items.append((name, value[0], value[1]))
+        key = tuple(items)
+        last = cache.folders.get(where)
+        if last is not None and last[0] == key:
+            oid = last[1]
+        else:
+            if last is not None and {n for n, _, _ in last[0]} <= set(node):
+                builder = repo.TreeBuilder(last[1])  # it only gained or changed entries
+                kept = set(last[0])
+                fresh = [item for item in key if item not in kept]
+            else:
+                builder, fresh = repo.TreeBuilder(), items
+            for name, entry, mode in fresh:
+                builder.insert(name, entry, mode)
+            oid = builder.write()
+        written[where] = (key, oid)
+        return oid
+
+    tree = write("", root)
+    cache.folders = written
+    return tree
 
 
 def _record(
@@ -175,7 +251,7 @@ def save_session(
     *,
     expected: pygit2.Oid | None,
     now: int,
-    cache: BlobCache,
+    cache: SaveCache,
 ) -> pygit2.Oid | None:
     """Save ``staged`` as the session's reference, or delete the reference if nothing is staged.
 
@@ -190,7 +266,7 @@ def save_session(
         staged: The staged change (its ``base`` set unless it is empty).
         expected: The commit the reference points at now (``None``: absent).
         now: Unix seconds, the save's time.
-        cache: The session's :data:`BlobCache`, updated.
+        cache: The session's :class:`SaveCache`, updated (emptied if the save fails).
 
     Returns:
         The new commit, or ``None`` if the reference was deleted (or never made).
@@ -203,35 +279,37 @@ def save_session(
     ref = session_ref(session_id)
     repo = handle.repo
     if staged.is_empty() and not staged.conflicts:
+        cache.clear()
         swap_ref(repo, handle.commondir, ref, None, expected, "chit: session dropped")
         return None
     base = staged.base
     if base is None:
         raise ValueError("a staged change without a base cannot be saved")
     conflicts = sorted(staged.conflicts)
-    index = pygit2.Index()  # in memory; the repository's index file is never read
     record = repo.create_blob(_record(session_id, owner, base, staged, conflicts, now))
-    index.add(pygit2.IndexEntry(RECORD_ENTRY, record, FileMode.BLOB))
-    used: set[tuple[str, str, bool]] = set()
-    for path, data in staged.changes.items():
-        if data is not None:
-            mode = staged.modes.get(path, MODE_FILE)
-            oid = _blob(handle, cache, used, STAGED_FOLDER, path, data)
-            index.add(pygit2.IndexEntry(f"{STAGED_FOLDER}/{path}", oid, FileMode(mode)))
-    for number, path in enumerate(conflicts):
-        for side, data in zip(SIDES, staged.conflicts[path], strict=True):
+    entries: dict[str, tuple[pygit2.Oid, int]] = {RECORD_ENTRY: (record, MODE_FILE)}
+    used: set[_BlobKey] = set()
+    try:
+        for path, data in staged.changes.items():
             if data is not None:
-                oid = _blob(handle, cache, used, side, path, data)
-                index.add(pygit2.IndexEntry(f"{CONFLICTS_FOLDER}/{number}/{side}", oid,
-                                            FileMode.BLOB))
-    for key in [k for k in cache if k not in used]:
-        del cache[key]  # content no longer staged: let it go
-    tree = index.write_tree(repo)
-    signature = pygit2.Signature("chit", "chit@localhost", int(now), 0)
-    commit = repo.create_commit(
-        None, signature, signature, f"chit: session {session_id}\n", tree, [base]
-    )
-    swap_ref(repo, handle.commondir, ref, commit, expected, "chit: session saved")
+                oid = _blob(handle, cache, used, STAGED_FOLDER, path, data)
+                entries[f"{STAGED_FOLDER}/{path}"] = (oid, staged.modes.get(path, MODE_FILE))
+        for number, path in enumerate(conflicts):
+            for side, data in zip(SIDES, staged.conflicts[path], strict=True):
+                if data is not None:
+                    oid = _blob(handle, cache, used, side, path, data)
+                    entries[f"{CONFLICTS_FOLDER}/{number}/{side}"] = (oid, MODE_FILE)
+        for key in [k for k in cache.blobs if k not in used]:
+            del cache.blobs[key]  # content no longer staged: let it go
+        tree = _write_tree(repo, entries, cache)
+        signature = pygit2.Signature("chit", "chit@localhost", int(now), 0)
+        commit = repo.create_commit(
+            None, signature, signature, f"chit: session {session_id}\n", tree, [base]
+        )
+        swap_ref(repo, handle.commondir, ref, commit, expected, "chit: session saved")
+    except BaseException:
+        cache.clear()  # what it names may now be unreachable
+        raise
     return commit
 
 

@@ -158,7 +158,7 @@ class Sessions:
         saved = self._repo.saved_session(session.session_id)
         session.staged = git.StagedChange()
         session.seen.clear()
-        session.blobs.clear()
+        session.cache.clear()
         session.saved = None
         if saved is not None:
             owner = saved.owner
@@ -234,7 +234,7 @@ class Sessions:
         try:
             session.saved = self._repo.save_session(
                 session.session_id, owner, session.staged,
-                expected=session.saved, now=now, cache=session.blobs,
+                expected=session.saved, now=now, cache=session.cache,
             )
         except (RepositoryError, OSError, pygit2.GitError) as exc:
             code = exc.code if isinstance(exc, RepositoryError) else "internal_error"
@@ -253,8 +253,6 @@ class Sessions:
                 "internal_error", "the staged change could not be saved; nothing changed"
             ) from exc
         session.expires_at = owner.expires_at
-        if dropping:
-            session.blobs.clear()
 
     def holds_later(self, session_id: str, now: int) -> bool:
         """Whether this engine holds ``session_id`` for a token that has not expired at ``now``."""

@@ -46,7 +46,7 @@ class Session:
         saved: The commit of its saved reference as this engine last wrote or
             read it (``None``: it has none).
         restored: Whether its saved reference was read (done once, on first use).
-        blobs: Blobs already saved for it (:data:`engine.git.BlobCache`).
+        cache: What its last save wrote (:class:`engine.git.SaveCache`).
         lock: Serialises calls within the session.
     """
 
@@ -58,7 +58,7 @@ class Session:
     expires_at: int = 0
     saved: pygit2.Oid | None = field(default=None, repr=False)
     restored: bool = field(default=False, repr=False)
-    blobs: git.BlobCache = field(default_factory=dict, repr=False)
+    cache: git.SaveCache = field(default_factory=git.SaveCache, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 

@@ -19,7 +19,7 @@ from engine.auth import cbor
 from engine.auth.sealing import MAGIC, Sealing, is_sealed
 from engine.auth.sealkeys import SealingKeyring
 from engine.errors import RepositoryError
-from engine.git import MODE_EXECUTABLE, MODE_SYMLINK, Owner, Repository, StagedChange
+from engine.git import MODE_EXECUTABLE, MODE_SYMLINK, Owner, Repository, SaveCache, StagedChange
 from engine.git import saved as saved_module
 from engine.git.reffiles import list_refs, read_ref
 from tests.conftest import World
@@ -61,7 +61,7 @@ def test_a_saved_change_reads_back_as_it_was(world: World) -> None:
     staged.modes["src/link"] = MODE_SYMLINK
     staged.conflicts["docs/guide.md"] = (b"base\n", b"ours\n", None)
     staged.conflict_modes["docs/guide.md"] = (0o100644, None)
-    commit = vcs.save_session("s-1", OWNER, staged, expected=None, now=T0, cache={})
+    commit = vcs.save_session("s-1", OWNER, staged, expected=None, now=T0, cache=SaveCache())
     assert commit is not None and vcs.saved_session_commit("s-1") == commit
 
     record = vcs.saved_session("s-1")
@@ -109,7 +109,7 @@ def test_protected_content_is_sealed_in_the_saved_objects(world: World) -> None:
     vcs.stage_write("alice", staged, "config/secrets.toml", SECRET)
     vcs.stage_write("alice", staged, "src/plain.py", MAGIC + b" looks sealed\n")
     staged.conflicts["config/other.toml"] = (None, SECRET, b"theirs " + SECRET)
-    cache: dict = {}
+    cache = SaveCache()
     commit = vcs.save_session("s", OWNER, staged, expected=None, now=T0, cache=cache)
     assert commit is not None
     raw = pygit2.Repository(str(world.repo))
@@ -140,19 +140,21 @@ def test_the_reference_moves_only_by_compare_and_swap(world: World) -> None:
     """Threat: a stale engine overwrites a session another engine saved since."""
     vcs = _repo(world)
     staged = _staged(vcs)
-    first = vcs.save_session("s", OWNER, staged, expected=None, now=T0, cache={})
+    first = vcs.save_session("s", OWNER, staged, expected=None, now=T0, cache=SaveCache())
     assert first is not None
     with pytest.raises(RepositoryError) as info:
-        vcs.save_session("s", OWNER, staged, expected=None, now=T0 + 1, cache={})
+        vcs.save_session("s", OWNER, staged, expected=None, now=T0 + 1, cache=SaveCache())
     assert info.value.code == "conflict"
     vcs.stage_write("alice", staged, "src/more.py", b"x\n")
-    second = vcs.save_session("s", OWNER, staged, expected=first, now=T0 + 1, cache={})
+    second = vcs.save_session("s", OWNER, staged, expected=first, now=T0 + 1, cache=SaveCache())
     assert second is not None and second != first
     with pytest.raises(RepositoryError):
         vcs.drop_saved_session("s", first)
     assert vcs.saved_session_commit("s") == second
     # Nothing staged: the save removes the reference.
-    assert vcs.save_session("s", OWNER, StagedChange(), expected=second, now=T0, cache={}) is None
+    gone = vcs.save_session("s", OWNER, StagedChange(), expected=second, now=T0,
+                            cache=SaveCache())
+    assert gone is None
     assert vcs.saved_session_commit("s") is None and vcs.saved_session("s") is None
     assert "refs/chit/sessions/s" not in world.refs()
 
@@ -161,8 +163,8 @@ def test_the_reference_moves_only_by_compare_and_swap(world: World) -> None:
 def test_packed_session_refs_are_read_and_moved(world: World) -> None:
     """An operator's ``git pack-refs --all`` (or ``git gc``) moves refs into packed-refs."""
     vcs = _repo(world)
-    one = vcs.save_session("one", OWNER, _staged(vcs), expected=None, now=T0, cache={})
-    two = vcs.save_session("two", OWNER, _staged(vcs), expected=None, now=T0, cache={})
+    one = vcs.save_session("one", OWNER, _staged(vcs), expected=None, now=T0, cache=SaveCache())
+    two = vcs.save_session("two", OWNER, _staged(vcs), expected=None, now=T0, cache=SaveCache())
     _git(world, "pack-refs", "--all")
     assert not (Path(world.repo) / ".git" / "refs" / "chit" / "sessions" / "one").exists()
     assert vcs.saved_session_commit("one") == one
@@ -184,7 +186,7 @@ def test_hostile_session_ids_never_reach_a_reference(world: World, bad: str) -> 
     with pytest.raises(ValueError):
         vcs.saved_session(bad)
     with pytest.raises(ValueError):
-        vcs.save_session(bad, OWNER, _staged(vcs), expected=None, now=T0, cache={})
+        vcs.save_session(bad, OWNER, _staged(vcs), expected=None, now=T0, cache=SaveCache())
     assert world.refs() == before
     assert not (Path(world.repo) / ".git" / "refs" / "chit" / "sessions").exists()
 
@@ -222,3 +224,40 @@ def test_a_record_that_is_not_chits_is_unreadable(world: World) -> None:
         f"refs/chit/sessions/{n}" for n in "abcdefg"}
     assert read_ref(str(Path(world.repo) / ".git"), "refs/chit/sessions/zz") is None
     assert saved_module.session_ref("a") == "refs/chit/sessions/a"
+
+
+def test_a_save_writes_only_what_changed_and_the_same_tree_as_a_fresh_one(world: World) -> None:
+    """Each save reuses the blobs and folders of the last; the result is what a fresh save makes."""
+    vcs = _repo(world, protected="config/")
+    raw = pygit2.Repository(str(world.repo))
+    staged, cache = StagedChange(), SaveCache()
+    commit = None
+    for n in range(12):
+        folder = ("src/deep/er", "config", "docs")[n % 3]
+        vcs.stage_write("alice", staged, f"{folder}/f{n}.txt", f"{n}\n".encode())
+        if n == 6:
+            vcs.stage_delete("alice", staged, "src/app.py")
+        if n == 9:  # undo an earlier write: its blob leaves the cache
+            vcs.stage_write("alice", staged, "src/deep/er/f0.txt", b"0 again\n")
+        before = set(raw.odb)
+        commit = vcs.save_session("s", OWNER, staged, expected=commit, now=T0 + n, cache=cache)
+        assert commit is not None
+        written = set(raw.odb) - before
+        # A record and a commit, the root and staged/, and for each changed file
+        # its blob and at most three folders on its path: never the untouched ones.
+        changed = 2 if n == 9 else 1
+        assert len(written) <= 2 + 2 + changed * (1 + 3), n
+        fresh = vcs.save_session(f"fresh{n}", OWNER, staged, expected=None, now=T0 + n,
+                                 cache=SaveCache())
+        assert fresh is not None
+        mine, theirs = raw[commit].peel(pygit2.Tree), raw[fresh].peel(pygit2.Tree)
+        for folder in ("src", "docs"):  # config/ is sealed: each fresh save has new nonces
+            if folder in mine["staged"]:
+                assert mine["staged"][folder].id == theirs["staged"][folder].id, (n, folder)
+        assert sorted(_flat(mine)) == sorted(_flat(theirs)), n
+    record = vcs.saved_session("s")
+    assert record is not None
+    back = vcs.restore_session(record)
+    assert back.changes == staged.changes and back.modes == staged.modes
+    assert ("staged", "src/deep/er/f3.txt", False) in cache.blobs
+    assert all(key[1] in staged.changes for key in cache.blobs)
