@@ -30,6 +30,8 @@ CODES: frozenset[str] = frozenset(
         "delegation_depth_exceeded",
         "path_invalid",
         "path_outside_scope",
+        "repo_outside_scope",
+        "repo_required",
         "path_forbidden",
         "symlink_in_path",
         "operation_not_permitted",

@@ -45,6 +45,8 @@ class Limits:
     """Globs in one ``paths`` caveat (and in ``issue_sub_token``'s ``paths``)."""
     glob_chars: int = 1024
     """Characters of one path glob a token carries: bounds the matcher's worst case."""
+    repo_name_chars: int = 64
+    """Characters of a repository's name, and of one glob of a ``repos`` caveat."""
     caveat_time_ceiling_seconds: int = 2**37
     """Unix seconds an ``exp`` or ``nbf`` caveat stays below (2**37 is year 6325)."""
     delegation_depth_blocks: int = 3

@@ -244,6 +244,8 @@ def run_demo(*, keep: bool = False) -> int:
             "read,write,commit,sub-token:issue",
             "--paths",
             SCOPE,
+            "--repos",
+            repo.name,
             "--ttl",
             "15m",
             "--delegable",
@@ -253,7 +255,8 @@ def run_demo(*, keep: bool = False) -> int:
             raise RuntimeError(mint.stderr.strip())
         minted = json.loads(mint.stdout)
         _say(f"    token {minted['token_id']} for {AGENT}: read, write, commit and delegation")
-        _say(f"    on {SCOPE}, 15 minutes (text form: chit_..., never logged)")
+        _say(f"    on {SCOPE} of repository {repo.name!r}, 15 minutes "
+             "(text form: chit_..., never logged)")
 
         _step(3, "agent host: start `chit mcp` and connect with the official MCP client")
         child_token = anyio.run(_agent_session, home, repo, minted["token"])
@@ -302,6 +305,8 @@ def run_demo(*, keep: bool = False) -> int:
             "read",
             "--paths",
             "src/**",
+            "--repos",
+            repo.name,
             "--ttl",
             "15m",
         )

@@ -10,6 +10,7 @@ token's offer changed (docs/deployment.md, "The change feed").
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sys
@@ -70,7 +71,7 @@ Calling a tool you were not offered is an unknown-tool error listing the tools y
 class EngineClient(Protocol):
     """What the edge needs from an engine (in-process or remote)."""
 
-    def offer(self, token: str) -> OfferAnswer:
+    def offer(self, token: str, *, repo: str | None = None) -> OfferAnswer:
         """See :meth:`engine.service.Engine.offer`."""
 
     def invoke(
@@ -81,6 +82,7 @@ class EngineClient(Protocol):
         *,
         session: str,
         offered_catalog_hash: str | None = None,
+        repo: str | None = None,
     ) -> CallAnswer:
         """See :meth:`engine.service.Engine.invoke`."""
 
@@ -178,7 +180,7 @@ engine, runs on a worker thread, so a slow one never stalls the connection.
 
 
 class _Edge:
-    """Per-connection state: the token, a session id, the last listed catalog hash.
+    """Per-connection state: the token, the repository, a session id, the last listed catalog hash.
 
     It also follows the engine's change feed (:meth:`watch`) and tells the
     client when the token's offer is no longer the one it was shown: on the
@@ -192,9 +194,11 @@ class _Edge:
         *,
         inline: frozenset[str] = frozenset(),
         session: str | None = None,
+        repo: str | None = None,
     ) -> None:
         self._engine = engine
         self._token = token
+        self._repo = repo
         self._inline = inline
         # A resumed session's id, else a new random one (the engine decides
         # whether this token may use it: session_token_mismatch otherwise).
@@ -212,9 +216,8 @@ class _Edge:
         return f"_Edge(session={self.session_id})"
 
     async def _offer(self) -> OfferAnswer:
-        return await anyio.to_thread.run_sync(
-            self._engine.offer, self._token, limiter=self._limiter
-        )
+        offer = functools.partial(self._engine.offer, self._token, repo=self._repo)
+        return await anyio.to_thread.run_sync(offer, limiter=self._limiter)
 
     async def list_tools(
         self, ctx: Any, _params: types.PaginatedRequestParams | None
@@ -262,6 +265,7 @@ class _Edge:
             arguments,
             session=self.session_id,
             offered_catalog_hash=self.listed_hash,
+            repo=self._repo,
         )
 
     async def watch(self) -> None:
@@ -296,12 +300,16 @@ class _Edge:
         return True
 
 
-def build_server(engine: EngineClient, token: str, *, session: str | None = None) -> Server[Any]:
+def build_server(
+    engine: EngineClient, token: str, *, repo: str | None = None, session: str | None = None
+) -> Server[Any]:
     """Build the MCP server for one connection holding ``token``.
 
     Args:
         engine: The engine (in-process :class:`engine.service.Engine` or a client).
         token: The agent's token text; re-presented to the engine on every call.
+        repo: The repository the connection works on (``None``: the engine's
+            only one).
         session: The engine session to resume (already checked with
             :func:`engine.service.validate_session_id`); ``None``: a new one.
 
@@ -311,16 +319,16 @@ def build_server(engine: EngineClient, token: str, *, session: str | None = None
         :data:`INLINE_TOOLS` on its event loop. (:func:`serve_stdio` also
         follows the change feed for it.)
     """
-    return _build(engine, token, session)[0]
+    return _build(engine, token, repo, session)[0]
 
 
 def _build(
-    engine: EngineClient, token: str, session: str | None = None
+    engine: EngineClient, token: str, repo: str | None = None, session: str | None = None
 ) -> tuple[Server[Any], _Edge]:
     # An embedded engine's module is loaded already; a separate engine's never is.
     interface = sys.modules.get("engine.service.interface")
     embedded = interface is not None and isinstance(engine, interface.Engine)
-    edge = _Edge(engine, token, inline=INLINE_TOOLS if embedded else frozenset(),
+    edge = _Edge(engine, token, inline=INLINE_TOOLS if embedded else frozenset(), repo=repo,
                  session=session)
     from gateway import __version__
 
@@ -335,8 +343,13 @@ def _build(
     return server, edge
 
 
-def serve_stdio(engine: EngineClient, token: str, *, session: str | None = None) -> None:
+def serve_stdio(
+    engine: EngineClient, token: str, *, repo: str | None = None, session: str | None = None
+) -> None:
     """Serve MCP over stdio until the client closes the connection.
+
+    ``repo`` names the repository the connection works on (``chit mcp
+    --engine URL --repo-name NAME``); ``None``: the engine's only one.
 
     Beside the connection, a task follows the engine's change feed and sends
     ``notifications/tools/list_changed`` when the token's offer changes
@@ -346,10 +359,11 @@ def serve_stdio(engine: EngineClient, token: str, *, session: str | None = None)
     Args:
         engine: The engine (in-process or a client of a separate one).
         token: The agent's token text.
+        repo: The repository (``None``: the engine's only one).
         session: The engine session to resume (``chit mcp --session``), or
             ``None`` for a new one.
     """
-    server, edge = _build(engine, token, session)
+    server, edge = _build(engine, token, repo, session)
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
 
     async def main() -> None:

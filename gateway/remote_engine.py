@@ -157,9 +157,13 @@ class RemoteEngine:
 
     # --- the engine's interface -------------------------------------------------
 
-    def offer(self, token: str) -> OfferAnswer:
-        """See :meth:`engine.service.Engine.offer`; never raises."""
-        doc = self._post(_wire.OFFER_PATH, {"token": token})
+    def offer(self, token: str, *, repo: str | None = None) -> OfferAnswer:
+        """See :meth:`engine.service.Engine.offer`; never raises.
+
+        ``repo`` travels only when given, so an engine that predates the field
+        (and serves one repository) is still asked as before.
+        """
+        doc = self._post(_wire.OFFER_PATH, _with_repo({"token": token}, repo))
         if isinstance(doc, Refused):
             return doc
         try:
@@ -175,17 +179,21 @@ class RemoteEngine:
         *,
         session: str,
         offered_catalog_hash: str | None = None,
+        repo: str | None = None,
     ) -> CallAnswer:
         """See :meth:`engine.service.Engine.invoke`; never raises."""
         doc = self._post(
             _wire.INVOKE_PATH,
-            {
-                "token": token,
-                "tool": tool,
-                "arguments": arguments,
-                "session": session,
-                "offered_catalog_hash": offered_catalog_hash,
-            },
+            _with_repo(
+                {
+                    "token": token,
+                    "tool": tool,
+                    "arguments": arguments,
+                    "session": session,
+                    "offered_catalog_hash": offered_catalog_hash,
+                },
+                repo,
+            ),
         )
         if isinstance(doc, Refused):
             return doc
@@ -292,3 +300,8 @@ class RemoteEngine:
             except AnswerError:
                 return _UNREADABLE
         return doc
+
+
+def _with_repo(body: dict[str, Any], repo: str | None) -> dict[str, Any]:
+    """``body`` with ``"repo"`` when a repository is named (docs/engine-api.md)."""
+    return body if repo is None else {**body, "repo": repo}

@@ -149,6 +149,16 @@ def _known(known: frozenset[str] | dict[str, str], noun: str) -> Callable[[str],
     return check
 
 
+_REPO_GLOB = re.compile(r"[A-Za-z0-9._*?-]{1,64}", re.ASCII)
+
+
+def _repo_glob(value: str) -> str:
+    """A repository name glob, as the engine's ``repos`` caveat takes it (docs/token-format.md)."""
+    if _REPO_GLOB.fullmatch(value) is None or "**" in value or value in (".", ".."):
+        raise ValueError("a repository glob is 1-64 of A-Z a-z 0-9 . _ - * ?, without '**'")
+    return value
+
+
 _Glob = Annotated[str, AfterValidator(validate_glob)]
 _AgentPattern = Annotated[str, AfterValidator(validate_agent_pattern)]
 _Tool = Annotated[str, AfterValidator(_known(TOOL_OPERATIONS, "tool"))]
@@ -359,6 +369,14 @@ class IssuerMapping(BaseModel):
     ]
     paths: Annotated[_Globs, AfterValidator(_non_empty)]
     max_ttl_seconds: int = Field(gt=0, le=366 * 86_400)
+    # Left out of the dump (so of the policy hash) when not given: a policy file
+    # that names no repositories keeps its hash.
+    repos: Annotated[
+        tuple[Annotated[str, AfterValidator(_repo_glob)], ...] | None,
+        BeforeValidator(lambda v: v if v is None else _array(v)),
+        AfterValidator(lambda v: v if v is None else _non_empty(_distinct(v))),
+        Field(max_length=MAX_SELECTORS, exclude_if=lambda value: value is None),
+    ] = None
 
 
 class Issuer(BaseModel):

@@ -48,6 +48,7 @@ PURE = [
     "engine/paths.py",
     "engine/auth/agents.py",
     "engine/auth/caveats.py",
+    "engine/auth/reponames.py",
     "engine/auth/token.py",
     "engine/auth/verify.py",
     "engine/auth/cbor.py",

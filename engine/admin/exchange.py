@@ -207,6 +207,7 @@ class TokenExchange:
                 ttl_seconds=ttl,
                 delegable="sub-token:issue" in ops,
                 now=issued,
+                repos=None if mapping.repos is None else list(mapping.repos),
             )
         except ValueError as exc:
             raise issuers.refused("agent_invalid", f"the mapping cannot mint: {exc}") from None
@@ -218,6 +219,7 @@ class TokenExchange:
             "ops": ops,
             "paths": list(mapping.paths),
             "delegable": "sub-token:issue" in ops,
+            **({} if mapping.repos is None else {"repos": list(mapping.repos)}),
         }
         return {
             **minted,

@@ -49,6 +49,7 @@ def mint_token(
     ttl_seconds: int,
     delegable: bool = False,
     now: int | None = None,
+    repos: list[str] | None = None,
 ) -> dict[str, Any]:
     """Mint a root token with the newest active root key.
 
@@ -61,6 +62,9 @@ def mint_token(
             ``limits.token_lifetime_seconds``.
         delegable: Grant the delegation flag.
         now: Issue time, unix seconds (default: the clock).
+        repos: Repository name globs the token is good for (``chit mint
+            --repos``); ``None``: no ``repos`` caveat, a token good only where
+            the engine serves exactly one repository.
 
     Returns:
         ``{"token", "token_id", "agent", "key_id", "expires_at"}``.
@@ -94,6 +98,7 @@ def mint_token(
         paths=paths,
         expires_at=issued + ttl_seconds,
         delegable=delegable,
+        repos=repos,
     )
     parsed = tokens.parse(text)
     return {
@@ -148,6 +153,7 @@ def attenuate_token(
     ttl_seconds: int | None = None,
     drop_delegation: bool = False,
     now: int | None = None,
+    repos: list[str] | None = None,
 ) -> dict[str, Any]:
     """Narrow a token offline (no key, no engine): see :func:`engine.auth.token.attenuate`.
 
@@ -158,6 +164,7 @@ def attenuate_token(
         ttl_seconds: Expire this many seconds from ``now`` (never later than the parent).
         drop_delegation: Remove the delegation flag.
         now: Unix seconds (default: the clock).
+        repos: Repository name globs to limit to.
 
     Returns:
         ``{"token", "id" (the token's unchanged id), "blocks"}``.
@@ -173,6 +180,7 @@ def attenuate_token(
         paths=paths,
         expires_at=None if ttl_seconds is None else issued + ttl_seconds,
         drop_delegation=drop_delegation,
+        repos=repos,
     )
     info = inspect_token(narrowed)
     return {"token": narrowed, "id": info["id"], "blocks": len(info["blocks"])}

@@ -73,6 +73,8 @@ _ENTRY_KEYS = {
     "policy_hash": str,
     "catalog_hash": (str, type(None)),
 }
+_REPO_ENTRY_KEYS = {**_ENTRY_KEYS, "repo": str}
+"""A ``chit-call-log/2`` entry of a call on a named repository also holds ``repo``."""
 _LEGACY_ENTRY_KEYS = {**_ENTRY_KEYS, "kid": str}
 _HEAD_KEYS = {"v": str, "seq": int, "hash": bytes, "kid": str, "time": int}
 DECISIONS: Final = frozenset({"allowed", "refused", "failed"})
@@ -96,6 +98,10 @@ class CallRecord:
         policy_hash: The engine's policy hash.
         catalog_hash: The catalog offered to the token for this call, ``None``
             when the token did not verify.
+        repo: The repository the call was made on (its name; the name as sent,
+            redacted, if it was not one), ``None`` when none was named or
+            implied (the entry then has no ``repo`` field, as before
+            repositories had names).
     """
 
     time: int
@@ -108,6 +114,7 @@ class CallRecord:
     code: str | None
     policy_hash: str
     catalog_hash: str | None
+    repo: str | None = None
 
 
 class LogSigner:
@@ -160,28 +167,30 @@ def encode_entry(seq: int, prev: bytes, record: CallRecord) -> bytes:
         record: The call.
 
     Returns:
-        The entry bytes (docs/audit.md §8, *What an entry holds*).
+        The entry bytes (docs/audit.md §8, *What an entry holds*); ``repo`` is
+        there only when the record names one.
 
     Raises:
         ProfileError: If the record is outside ``chit-det/1`` (a programming error).
     """
-    return cbor.encode(
-        {
-            "v": LOG_VERSION,
-            "seq": seq,
-            "prev": prev,
-            "time": record.time,
-            "agent": record.agent,
-            "chain": list(record.chain),
-            "session": record.session,
-            "tool": record.tool,
-            "arguments": record.arguments,
-            "decision": record.decision,
-            "code": record.code,
-            "policy_hash": record.policy_hash,
-            "catalog_hash": record.catalog_hash,
-        }
-    )
+    entry: dict[str, Any] = {
+        "v": LOG_VERSION,
+        "seq": seq,
+        "prev": prev,
+        "time": record.time,
+        "agent": record.agent,
+        "chain": list(record.chain),
+        "session": record.session,
+        "tool": record.tool,
+        "arguments": record.arguments,
+        "decision": record.decision,
+        "code": record.code,
+        "policy_hash": record.policy_hash,
+        "catalog_hash": record.catalog_hash,
+    }
+    if record.repo is not None:
+        entry["repo"] = record.repo
+    return cbor.encode(entry)
 
 
 def entry_head(seq: int, entry: bytes, kid: str, time: int) -> bytes:
@@ -232,8 +241,9 @@ def decode_entry(data: object, *, strict: bool = True) -> dict[str, Any]:
             size bound and shape checks.
 
     Returns:
-        The entry map: a ``chit-call-log/2`` entry, or a ``chit-call-log/1``
-        one (which also has ``kid``).
+        The entry map: a ``chit-call-log/2`` entry (with ``repo`` when the
+        call named a repository), or a ``chit-call-log/1`` one (which also has
+        ``kid``).
 
     Raises:
         ValueError: If the bytes are an entry of neither form.
@@ -245,7 +255,7 @@ def decode_entry(data: object, *, strict: bool = True) -> dict[str, Any]:
             fast = cbor2.loads(data)
         except Exception:  # cbor2 raises several kinds on malformed input
             fast = None
-        if type(fast) is dict and fast.keys() == _ENTRY_KEYS.keys() and _is_v2(fast):
+        if type(fast) is dict and _is_v2_shape(fast):
             return fast
     value: object
     if strict:
@@ -255,10 +265,14 @@ def decode_entry(data: object, *, strict: bool = True) -> dict[str, Any]:
             raise ValueError(f"not chit-det/1: {exc.reason}") from None
     else:
         value = _loads(data)
-    if type(value) is dict and value.keys() == _ENTRY_KEYS.keys() and _is_v2(value):
+    if type(value) is dict and _is_v2_shape(value):
         return value
     version = value.get("v") if isinstance(value, dict) else None
-    entry = _shaped(value, _LEGACY_ENTRY_KEYS if version == LEGACY_VERSION else _ENTRY_KEYS)
+    if version == LEGACY_VERSION:
+        shape = _LEGACY_ENTRY_KEYS
+    else:
+        shape = _REPO_ENTRY_KEYS if isinstance(value, dict) and "repo" in value else _ENTRY_KEYS
+    entry = _shaped(value, shape)
     if (
         entry is None
         or entry["v"] not in (LOG_VERSION, LEGACY_VERSION)
@@ -268,6 +282,14 @@ def decode_entry(data: object, *, strict: bool = True) -> dict[str, Any]:
     ):
         raise ValueError("not a chit-call-log entry")
     return entry
+
+
+def _is_v2_shape(e: dict[str, Any]) -> bool:
+    """A ``chit-call-log/2`` entry's keys, with or without ``repo``, and their types."""
+    keys = e.keys()
+    if keys == _ENTRY_KEYS.keys():
+        return _is_v2(e)
+    return keys == _REPO_ENTRY_KEYS.keys() and type(e["repo"]) is str and _is_v2(e)
 
 
 def _is_v2(e: dict[str, Any]) -> bool:

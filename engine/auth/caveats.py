@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.auth.reponames import validate_repo_glob
 from engine.errors import CaveatError
 from engine.limits import LIMITS
 from engine.paths import validate_glob
@@ -23,6 +24,7 @@ __all__ = [
     "Grant",
     "encode_ops",
     "encode_paths",
+    "encode_repos",
     "encode_time",
     "interpret",
     "intersect",
@@ -30,7 +32,7 @@ __all__ = [
 ]
 
 OPERATIONS: frozenset[str] = frozenset({"read", "write", "commit", "sub-token:issue"})
-_CAVEAT_TYPES = frozenset({"ops", "paths", "exp", "nbf", "deleg"})
+_CAVEAT_TYPES = frozenset({"ops", "paths", "repos", "exp", "nbf", "deleg"})
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ class Caveats:
         expires_at: Earliest expiry stated in the block (unix seconds), or ``None``.
         not_before: Latest not-before stated in the block (unix seconds), or ``None``.
         delegable: The delegation flag as stated (``None``: not stated).
+        repo_lists: One glob list per ``repos`` caveat in the block (empty:
+            none stated). A repository passes the block iff every list has a
+            glob matching its name.
     """
 
     ops: frozenset[str] | None = None
@@ -51,6 +56,7 @@ class Caveats:
     expires_at: int | None = None
     not_before: int | None = None
     delegable: bool | None = None
+    repo_lists: tuple[tuple[str, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,10 @@ class Grant:
         not_before: The latest not-before, unix seconds, or ``None``.
         delegable: The delegation flag: granted by the root block, kept unless a
             later block drops it.
+        repo_scopes: Every ``repos`` caveat's globs, root block first.
+        single_repo_only: The root block states no ``repos`` caveat: the token
+            is good only on an engine serving exactly one repository, whatever
+            later blocks say (they can only narrow).
     """
 
     operations: frozenset[str]
@@ -72,6 +82,8 @@ class Grant:
     expires_at: int | None
     not_before: int | None
     delegable: bool
+    repo_scopes: tuple[tuple[str, ...], ...] = ()
+    single_repo_only: bool = True
 
 
 def interpret(items: list[Any]) -> Caveats:
@@ -92,6 +104,7 @@ def interpret(items: list[Any]) -> Caveats:
     nbf: int | None = None
     deleg: bool | None = None
     path_lists: list[tuple[str, ...]] = []
+    repo_lists: list[tuple[str, ...]] = []
     for item in items:
         if not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str):
             raise CaveatError("caveat_malformed", "a caveat is a [type, value] pair")
@@ -105,6 +118,8 @@ def interpret(items: list[Any]) -> Caveats:
             ops = stated if ops is None else ops & stated
         elif kind == "paths":
             path_lists.append(_check_paths(value))
+        elif kind == "repos":
+            repo_lists.append(_check_repos(value))
         elif kind == "exp":
             t = _check_time(kind, value)
             exp = t if exp is None else min(exp, t)
@@ -115,7 +130,7 @@ def interpret(items: list[Any]) -> Caveats:
             if not isinstance(value, bool):
                 raise _caveat_malformed(kind, "must be true or false")
             deleg = value if deleg is None else (deleg and value)
-    return Caveats(ops, tuple(path_lists), exp, nbf, deleg)
+    return Caveats(ops, tuple(path_lists), exp, nbf, deleg, tuple(repo_lists))
 
 
 @functools.lru_cache(maxsize=LIMITS.grant_cache_entries)
@@ -139,6 +154,11 @@ def intersect(per_block: tuple[Caveats, ...]) -> Grant:
         # Granted only by the root block; any later block may only drop it.
         delegable=per_block[0].delegable is True
         and all(c.delegable is not False for c in per_block[1:]),
+        repo_scopes=tuple(globs for c in per_block for globs in c.repo_lists),
+        # Only the root block can bind a token to named repositories: a token
+        # minted without (before the caveat existed) stays a one-repository
+        # token, so an attenuation adding ["repos", ["*"]] widens nothing.
+        single_repo_only=not per_block[0].repo_lists,
     )
 
 
@@ -165,6 +185,15 @@ def _check_paths(value: object) -> tuple[str, ...]:
         return tuple(validate_glob(v) for v in value)
     except ValueError:
         raise _caveat_malformed("paths", "a glob is invalid") from None
+
+
+def _check_repos(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or len(value) > LIMITS.caveat_globs:
+        raise _caveat_malformed("repos", f"must be a list of at most {LIMITS.caveat_globs} globs")
+    try:
+        return tuple(validate_repo_glob(v) for v in value)
+    except ValueError:
+        raise _caveat_malformed("repos", "a repository glob is invalid") from None
 
 
 def _check_time(kind: str, value: object) -> int:
@@ -208,6 +237,20 @@ def encode_paths(paths: Sequence[str]) -> list[str]:
     return [validate_glob(p) for p in paths]
 
 
+def encode_repos(repos: Sequence[str]) -> list[str]:
+    """The value of a ``repos`` caveat: 1 to ``LIMITS.caveat_globs`` repository globs.
+
+    Raises:
+        ValueError: If ``repos`` is one string, empty or too long, or a glob is
+            invalid (:func:`engine.auth.reponames.validate_repo_glob`).
+    """
+    if isinstance(repos, str):
+        raise ValueError("repos must be a list of globs, not one string")
+    if not 1 <= len(repos) <= LIMITS.caveat_globs:
+        raise ValueError(f"give 1 to {LIMITS.caveat_globs} repository globs")
+    return [validate_repo_glob(r) for r in repos]
+
+
 def encode_time(t: int) -> int:
     """The value of an ``exp`` or ``nbf`` caveat: unix seconds below the ceiling.
 
@@ -228,6 +271,7 @@ def root_caveats(
     expires_at: int,
     not_before: int | None,
     delegable: bool,
+    repos: Sequence[str] | None = None,
 ) -> list[list[Any]]:
     """The caveat list of a root block.
 
@@ -237,10 +281,12 @@ def root_caveats(
         expires_at: Expiry, unix seconds.
         not_before: Not-before, unix seconds, or ``None`` (left out).
         delegable: Grant the delegation flag (left out when false).
+        repos: Repository globs, or ``None`` (left out: a token good only on
+            an engine serving exactly one repository).
 
     Returns:
-        ``[["ops", ...], ["paths", ...], ["exp", ...]]`` then ``nbf`` and ``deleg``
-        when given.
+        ``[["ops", ...], ["paths", ...]]``, then ``["repos", ...]`` when given,
+        ``["exp", ...]``, then ``nbf`` and ``deleg`` when given.
 
     Raises:
         ValueError: If any argument is outside its domain.
@@ -248,8 +294,10 @@ def root_caveats(
     caveats: list[list[Any]] = [
         ["ops", encode_ops(operations)],
         ["paths", encode_paths(paths)],
-        ["exp", encode_time(expires_at)],
     ]
+    if repos is not None:
+        caveats.append(["repos", encode_repos(repos)])
+    caveats.append(["exp", encode_time(expires_at)])
     if not_before is not None:
         caveats.append(["nbf", encode_time(not_before)])
     if delegable:

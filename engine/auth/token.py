@@ -20,7 +20,7 @@ from typing import Any
 from engine.auth import cbor
 from engine.auth._mac import TAG_BYTES, chain_tags, delegation_key, hmac_sha256, tags_equal
 from engine.auth.agents import validate_agent_name
-from engine.auth.caveats import encode_ops, encode_paths, encode_time, root_caveats
+from engine.auth.caveats import encode_ops, encode_paths, encode_repos, encode_time, root_caveats
 from engine.errors import MalformedDataError, ProfileError
 from engine.limits import LIMITS
 
@@ -157,6 +157,7 @@ def mint(
     expires_at: int,
     not_before: int | None = None,
     delegable: bool = False,
+    repos: Sequence[str] | None = None,
 ) -> str:
     """Mint a root token. Engine-only: it needs the root key.
 
@@ -169,6 +170,9 @@ def mint(
         expires_at: Expiry, unix seconds (required).
         not_before: Optional not-before, unix seconds.
         delegable: Grant the delegation flag.
+        repos: Repository globs (:mod:`engine.auth.reponames`); ``None``: no
+            ``repos`` caveat, a token good only where the engine serves exactly
+            one repository.
 
     Returns:
         The text form, ``chit_...``.
@@ -177,7 +181,7 @@ def mint(
         ValueError: If any argument is outside its domain.
     """
     validate_agent_name(agent)
-    caveats = root_caveats(operations, paths, expires_at, not_before, delegable)
+    caveats = root_caveats(operations, paths, expires_at, not_before, delegable, repos)
     block = {"id": secrets.token_bytes(BLOCK_ID_BYTES), "agent": agent, "caveats": caveats}
     raw = cbor.encode(block)
     return _checked_length(_emit(key_id, (raw,), _chain(root_key, (raw,))))
@@ -191,6 +195,7 @@ def attenuate(
     expires_at: int | None = None,
     not_before: int | None = None,
     drop_delegation: bool = False,
+    repos: Sequence[str] | None = None,
 ) -> str:
     """Append an attenuation block offline. Needs no key, only the token.
 
@@ -204,6 +209,9 @@ def attenuate(
         expires_at: If given, an expiry (unix seconds); the earliest expiry wins.
         not_before: If given, a not-before (unix seconds); the latest wins.
         drop_delegation: Remove the delegation flag.
+        repos: If given, repository globs the new token is further limited to
+            (a token minted without ``repos`` stays good only where the engine
+            serves exactly one repository: this cannot lift that).
 
     Returns:
         The narrower token's text form.
@@ -218,6 +226,8 @@ def attenuate(
         caveats.append(["ops", encode_ops(operations)])
     if paths is not None:
         caveats.append(["paths", encode_paths(paths)])
+    if repos is not None:
+        caveats.append(["repos", encode_repos(repos)])
     if expires_at is not None:
         caveats.append(["exp", encode_time(expires_at)])
     if not_before is not None:
@@ -225,7 +235,9 @@ def attenuate(
     if drop_delegation:
         caveats.append(["deleg", False])
     if not caveats:
-        raise ValueError("nothing to attenuate: give operations, paths, expiry or drop delegation")
+        raise ValueError(
+            "nothing to attenuate: give operations, paths, repositories, expiry or drop delegation"
+        )
     block = cbor.encode({"id": secrets.token_bytes(BLOCK_ID_BYTES), "caveats": caveats})
     if len(parsed.blocks) >= LIMITS.token_blocks:
         raise ValueError(f"a token holds at most {LIMITS.token_blocks} blocks")
@@ -243,6 +255,7 @@ def delegate(
     paths: Sequence[str],
     expires_at: int,
     delegable: bool = False,
+    repos: Sequence[str] | None = None,
 ) -> tuple[str, str]:
     """Append a delegation block naming a new agent. Engine-only: needs the root key.
 
@@ -262,6 +275,8 @@ def delegate(
         paths: The child's path globs.
         expires_at: The child's expiry, unix seconds.
         delegable: Whether the child may delegate further.
+        repos: The child's repository globs, or ``None`` (no ``repos`` caveat
+            in the block: the child keeps the parent's repositories).
 
     Returns:
         ``(child token text, child token id)``.
@@ -278,6 +293,7 @@ def delegate(
     caveats: list[list[Any]] = [
         ["ops", encode_ops(operations)],
         ["paths", encode_paths(paths)],
+        *([["repos", encode_repos(repos)]] if repos is not None else []),
         ["exp", encode_time(expires_at)],
         ["deleg", bool(delegable)],
     ]

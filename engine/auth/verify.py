@@ -19,6 +19,7 @@ from engine.auth import cbor
 from engine.auth._mac import chain_tags, delegation_key, hmac_sha256, tags_equal
 from engine.auth.agents import validate_agent_name
 from engine.auth.caveats import Caveats, Grant, interpret, intersect
+from engine.auth.reponames import repo_in_scopes
 from engine.auth.token import (
     ALGORITHM,
     FORMAT_VERSION,
@@ -71,6 +72,9 @@ class VerifiedToken:
         parsed: The parsed form it was verified from: the blocks' exact bytes
             and the tag that verified, for what the engine builds on it
             (a delegation, a provenance record) without parsing text again.
+        repo_scopes: One glob list per block's ``repos`` caveat, root first.
+        single_repo_only: The root block names no repository: the token is
+            good only on an engine serving exactly one (see :meth:`allows_repo`).
     """
 
     token_id: str
@@ -84,6 +88,8 @@ class VerifiedToken:
     delegable: bool
     parsed: UnverifiedToken = field(repr=False, compare=False)
     chain: tuple[tuple[str, str], ...] = ()
+    repo_scopes: tuple[tuple[str, ...], ...] = ()
+    single_repo_only: bool = True
     _seal: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -96,7 +102,7 @@ class VerifiedToken:
 
         The same object the generated ``__init__`` would make from these values,
         built by filling its ``__dict__`` at once (the frozen ``__init__`` sets
-        each of its twelve fields through ``object.__setattr__``, which cost as
+        each of its fourteen fields through ``object.__setattr__``, which cost as
         much as the rest of a verification without its MACs).
         """
         token = object.__new__(cls)
@@ -117,6 +123,21 @@ class VerifiedToken:
     def lane(self) -> str:
         """The lane branch name, ``agent/<agent>``."""
         return f"agent/{self.agent}"
+
+    def allows_repo(self, name: str, *, only_repo: bool) -> bool:
+        """Whether the token is good for the repository ``name`` (docs/token-format.md).
+
+        Args:
+            name: The repository's name.
+            only_repo: The engine serves exactly one repository, and it is ``name``.
+
+        Returns:
+            True iff ``name`` matches some glob of every ``repos`` caveat and,
+            for a token whose root block names no repository, ``only_repo``.
+        """
+        if self.single_repo_only and not only_repo:
+            return False
+        return repo_in_scopes(name, self.repo_scopes)
 
     def allows_path(self, path: str) -> bool:
         """Return True iff ``path`` (already validated) is inside every block's path scope."""
@@ -231,7 +252,8 @@ def grant_of_blocks(blocks: Sequence[bytes]) -> dict[str, Any]:
 
     Returns:
         ``{"ops": frozenset[str], "paths": tuple[tuple[str, ...], ...],
-        "exp": int | None, "nbf": int | None, "delegable": bool}``.
+        "exp": int | None, "nbf": int | None, "delegable": bool,
+        "repos": tuple[tuple[str, ...], ...]}``.
 
     Raises:
         MalformedDataError, CaveatError: If a block does not decode.
@@ -246,6 +268,7 @@ def grant_of_blocks(blocks: Sequence[bytes]) -> dict[str, Any]:
         "exp": grant.expires_at,
         "nbf": grant.not_before,
         "delegable": grant.delegable,
+        "repos": grant.repo_scopes,
     }
 
 
@@ -260,6 +283,8 @@ def describe(token: VerifiedToken) -> Mapping[str, Any]:
         "expires_at": token.expires_at,
         "not_before": token.not_before,
         "delegable": token.delegable,
+        "repo_scopes": [list(g) for g in token.repo_scopes],
+        "single_repo_only": token.single_repo_only,
     }
 
 
@@ -315,6 +340,8 @@ def _analyse(raw_blocks: tuple[bytes, ...]) -> _Shape:
         "not_before": grant.not_before,
         "delegable": grant.delegable,
         "chain": tuple((block_ids[i], name) for i, name in identities),
+        "repo_scopes": grant.repo_scopes,
+        "single_repo_only": grant.single_repo_only,
     }
     return _Shape(
         blocks=blocks,

@@ -165,6 +165,11 @@ class IssueSubTokenArgs(BaseModel):
     paths: list[str] = Field(max_length=LIMITS.caveat_globs)
     ttl_seconds: int = Field(gt=0)
     delegable: bool = False
+    repos: list[str] | None = Field(
+        default=None,
+        max_length=LIMITS.caveat_globs,
+        description="Repository name globs, each within yours; omitted: the helper keeps yours.",
+    )
 
 
 # --- outputs -----------------------------------------------------------------
@@ -189,6 +194,11 @@ class EffectiveScope(BaseModel):
     expires_at: int
     not_before: int | None
     delegable: bool
+    repo: str = Field(description="The repository this session works on.")
+    repo_scopes: list[list[str]] = Field(
+        description="A repository is in scope iff every list has a glob matching its name; "
+        "with no list, only an engine serving one repository accepts this token."
+    )
     tools: list[str]
     withheld: int = Field(description="Declared tools this token is not offered.")
     catalog_hash: str

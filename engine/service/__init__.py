@@ -5,7 +5,10 @@ typed objects of ``engine.service.answers`` (docs/engine-api.md, "Answers").
 ``Engine`` is imported on first use, so an edge that only reads answers (``chit
 mcp --engine``) never loads the engine, its keys or git; ``LIMITS`` (pure) gives
 edges the bounds of the API they speak (docs/limits.md), and
-``validate_session_id`` the rule for a session id a client resumes.
+``validate_session_id`` the rule for a session id a client resumes. ``RepoSpec``
+and ``resolve_repo_specs`` (the repositories an engine serves,
+engine/service/repos.py) are imported on first use too, and
+``validate_repo_name`` (pure: an edge checks a name in a path with it).
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from engine.service.answers import (
 from engine.service.placement import Placement, SessionElsewhere
 
 if TYPE_CHECKING:
+    from engine.auth.reponames import validate_repo_name
     from engine.service.interface import Engine
+    from engine.service.repos import RepoSpec, resolve_repo_specs
 
 __all__ = [
     "LIMITS",
@@ -44,18 +49,29 @@ __all__ = [
     "OfferedTool",
     "Placement",
     "Refused",
+    "RepoSpec",
     "SessionElsewhere",
     "read_call",
     "read_offer",
     "read_refusal",
+    "resolve_repo_specs",
+    "validate_repo_name",
     "validate_session_id",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    """``Engine``, imported from ``engine.service.interface`` when first asked for."""
+    """``Engine``, ``RepoSpec``, ``resolve_repo_specs`` and ``validate_repo_name``, on first use."""
     if name == "Engine":
         from engine.service.interface import Engine
 
         return Engine
+    if name == "validate_repo_name":
+        from engine.auth.reponames import validate_repo_name
+
+        return validate_repo_name
+    if name in ("RepoSpec", "resolve_repo_specs"):
+        from engine.service import repos
+
+        return getattr(repos, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,6 +16,7 @@ from engine.auth.verify import VerifiedToken
 from engine.catalog.declarations import ToolSpec
 from engine.errors import AccessDeniedError, StateError, denied
 from engine.service.policyfile import PolicySnapshot
+from engine.service.served import Served
 from engine.tools.offer import Offer, offer_for
 
 __all__ = ["Checked", "check_catalog", "check_policy", "offered_tool"]
@@ -30,12 +31,15 @@ class Checked:
         offer: What it is offered now (read-only tools only when ``frozen``).
         frozen: The operator froze the engine, or it serves a read-only edge.
         policy: The policy this call is decided under, start to end.
+        repo: The repository the offer or call acts on, inside the token's
+            ``repos`` scope.
     """
 
     token: VerifiedToken
     offer: Offer
     frozen: bool = False
     policy: PolicySnapshot | None = None
+    repo: Served | None = None
 
 
 def offered_tool(checked: Checked, tool: object, *, read_only_edge: bool) -> ToolSpec:

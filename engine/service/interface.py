@@ -7,6 +7,8 @@ called by it under any spelling. Answers are typed (``engine.service.answers``)
 and serialise to the JSON of docs/engine-api.md. A frozen engine or one serving a
 read-only edge offers only tools marked read-only; every call, allowed or
 refused, is appended to the signed call log first (``engine.service.recording``).
+One engine serves one or several repositories by name (``engine.service.served``)
+with one store, call log, keyring and policy; offers and calls name theirs.
 """
 
 from __future__ import annotations
@@ -16,14 +18,13 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 import policy
-from engine import git
 from engine.audit import calllog
 from engine.auth import sealing, signkeys
 from engine.auth import verify as tokens
@@ -31,18 +32,18 @@ from engine.auth.rootkeys import Keyring
 from engine.auth.sealkeys import SealingKeyring
 from engine.catalog.declarations import CATALOG_ENCODING, CATALOG_STORE_REF, ToolSpec, tool_by_name
 from engine.errors import AccessDeniedError, ChitError, ConfigurationError, StoreError, denied
-from engine.semantic.indexer import indexer_for
-from engine.semantic.persist import PersistedIndex, derive_key
+from engine.semantic.persist import derive_key
 from engine.service.answers import CallAnswer, Called, OfferAnswer, Offered, OfferedTool, Refused
 from engine.service.arguments import parse_arguments, scoped_paths
 from engine.service.check import Checked, check_catalog, check_policy, offered_tool
-from engine.service.expiry import SessionSweeper
 from engine.service.logwriter import LogWriter
 from engine.service.placement import Placement, SessionElsewhere
 from engine.service.policyfile import PolicyFile
 from engine.service.ratelimit import RateLimiter
 from engine.service.recording import CallFacts, Recorder
-from engine.service.sessions import Sessions, check_session_id
+from engine.service.repos import RepoSpec
+from engine.service.served import ServedRepos, specs_of
+from engine.service.sessions import check_session_id
 from engine.service.watch import LocalChanges
 from engine.state import FreezeState, Store, open_store, refuse_left_behind, resolve_state_url
 from engine.tools.context import CallContext
@@ -69,7 +70,9 @@ class Engine:
 
     Args:
         home: The chit home (keyring and ``policy.toml``).
-        repo: Path of the git repository the engine works on.
+        repo: The repositories the engine serves: a path (one repository,
+            named after its folder without ``.git``), or a sequence of
+            :class:`~engine.service.repos.RepoSpec` (names and paths distinct).
         clock: Returns the current time in unix seconds (injected for tests).
         read_only: Serve this edge read-only (``chit mcp --read-only``): offer
             only read-only tools and refuse the rest with ``engine_frozen``,
@@ -79,8 +82,9 @@ class Engine:
             (docs/deployment.md).
 
     Raises:
-        ConfigurationError: If the keyring, policy, repository or state URL is
-            unusable, or the store holds no revocation, delegation or call log
+        ConfigurationError: If the keyring, policy, a repository or the state
+            URL is unusable, two repositories share a name or a path, or the
+            store holds no revocation, delegation or call log
             while ``<home>/state.db`` does (docs/deployment.md, "Switching stores").
         StoreError: If the state store cannot be opened, or its schema is newer
             than this chit knows (``SchemaError``).
@@ -89,7 +93,7 @@ class Engine:
     def __init__(
         self,
         home: str | os.PathLike[str],
-        repo: str | os.PathLike[str],
+        repo: str | os.PathLike[str] | Sequence[RepoSpec],
         *,
         clock: Callable[[], float] = time.time,
         read_only: bool = False,
@@ -97,6 +101,7 @@ class Engine:
     ) -> None:
         self._home = Path(home)
         self._read_only = read_only
+        specs = specs_of(repo)  # names and paths checked before anything opens
         self._log_signer = calllog.LogSigner(home)
         self._keyring = Keyring(home)
         # Re-read on every call when the file changes; fail closed if it turns invalid.
@@ -115,27 +120,24 @@ class Engine:
             raise
         self._rates = RateLimiter(self._store)
         try:
-            self._repo = git.Repository(
-                repo,
+            # Each repository has its own git handle, semantic index (protected
+            # files are never kept there) and sessions.
+            self._repos = ServedRepos(
+                specs,
                 sealing=sealing.Sealing(self._sealing_keys, self._protects),
                 shared_lock=self._store.lane_lock,
+                index_key=self._semantic_index_key,
             )
         except BaseException:
             self._store.close()
             raise
-        # The semantic index keeps parsed records beside the lane locks, shared by
-        # every engine of this repository, under a key derived from the sealing
-        # key (engine/semantic/persist.py); protected files are never kept there.
-        indexer_for(self._repo).persist_to(
-            PersistedIndex(self._repo.chit_dir, self._semantic_index_key)
-        )
         self._clock = clock
         self._changes = LocalChanges(self._store, self._home, self._now)
-        # Sessions are saved under refs/chit/sessions/ as they change; expired
-        # ones are swept now and then (docs/engine-api.md, "Sessions that survive").
-        self._sessions = Sessions(self._repo)
-        self._sweeper = SessionSweeper(self._repo, self._sessions)
-        self._sweeper.maybe_sweep(self._clock())
+        # Sessions are saved under refs/chit/sessions/ of their repository as
+        # they change; expired ones are swept now and then (docs/engine-api.md,
+        # "Sessions that survive").
+        for served in self._repos:
+            served.sweeper.maybe_sweep(self._clock())
         self._placement: Placement | None = None
         self._log = LogWriter(self._store, self._log_signer, self._now)
         self._recorder = Recorder(
@@ -166,6 +168,11 @@ class Engine:
         self._store.close()
 
     @property
+    def repos(self) -> list[str]:
+        """The names of the repositories this engine serves, sorted."""
+        return self._repos.names
+
+    @property
     def store(self) -> Store:
         """The engine's state store (for the token exchange and workers on the same engine)."""
         return self._store
@@ -194,7 +201,7 @@ class Engine:
         placement = Placement(self._store, group=group, owner=owner, clock=self._clock)
         self._store.release_sessions(owner)
         self._placement = placement
-        self._sessions.place_with(placement)
+        self._repos.place_with(placement)
         return placement
 
     def wait_change(self, after: int, timeout: float) -> int:
@@ -251,19 +258,23 @@ class Engine:
 
     # --- the interface -------------------------------------------------------
 
-    def offer(self, token: str) -> OfferAnswer:
-        """Return the tools a token unlocks.
+    def offer(self, token: str, *, repo: str | None = None) -> OfferAnswer:
+        """Return the tools a token unlocks on one repository.
 
         Args:
             token: The token's text form.
+            repo: The repository's name; ``None`` only on an engine serving
+                exactly one (``repo_required`` otherwise).
 
         Returns:
             :class:`Offered` (the tools with their schemas and annotations, the
             catalog hash and encoding, how many are withheld), or
-            :class:`Refused` if the token is refused.
+            :class:`Refused` if the token is refused, or is not good for the
+            repository (``repo_outside_scope``; ``not_found`` for a name in
+            its scope that is not served).
         """
         try:
-            checked = self._check(token)
+            checked = self._check(token, repo)
         except ChitError as exc:
             return Refused.of(exc)
         except ConfigurationError:
@@ -287,6 +298,7 @@ class Engine:
         *,
         session: str,
         offered_catalog_hash: str | None = None,
+        repo: str | None = None,
     ) -> CallAnswer:
         """Run one tool call through the ordered check and, if it passes, the handler.
 
@@ -300,6 +312,8 @@ class Engine:
             offered_catalog_hash: The catalog hash the edge listed to the agent,
                 or ``None`` if it listed none. Tools that are not read-only
                 refuse with ``catalog_changed`` unless it equals the engine's.
+            repo: The repository's name, as for :meth:`offer`; the session
+                belongs to that repository (its call-log entry names it).
 
         Returns:
             :class:`Called` with the tool's result, or :class:`Refused` (a tool
@@ -317,7 +331,7 @@ class Engine:
         answer: CallAnswer
         try:
             answer = Called(
-                self._invoke(token, tool, arguments, session, offered_catalog_hash, facts)
+                self._invoke(token, tool, arguments, session, offered_catalog_hash, repo, facts)
             )
         except ChitError as exc:
             answer = Refused.of(exc)
@@ -335,14 +349,16 @@ class Engine:
             # Never forward exception text: it can carry paths or secrets.
             logger.exception("tool %s failed unexpectedly", tool if tool_by_name(tool) else "?")
             answer = _FAILED
-        return self._recorder.record(answer, facts, tool, arguments, session)
+        return self._recorder.record(
+            answer, facts, tool, arguments, session, repo=self._repos.label(repo), asked=repo
+        )
 
     # --- the ordered check ---------------------------------------------------
 
     def _now(self) -> int:
         return int(self._clock())
 
-    def _check(self, token: str) -> Checked:
+    def _check(self, token: str, repo: object) -> Checked:
         # 1-2. validity and chain: MAC, engine-made delegation blocks, depth,
         # expiry, revocation of any block (so of every ancestor).
         self._keyring.refresh()
@@ -363,13 +379,19 @@ class Engine:
             is_revoked=is_revoked,
             depth_limit=current.policy.limits.delegation_depth,
         )
+        # 3, first: the repository, which the token's repos caveats must cover.
+        served = self._repos.resolve(verified, repo)
         # 4. the operations and the flag decide the offer; a frozen engine (the
         # operator's mode, read on every call) or a read-only edge offers only
         # the read-only tools among them.
         mode = modes[-1] if modes else self._store.freeze_state()
         frozen = self._read_only or mode.frozen
         return Checked(
-            verified, offer_for(verified.operations, verified.delegable, frozen), frozen, current
+            verified,
+            offer_for(verified.operations, verified.delegable, frozen),
+            frozen,
+            current,
+            served,
         )
 
     def _invoke(
@@ -379,10 +401,11 @@ class Engine:
         arguments: dict[str, Any] | None,
         session_id: str,
         offered_catalog_hash: str | None,
+        repo: str | None,
         facts: CallFacts,
     ) -> dict[str, Any]:
         check_session_id(session_id)
-        checked = self._check(token)
+        checked = self._check(token, repo)
         facts.checked = checked
         spec = offered_tool(checked, tool, read_only_edge=self._read_only)
         args = parse_arguments(spec, arguments)
@@ -390,8 +413,11 @@ class Engine:
         current = checked.policy or self._policies.current()
         check_policy(current.policy, checked.token, spec, paths)  # 5. policy
         check_catalog(spec, offered_catalog_hash, checked)
-        session = self._sessions.bind(session_id, checked.token)
-        self._sweeper.maybe_sweep(self._clock())
+        served = checked.repo
+        if served is None:  # unreachable: _check resolves the repository or raises
+            raise ConfigurationError("no repository resolved")
+        session = served.sessions.bind(session_id, checked.token)
+        served.sweeper.maybe_sweep(self._clock())
         # Rate limits count only calls that get this far (docs/policy.md).
         limited = self._rates.admit(current.policy, checked.token.agent, spec.name, self._clock())
         if limited is not None:
@@ -403,18 +429,19 @@ class Engine:
             )
         with session.lock:
             if not spec.read_only:  # built on the saved staged change, never a stale copy
-                self._sessions.check_current(session)
+                served.sessions.check_current(session)
             # The session's view follows its lane as far as it can without
             # changing what the staged change means: fully when nothing is
             # staged, else onto the lane head when no staged path moved there.
             if session.staged.is_empty():
                 session.staged.base = None
             else:
-                self._repo.rebase_if_clean(checked.token.agent, session.staged)
+                served.repo.rebase_if_clean(checked.token.agent, session.staged)
             ctx = CallContext(
                 token=checked.token,
                 session=session,
-                repo=self._repo,
+                repo=served.repo,
+                repo_name=served.name,
                 policy=current.policy,
                 now=self._now(),
                 offer=checked.offer,
@@ -428,7 +455,9 @@ class Engine:
             )
             before = () if spec.read_only else staged_paths(session)
             # A change to the staged change is saved before the call is answered.
-            with self._sessions.saving(session, checked.token, ctx.now, write=not spec.read_only):
+            with served.sessions.saving(
+                session, checked.token, ctx.now, write=not spec.read_only
+            ):
                 result: BaseModel = handler(ctx, args)
             if not spec.read_only:
                 share_staged_paths(ctx, before)

@@ -2,7 +2,8 @@
 
 A session's staged change lives in the memory of the worker process that opened
 it. Each worker records the sessions it opens in the shared state store
-(``Store.place_session``), under keys scoped to its ``chit engine serve``, so a
+(``Store.place_session``), under keys scoped to its ``chit engine serve`` and
+the session's repository, so a
 worker that receives a call for a session another one holds learns where to
 forward it; a worker that is gone can be taken over. The forwarding itself is
 the server's (gateway/engine_server/); docs/engine-api.md, "Sessions across
@@ -36,11 +37,13 @@ class SessionElsewhere(Exception):
 
     Args:
         owner: The owner on record (the other worker's private socket path).
+        repo: The repository the session belongs to, if the placement knows it.
     """
 
-    def __init__(self, owner: str) -> None:
+    def __init__(self, owner: str, repo: str | None = None) -> None:
         super().__init__("the session is served by another worker")
         self.owner = owner
+        self.repo = repo
 
 
 class Placement:
@@ -53,23 +56,44 @@ class Placement:
             never see each other's sessions.
         owner: This worker (its private socket path).
         clock: Unix seconds, for the rows' ``placed_at``.
+        repo: The repository whose sessions it places (:meth:`for_repo`);
+            ``None``: sessions of no named repository.
     """
 
     def __init__(
-        self, store: Store, *, group: str, owner: str, clock: Callable[[], float] = time.time
+        self,
+        store: Store,
+        *,
+        group: str,
+        owner: str,
+        clock: Callable[[], float] = time.time,
+        repo: str | None = None,
     ) -> None:
         if not group or not owner:
             raise ValueError("a placement needs a group and an owner")
         self._store = store
-        self._prefix = group + "|"
+        self._group = group
         self.owner = owner
         self._clock = clock
+        self.repo = repo
 
     def __repr__(self) -> str:
-        return f"Placement(owner={self.owner!r})"
+        return f"Placement(owner={self.owner!r}, repo={self.repo!r})"
 
-    def _key(self, session: str) -> str:
-        return self._prefix + session
+    def for_repo(self, repo: str) -> Placement:
+        """The same worker's placement of the sessions of repository ``repo``.
+
+        A session id names a session in one repository only, so each
+        repository's sessions are keyed apart (``group|repo|session``).
+        """
+        return Placement(
+            self._store, group=self._group, owner=self.owner, clock=self._clock, repo=repo
+        )
+
+    def _key(self, session: str, repo: str | None = None) -> str:
+        repo = self.repo if repo is None else repo
+        # Neither repository names nor session ids hold "|".
+        return f"{self._group}|{repo}|{session}" if repo else f"{self._group}|{session}"
 
     def claim(self, session: str) -> None:
         """Place ``session`` with this worker unless another worker holds it.
@@ -83,10 +107,15 @@ class Placement:
         """
         owner = self._store.place_session(self._key(session), self.owner, now=int(self._clock()))
         if owner != self.owner:
-            raise SessionElsewhere(owner)
+            raise SessionElsewhere(owner, self.repo)
 
-    def take_over(self, session: str, gone: str) -> bool:
+    def take_over(self, session: str, gone: str, *, repo: str | None = None) -> bool:
         """Move ``session`` from ``gone`` (a worker that no longer listens) to this one.
+
+        Args:
+            session: The session id.
+            gone: The owner on record, which no longer listens.
+            repo: The session's repository (default: this placement's).
 
         Returns:
             True if it moved; False if the record no longer names ``gone``
@@ -96,7 +125,7 @@ class Placement:
             StoreError: If the store cannot be written.
         """
         return self._store.move_session(
-            self._key(session), gone, self.owner, now=int(self._clock())
+            self._key(session, repo), gone, self.owner, now=int(self._clock())
         )
 
     def release(self, sessions: Iterable[str] | None = None) -> None:

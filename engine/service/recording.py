@@ -70,6 +70,9 @@ class Recorder:
         tool: object,
         arguments: object,
         session: object,
+        *,
+        repo: str | None = None,
+        asked: object = None,
     ) -> CallAnswer:
         """Record the call in the call log; durable first if it may have changed state.
 
@@ -82,6 +85,10 @@ class Recorder:
             tool: The tool name as the client sent it (redacted if odd).
             arguments: The arguments as sent (redacted: sizes and digests of contents).
             session: The session id as sent (redacted if odd).
+            repo: The repository the call named, if it is a valid name (or the
+                engine's only one when it named none).
+            asked: The repository's name as sent, recorded redacted when
+                ``repo`` is ``None`` (absent when nothing was sent).
 
         Returns:
             ``answer``, or ``internal_error`` if the entry could not be written
@@ -89,6 +96,10 @@ class Recorder:
         """
         checked = facts.checked
         code = None if isinstance(answer, Called) else answer.code
+        if checked is not None and checked.repo is not None:
+            repo = checked.repo.name
+        elif repo is None and asked is not None:
+            repo = redact.redact_label(asked)
         record = calllog.CallRecord(
             time=self._now(),
             agent=checked.token.agent if checked else calllog.UNKNOWN_AGENT,
@@ -102,6 +113,7 @@ class Recorder:
             code=code,
             policy_hash=checked.policy.hash if checked and checked.policy else self._policy_hash(),
             catalog_hash=checked.offer.catalog_hash if checked else None,
+            repo=repo,
         )
         spec = tool_by_name(tool) if isinstance(tool, str) else None
         durable = record.decision != "refused" and not (spec is not None and spec.read_only)

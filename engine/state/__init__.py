@@ -30,11 +30,18 @@ from engine.state.store import (
     RateWindow,
     Store,
 )
-from engine.state.url import StateURL, parse_state_url, resolve_state_url
+from engine.state.url import (
+    ENGINE_TOML,
+    StateURL,
+    parse_state_url,
+    read_engine_toml,
+    resolve_state_url,
+)
 
 __all__ = [
     "CHANGE_KINDS",
     "DURABLE_TABLES",
+    "ENGINE_TOML",
     "GENESIS",
     "MAX_JTI_KEEP_UNTIL",
     "NOT_COPIED",
@@ -55,6 +62,7 @@ __all__ = [
     "StoreError",
     "open_store",
     "parse_state_url",
+    "read_engine_toml",
     "refuse_left_behind",
     "resolve_state_url",
 ]

@@ -13,16 +13,24 @@ import tomllib
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from engine.errors import ConfigurationError
 
-__all__ = ["ENGINE_TOML", "STATE_ENV", "StateURL", "parse_state_url", "resolve_state_url"]
+__all__ = [
+    "ENGINE_TOML",
+    "STATE_ENV",
+    "StateURL",
+    "parse_state_url",
+    "read_engine_toml",
+    "resolve_state_url",
+]
 
 STATE_ENV = "CHIT_STATE"
 """The environment variable naming the state URL when ``--state`` is not given."""
 ENGINE_TOML = "engine.toml"
-"""The engine's settings file in the home; its ``[state]`` table may name ``url``."""
+"""The engine's settings file in the home: ``[state]`` may name ``url``; ``[[repo]]`` tables
+name repositories (engine/service/repos.py)."""
 
 _MAX_URL_CHARS = 4096
 _ENGINE_TOML_BYTES = 1024 * 1024
@@ -156,7 +164,23 @@ def resolve_state_url(home: str | os.PathLike[str], explicit: str | None = None)
     return StateURL("sqlite", "sqlite://" + str(path), path=path)
 
 
-def _from_engine_toml(path: Path) -> str | None:
+def read_engine_toml(path: Path) -> dict[str, Any] | None:
+    """The settings of ``<home>/engine.toml``, or ``None`` if there is no such file.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The parsed TOML document.
+
+    Raises:
+        ConfigurationError: If it is unreadable, over 1 MiB, not UTF-8 or not TOML.
+    """
+    read = _read_engine_toml(path)
+    return None if read is None else read[0]
+
+
+def _read_engine_toml(path: Path) -> tuple[dict[str, Any], int] | None:
     try:
         with open(path, "rb") as fh:
             raw = fh.read(_ENGINE_TOML_BYTES + 1)
@@ -174,6 +198,14 @@ def _from_engine_toml(path: Path) -> str | None:
     except tomllib.TOMLDecodeError as exc:
         # tomllib's messages name a position, never the file's text.
         raise ConfigurationError(f"{path} is not valid TOML: {exc}") from None
+    return settings, mode
+
+
+def _from_engine_toml(path: Path) -> str | None:
+    read = _read_engine_toml(path)
+    if read is None:
+        return None
+    settings, mode = read
     state = settings.get("state")
     if state is None:
         return None

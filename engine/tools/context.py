@@ -77,6 +77,7 @@ class CallContext:
     store: Store = field(repr=False)
     policy_hash: str = ""
     tool: str = ""  # the tool called: what a listing's paths are evaluated as (a read)
+    repo_name: str = ""  # the repository the call acts on (inside the token's repos scope)
     signing_key: Callable[[], SigningKey] | None = field(default=None, repr=False)
     public_keys: Callable[[], Mapping[str, Ed25519PublicKey]] | None = field(
         default=None, repr=False

@@ -1,7 +1,7 @@
 """The delegation tool: ``issue_sub_token`` makes a strictly narrower token for a helper.
 
-Operations, path globs (sound glob inclusion) and expiry must each be contained
-in what the caller's token holds, within the policy's depth and lifetime limits;
+Operations, path globs (sound glob inclusion), repository globs and expiry must
+each be contained in what the caller's token holds, within the policy's depth and lifetime limits;
 the engine makes the block and records the delegation (docs/tools.md,
 docs/token-format.md).
 """
@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.auth import agents, caveats
 from engine.auth import token as tokens
+from engine.auth.reponames import repo_glob_contained, validate_repo_glob
 from engine.catalog import schemas as s
 from engine.errors import AccessDeniedError, InvalidRequestError
 from engine.limits import LIMITS
@@ -64,6 +65,8 @@ def issue_sub_token(ctx: CallContext, args: s.IssueSubTokenArgs) -> s.SubToken:
             "invalid_argument", "a delegable sub-token also needs sub-token:issue", fields=["ops"]
         )
     _check_paths(ctx, args.paths)
+    if args.repos is not None:
+        _check_repos(ctx, args.repos)
     expires_at = ctx.now + args.ttl_seconds
     if expires_at > parent.expires_at:
         raise _widens("expiry", expires_at, parent.expires_at)
@@ -85,6 +88,7 @@ def issue_sub_token(ctx: CallContext, args: s.IssueSubTokenArgs) -> s.SubToken:
             paths=list(args.paths),
             expires_at=expires_at,
             delegable=args.delegable,
+            repos=None if args.repos is None else list(args.repos),
         )
     except ValueError:
         raise AccessDeniedError(
@@ -98,7 +102,12 @@ def issue_sub_token(ctx: CallContext, args: s.IssueSubTokenArgs) -> s.SubToken:
             child_agent=args.agent,
             issued_at=ctx.now,
             expires_at=expires_at,
-            scope={"ops": sorted(ops), "paths": list(args.paths), "delegable": args.delegable},
+            scope={
+                "ops": sorted(ops),
+                "paths": list(args.paths),
+                "delegable": args.delegable,
+                **({} if args.repos is None else {"repos": list(args.repos)}),
+            },
         )
     )
     return s.SubToken(token=text, token_id=child_id, agent=args.agent, expires_at=expires_at)
@@ -129,3 +138,33 @@ def _check_paths(ctx: CallContext, paths: list[str]) -> None:
             any(glob_contained(glob, outer) for outer in scope) for scope in parent.path_scopes
         ):
             raise _widens("paths", paths, held)
+
+
+def _check_repos(ctx: CallContext, repos: list[str]) -> None:
+    """Refuse repository globs that are malformed or not within every ``repos`` scope held.
+
+    A token whose root block names no repository holds the one repository of
+    the engine it is used on (it is accepted nowhere else), so a helper's
+    globs must stay within that repository's name.
+    """
+    parent = ctx.token
+    held = [list(g) for g in parent.repo_scopes]
+    if parent.single_repo_only:
+        held.insert(0, [ctx.repo_name])
+    if not 1 <= len(repos) <= LIMITS.caveat_globs:
+        raise InvalidRequestError(
+            "invalid_argument",
+            f"give 1 to {LIMITS.caveat_globs} repository globs",
+            fields=["repos"],
+        )
+    for glob in repos:
+        try:
+            validate_repo_glob(glob)
+        except ValueError:
+            raise InvalidRequestError(
+                "invalid_argument", "a repository glob is invalid", fields=["repos"]
+            ) from None
+        if not held or not all(
+            any(repo_glob_contained(glob, outer) for outer in scope) for scope in held
+        ):
+            raise _widens("repos", repos, held)

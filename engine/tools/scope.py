@@ -27,6 +27,8 @@ def effective_scope(ctx: CallContext, _args: s.NoArgs) -> s.EffectiveScope:
         expires_at=t.expires_at,
         not_before=t.not_before,
         delegable=t.delegable,
+        repo=ctx.repo_name,
+        repo_scopes=[list(g) for g in t.repo_scopes],
         tools=ctx.offer.names(),
         withheld=ctx.offer.withheld,
         catalog_hash=ctx.offer.catalog_hash,

@@ -146,8 +146,9 @@ def cmd_audit_log(args: argparse.Namespace) -> int:
                 continue
             outcome = e["decision"] + (f":{e['code']}" if e["code"] else "")
             arguments = json.dumps(e["arguments"], sort_keys=True, separators=(",", ":"))
+            repo = f" repo={term(e['repo'])}" if "repo" in e else ""
             print(f"{e['seq']:>7} {when(e['time'])} {term(e['agent'])} {term(e['tool'])} "
-                  f"{term(outcome)} session={term(e['session'])} "
+                  f"{term(outcome)} session={term(e['session'])}{repo} "
                   + arguments.replace("\x7f", "\\u007f"))
         return EXIT_OK
     anchors = dict(admin.parse_anchor(a) for a in args.anchor or ())

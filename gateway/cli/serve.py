@@ -21,6 +21,8 @@ from gateway.cli.tokens import MAX_TOKEN_FILE_BYTES
 if TYPE_CHECKING:
     from argparse import _SubParsersAction
 
+    from engine.service import RepoSpec
+
 __all__ = ["add_engine", "add_mcp"]
 
 
@@ -31,9 +33,14 @@ def add_mcp(
     p = sub.add_parser("mcp", parents=[common], help="serve MCP: over stdio for one token, "
                        "or streamable HTTP (--http) with a bearer token on every request")
     where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--repo", help="the git repository (the engine runs in this process)")
+    where.add_argument("--repo", metavar="[NAME=]PATH",
+                       help="the git repository (the engine runs in this process); its name "
+                       "is the folder's without .git, or NAME")
     where.add_argument("--engine", metavar="unix:PATH|http://HOST:PORT",
                        help="a separate engine (chit engine serve); this edge holds no keys")
+    p.add_argument("--repo-name", metavar="NAME",
+                   help="with --engine over stdio: the engine's repository to work on "
+                   "(default: its only one; required when it serves several)")
     p.add_argument("--token-file", help="file holding the token (else $CHIT_TOKEN)")
     p.add_argument("--session", metavar="ID",
                    help="stdio: resume this session's staged change (the `session` that status "
@@ -96,6 +103,16 @@ def _read_session(args: argparse.Namespace) -> str | None:
 def cmd_mcp(args: argparse.Namespace) -> int:
     if args.workers is not None and not args.http:
         raise ValueError("--workers applies to --http (one stdio edge is one process)")
+    if args.repo_name is not None:
+        if args.http or not args.engine:
+            raise ValueError("--repo-name applies to --engine over stdio; over HTTP each "
+                             "repository has its own path, /repos/NAME/mcp")
+        from engine.service import validate_repo_name
+
+        try:
+            validate_repo_name(args.repo_name)
+        except ValueError as exc:
+            raise ValueError(f"--repo-name: {exc}") from None
     if args.http:
         if args.session is not None:
             raise ValueError("--session is for stdio; over HTTP a client resumes a session "
@@ -106,14 +123,15 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     if args.engine:
         return _mcp_remote(args)
     from engine import admin
-    from engine.service import Engine
+    from engine.service import Engine, resolve_repo_specs
     from gateway.mcp_server import serve_stdio
 
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
     token = _read_token(args)
     session = _read_session(args)
-    with Engine(home, args.repo, read_only=args.read_only, state=args.state) as engine:
+    repos = resolve_repo_specs(home, [args.repo])
+    with Engine(home, repos, read_only=args.read_only, state=args.state) as engine:
         serve_stdio(engine, token, session=session)
     return EXIT_OK
 
@@ -156,11 +174,12 @@ def _mcp_http(args: argparse.Namespace) -> int:
             serve_http(remote, settings)
         return EXIT_OK
     from engine import admin
-    from engine.service import Engine
+    from engine.service import Engine, resolve_repo_specs
 
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
-    with Engine(home, args.repo, read_only=args.read_only, state=args.state) as engine:
+    repos = resolve_repo_specs(home, [args.repo])
+    with Engine(home, repos, read_only=args.read_only, state=args.state) as engine:
         serve_http(engine, settings)
     return EXIT_OK
 
@@ -182,7 +201,7 @@ def _mcp_remote(args: argparse.Namespace) -> int:
             logging.getLogger("chit.gateway").warning(
                 "the engine at %s does not answer yet; calls fail until it does", args.engine
             )
-        serve_stdio(engine, token, session=session)
+        serve_stdio(engine, token, repo=args.repo_name, session=session)
     return EXIT_OK
 
 
@@ -202,7 +221,9 @@ def add_engine(
     ).add_subparsers(dest="engine_command", required=True)
     p = eng.add_parser("serve", parents=[common],
                        help="serve chit-engine/1 on a unix socket (0600) or loopback TCP")
-    p.add_argument("--repo", required=True, help="the git repository")
+    p.add_argument("--repo", action="append", metavar="[NAME=]PATH",
+                   help="a git repository to serve, named NAME or after its folder (without "
+                   ".git); repeatable. Default: the [[repo]] tables of <home>/engine.toml")
     listen = p.add_mutually_exclusive_group()
     listen.add_argument("--socket", help="unix socket path (default: <home>/engine.sock)")
     listen.add_argument("--listen", metavar="HOST:PORT",
@@ -224,11 +245,12 @@ def add_engine(
 
 def cmd_engine_serve(args: argparse.Namespace) -> int:
     from engine import admin
-    from engine.service import Engine
+    from engine.service import Engine, resolve_repo_specs
     from gateway import _oauth, _workers, engine_server
 
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
+    repos = resolve_repo_specs(home, args.repo)  # refused before anything binds
     if args.socket_group and args.listen:
         raise ValueError("--socket-group applies to --socket, not --listen")
     if args.max_request_bytes < 1024:
@@ -242,9 +264,9 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
     workers = _workers.default_workers() if args.workers is None else _workers.worker_count(
         args.workers)
     if workers > 1:
-        return _engine_workers(args, home, address, workers, public_url)
+        return _engine_workers(args, home, repos, address, workers, public_url)
     # Refuses an unusable keyring, policy, repository or state store.
-    engine = Engine(home, args.repo, state=args.state)
+    engine = Engine(home, repos, state=args.state)
     exchanger = admin.TokenExchange(home, channel="token_endpoint", store=engine.store)
     if address is not None:
         listener = engine_server.bind_tcp(*address)
@@ -260,8 +282,8 @@ def cmd_engine_serve(args: argparse.Namespace) -> int:
 
 
 def _engine_workers(
-    args: argparse.Namespace, home: Path, address: tuple[str, int] | None, workers: int,
-    public_url: str | None,
+    args: argparse.Namespace, home: Path, repos: list[RepoSpec],
+    address: tuple[str, int] | None, workers: int, public_url: str | None,
 ) -> int:
     """``chit engine serve --workers N``: bind, then N worker processes (docs/engine-api.md)."""
     from gateway import engine_server
@@ -275,6 +297,6 @@ def _engine_workers(
     # The workers load the keyring, policy, repository and store; if the first
     # one cannot, the socket is removed and its error is the command's.
     return serve_workers(
-        listener, workers, home=home, repo=args.repo, state=args.state, verbose=args.verbose,
+        listener, workers, home=home, repos=repos, state=args.state, verbose=args.verbose,
         max_request_bytes=args.max_request_bytes, public_url=public_url,
     )

@@ -44,6 +44,9 @@ def add_mint(
     p.add_argument("--agent", required=True, help="agent name; its lane is agent/NAME")
     p.add_argument("--ops", required=True, nargs="+", help="read,write,commit,sub-token:issue")
     p.add_argument("--paths", required=True, nargs="+", help="path globs, e.g. 'src/**'")
+    p.add_argument("--repos", required=True, nargs="+",
+                   help="repository name globs the token is good for, e.g. 'app' or 'app-*' "
+                   "(docs/token-format.md)")
     p.add_argument("--ttl", required=True, help="lifetime: 90s, 15m, 2h, 7d")
     p.add_argument("--delegable", action="store_true", help="grant the delegation flag")
     p.add_argument("--out", help="write the token to this new file (0600) instead of stdout")
@@ -64,6 +67,7 @@ def cmd_mint(args: argparse.Namespace) -> int:
         paths=_split(args.paths),
         ttl_seconds=ttl,
         delegable=args.delegable,
+        repos=_split(args.repos),
     )
     if args.out:
         write_new_file(args.out, info["token"] + "\n", 0o600)
@@ -158,6 +162,7 @@ def add_attenuate(
     p.add_argument("token", help="the token, or - to read it from stdin")
     p.add_argument("--ops", nargs="+", help="operations to keep")
     p.add_argument("--paths", nargs="+", help="globs to limit to")
+    p.add_argument("--repos", nargs="+", help="repository name globs to limit to")
     p.add_argument("--ttl", help="expire this long from now (never later than the parent)")
     p.add_argument("--drop-delegation", action="store_true", help="remove the delegation flag")
     p.add_argument("--json", action="store_true")
@@ -176,6 +181,7 @@ def cmd_attenuate(args: argparse.Namespace) -> int:
         paths=_split(args.paths) if args.paths is not None else None,
         ttl_seconds=ttl,
         drop_delegation=args.drop_delegation,
+        repos=_split(args.repos) if args.repos is not None else None,
     )
     if args.json:
         print_json(info)

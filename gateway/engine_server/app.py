@@ -99,10 +99,10 @@ def create_app(
     async def offer(request: Request) -> Response:
         try:
             guard(request, allowed_hosts)
-            token = offer_request(await read_json(request, max_request_bytes))
+            token, repo = offer_request(await read_json(request, max_request_bytes))
         except RequestError as exc:
             return json_response(exc.answer, exc.status)
-        return await run(functools.partial(engine.offer, token))
+        return await run(functools.partial(engine.offer, token, repo=repo))
 
     async def invoke(request: Request) -> Response:
         try:
@@ -114,9 +114,10 @@ def create_app(
         call = functools.partial(
             engine.invoke, asked.token, asked.tool, asked.arguments,
             session=asked.session, offered_catalog_hash=asked.offered_catalog_hash,
+            repo=asked.repo,
         )
         if sessions is not None:
-            return await sessions.invoke(asked.session, doc, functools.partial(run, call))
+            return await sessions.invoke(asked, doc, functools.partial(run, call))
         return await run(call)
 
     async def health(request: Request) -> Response:

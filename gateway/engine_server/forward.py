@@ -6,12 +6,14 @@ another worker holds (the engine raises ``SessionElsewhere`` naming it) sends
 the request to that worker's private socket and relays the answer unchanged;
 if that worker is gone (nobody listens), it takes the session over and serves
 it, its staged change read back from its saved reference. A private socket's
-app serves locally and never forwards, so no call travels twice.
+app serves locally and never forwards, so no call travels twice. A session is
+one repository's: routes are kept by repository and session.
 docs/engine-api.md, "Sessions across workers".
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections import OrderedDict
@@ -26,7 +28,7 @@ from starlette.responses import Response
 from engine.service import Placement, SessionElsewhere
 from gateway import _wire
 from gateway._workers import listener_gone
-from gateway.engine_server.requests import HEADERS, json_response
+from gateway.engine_server.requests import HEADERS, InvokeRequest, json_response
 
 __all__ = ["MISDIRECTED", "Forwarding", "Peers", "ServeHere", "SessionRouting"]
 
@@ -46,8 +48,8 @@ Local = Callable[[], Awaitable[Response]]
 class SessionRouting(Protocol):
     """How an app answers an ``invoke``: here, or at the worker holding its session."""
 
-    async def invoke(self, session: str, request: dict[str, Any], local: Local) -> Response:
-        """Answer the checked ``request`` for ``session``."""
+    async def invoke(self, asked: InvokeRequest, request: dict[str, Any], local: Local) -> Response:
+        """Answer the checked ``request`` (``asked``: its fields) for its session."""
         ...
 
 
@@ -57,9 +59,9 @@ class ServeHere:
     def __repr__(self) -> str:
         return "ServeHere()"
 
-    async def invoke(self, session: str, request: dict[str, Any], local: Local) -> Response:
+    async def invoke(self, asked: InvokeRequest, request: dict[str, Any], local: Local) -> Response:
         """Serve locally; ``409`` if another worker holds the session (the sender asks again)."""
-        del session, request
+        del asked, request
         try:
             return await local()
         except SessionElsewhere:
@@ -145,20 +147,23 @@ class Forwarding:
     def __init__(self, placement: Placement, peers: Peers) -> None:
         self._placement = placement
         self._peers = peers
-        self._routes: OrderedDict[str, str] = OrderedDict()
+        # (repository as asked, session) -> (owner, the repository it resolved to)
+        self._routes: OrderedDict[tuple[str | None, str], tuple[str, str | None]] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"Forwarding({len(self._routes)} routes)"
 
-    async def invoke(self, session: str, request: dict[str, Any], local: Local) -> Response:
-        """Answer ``request``: here if this worker holds ``session``, else where it is held."""
-        owner = self._routes.get(session)
+    async def invoke(self, asked: InvokeRequest, request: dict[str, Any], local: Local) -> Response:
+        """Answer ``request``: here if this worker holds its session, else where it is held."""
+        key = (asked.repo, asked.session)
+        session = asked.session
+        owner, repo = self._routes.get(key, (None, None))
         for _ in range(_ATTEMPTS):
             if owner is None:
                 try:
                     return await local()
                 except SessionElsewhere as elsewhere:
-                    owner = elsewhere.owner
+                    owner, repo = elsewhere.owner, elsewhere.repo
             if not self._peers.known(owner):
                 # The store names a socket that is none of ours: never connect there.
                 logger.error("the state store places a session with an unknown worker")
@@ -167,10 +172,11 @@ class Forwarding:
                 body = json.dumps(request, ensure_ascii=False).encode("utf-8")
                 status, raw, kind = await self._peers.post(owner, _wire.INVOKE_PATH, body)
             except _PeerGone:
-                self._routes.pop(session, None)
-                if await anyio.to_thread.run_sync(self._placement.take_over, session, owner):
-                    logger.warning("an engine worker is gone; its session is resumed here from its "
-                                   "saved staged change")
+                self._routes.pop(key, None)
+                taken = functools.partial(self._placement.take_over, session, owner, repo=repo)
+                if await anyio.to_thread.run_sync(taken):
+                    logger.warning("an engine worker is gone; its session is resumed here from "
+                                   "its saved staged change")
                 owner = None
                 continue
             except (httpx2.ConnectError, httpx2.ConnectTimeout):  # nothing was sent
@@ -183,15 +189,15 @@ class Forwarding:
                     "internal_error", "the engine did not answer; the call may have taken "
                     "effect, check `status` first"), 500)
             if status == MISDIRECTED:  # that worker let the session go: ask again
-                self._routes.pop(session, None)
+                self._routes.pop(key, None)
                 owner = None
                 continue
-            self._remember(session, owner)
+            self._remember(key, owner, repo)
             return Response(raw, status, headers={**HEADERS, "content-type": kind})
         return json_response(_wire.error("internal_error", "the engine failed"), 500)
 
-    def _remember(self, session: str, owner: str) -> None:
-        self._routes[session] = owner
-        self._routes.move_to_end(session)
+    def _remember(self, key: tuple[str | None, str], owner: str, repo: str | None) -> None:
+        self._routes[key] = (owner, repo)
+        self._routes.move_to_end(key)
         while len(self._routes) > ROUTES_KEPT:
             self._routes.popitem(last=False)

@@ -31,7 +31,10 @@ __all__ = [
 ]
 
 HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
-_INVOKE_FIELDS = frozenset({"token", "tool", "arguments", "session", "offered_catalog_hash"})
+_INVOKE_FIELDS = frozenset(
+    {"token", "tool", "arguments", "session", "offered_catalog_hash", "repo"}
+)
+_OFFER_FIELDS = frozenset({"token", "repo"})
 _CHANGES_FIELDS = frozenset({"after", "timeout"})
 MAX_POSITION = (1 << 63) - 1  # feed positions are 64-bit integers in every store
 
@@ -127,17 +130,18 @@ class InvokeRequest:
     arguments: dict[str, Any] | None
     session: str
     offered_catalog_hash: str | None
+    repo: str | None = None
 
 
-def offer_request(doc: dict[str, Any]) -> str:
-    """The token of ``POST /v1/offer``'s body ``{"token"}``.
+def offer_request(doc: dict[str, Any]) -> tuple[str, str | None]:
+    """The token and repository of ``POST /v1/offer``'s body ``{"token", "repo"?}``.
 
     Raises:
         RequestError: 400 ``invalid_argument`` (``fields``) for an unknown,
             missing or mistyped field.
     """
-    _fields(doc, required={"token"}, allowed={"token"})
-    return _string(doc, "token")
+    _fields(doc, required={"token"}, allowed=_OFFER_FIELDS)
+    return _string(doc, "token"), _repo(doc)
 
 
 def invoke_request(doc: dict[str, Any]) -> InvokeRequest:
@@ -161,7 +165,7 @@ def invoke_request(doc: dict[str, Any]) -> InvokeRequest:
             400, "invalid_argument", "offered_catalog_hash must be a string or null",
             fields=["offered_catalog_hash"],
         )
-    return InvokeRequest(token, tool, arguments, session, listed)
+    return InvokeRequest(token, tool, arguments, session, listed, _repo(doc))
 
 
 def changes_request(doc: dict[str, Any]) -> tuple[int, float]:
@@ -205,6 +209,15 @@ def _fields(doc: dict[str, Any], *, required: set[str], allowed: frozenset[str] 
     missing = sorted(required - set(doc))
     if missing:
         raise RequestError(400, "invalid_argument", "missing fields", fields=missing)
+
+
+def _repo(doc: dict[str, Any]) -> str | None:
+    """The optional ``repo`` field: a string or null (the engine judges the name)."""
+    repo = doc.get("repo")
+    if repo is not None and not isinstance(repo, str):
+        raise RequestError(400, "invalid_argument", "repo must be a string or null",
+                           fields=["repo"])
+    return repo
 
 
 def _string(doc: dict[str, Any], key: str) -> str:

@@ -17,10 +17,13 @@ import socket
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway import _workers
 from gateway.engine_server.listeners import Listener
+
+if TYPE_CHECKING:
+    from engine.service import RepoSpec
 
 __all__ = ["DRAIN_SECONDS", "main", "serve_workers"]
 
@@ -32,7 +35,7 @@ def serve_workers(
     count: int,
     *,
     home: Path,
-    repo: str,
+    repos: list[RepoSpec],
     state: str | None,
     verbose: bool,
     max_request_bytes: int,
@@ -54,7 +57,8 @@ def serve_workers(
 
     def config(index: int) -> dict[str, Any]:
         return {
-            "home": str(home), "repo": repo, "state": state, "verbose": verbose,
+            "home": str(home), "state": state, "verbose": verbose,
+            "repos": [[r.name, str(r.path), r.base, r.remote] for r in repos],
             "max_request_bytes": max_request_bytes, "public_url": public_url,
             "listen_fd": fd, "url": listener.url,
             "allowed_hosts": None if listener.allowed_hosts is None
@@ -83,7 +87,7 @@ def main() -> int:
 
 def _serve(config: dict[str, Any]) -> int:
     from engine import admin
-    from engine.service import Engine
+    from engine.service import Engine, RepoSpec
     from gateway import _worker
     from gateway.engine_server.forward import Forwarding, Peers, ServeHere
     from gateway.engine_server.listeners import bind_unix
@@ -92,7 +96,9 @@ def _serve(config: dict[str, Any]) -> int:
     home = Path(config["home"])
     hosts = config["allowed_hosts"]
     shared = _worker.inherited_socket(int(config["listen_fd"]))
-    engine = Engine(home, config["repo"], state=config["state"])
+    repos = [RepoSpec(name, Path(path), base, remote)
+             for name, path, base, remote in config["repos"]]
+    engine = Engine(home, repos, state=config["state"])
     with engine:
         exchanger = admin.TokenExchange(home, channel="token_endpoint", store=engine.store)
         folder = Path(config["folder"])

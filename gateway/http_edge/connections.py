@@ -1,7 +1,8 @@
 """What ``chit mcp --http`` keeps per connection, and who a token claims to be.
 
-A 2025-11-25 session is bound to the identity that opened it; in the stateless
-2026-07-28 era the engine session belongs to the token's identity, under an id
+A 2025-11-25 session is bound to the identity that opened it and to the
+repository of the path it was opened at; in the stateless 2026-07-28 era the
+engine session belongs to the token's identity in that repository, under an id
 derived from it (the same in every worker of the edge); a
 ``subscriptions/listen`` stream remembers the offer it last saw (docs/http.md).
 """
@@ -22,6 +23,7 @@ from gateway.feed import OfferState, offer_state
 
 __all__ = [
     "MAX_STATELESS",
+    "REPO_KEY",
     "REQUEST_KEY",
     "BoundSession",
     "Connections",
@@ -40,6 +42,8 @@ logger = logging.getLogger("chit.gateway")
 
 MAX_STATELESS = 4096  # token identities with stateless-era state kept (least recent dropped)
 REQUEST_KEY = "chit.request"  # where the gate leaves a request's credentials in the ASGI scope
+REPO_KEY = "chit.repo"  # the repository a request's path names (None: /mcp, the only one)
+
 
 @dataclass(frozen=True)
 class Principal:
@@ -85,6 +89,7 @@ class BoundSession(EngineSession):
     """A 2025-11-25 session: bound to the identity that opened it."""
 
     principal: Principal = Principal("", "")
+    repo: str | None = None  # the repository of the path it was opened at; it stays there
     token: str = field(default="", repr=False)  # the last one presented (same identity)
     baseline: OfferState | None = None  # the offer last shown or announced
     peer: ServerSession | None = field(default=None, repr=False)
@@ -109,6 +114,7 @@ class Listen:
     baseline: OfferState | None
     bus: InMemorySubscriptionBus
     handler: ListenHandler
+    repo: str | None = None
 
     async def notify(self) -> None:
         """Publish ``ToolsListChanged`` on the stream."""
@@ -127,6 +133,7 @@ class Credentials:
     token: str = field(repr=False)
     principal: Principal
     state: EngineSession
+    repo: str | None = None
     resume: str | None = None
 
     @property
@@ -147,21 +154,26 @@ class Connections:
 
     def __init__(self) -> None:
         self.sessions: dict[str, BoundSession] = {}
-        self.stateless: OrderedDict[Principal, EngineSession] = OrderedDict()
+        self.stateless: OrderedDict[tuple[Principal, str | None], EngineSession] = OrderedDict()
         self.listens: dict[int, Listen] = {}
 
     def __repr__(self) -> str:
         return f"Connections({len(self.sessions)} sessions, {len(self.listens)} listens)"
 
-    def stateless_state(self, principal: Principal) -> EngineSession:
-        """The stateless-era state of ``principal``, made if new (least recent dropped)."""
-        state = self.stateless.get(principal)
+    def stateless_state(self, principal: Principal, repo: str | None) -> EngineSession:
+        """The stateless-era state of ``principal`` in ``repo``, made if new (least recent dropped).
+
+        The engine keeps each repository's sessions apart, so one identity's
+        session id is the same in every repository.
+        """
+        key = (principal, repo)
+        state = self.stateless.get(key)
         if state is None:
-            state = self.stateless[principal] = EngineSession(stateless_session(principal))
+            state = self.stateless[key] = EngineSession(stateless_session(principal))
             while len(self.stateless) > MAX_STATELESS:
                 self.stateless.popitem(last=False)
         else:
-            self.stateless.move_to_end(principal)
+            self.stateless.move_to_end(key)
         return state
 
     def forget_idle(self, limit: float) -> None:

@@ -5,7 +5,8 @@ It wires the SDK's session manager behind the gate (``gate``), the MCP handlers
 and the RFC 9728 protected-resource metadata, all behind DNS-rebinding
 protection (``guard``); as one of several workers (``peers``) it also routes
 requests to the worker they belong to, and has a second app for its private
-socket. docs/http.md.
+socket. Each repository the engine serves is at ``/repos/NAME/mcp``, and
+``/mcp`` is the engine's only one (docs/http.md, "Several repositories").
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from engine.service import validate_repo_name
 from gateway.feed import FeedFollower
-from gateway.http_edge.connections import Connections, Principal
+from gateway.http_edge.connections import REPO_KEY, Connections, Principal
 from gateway.http_edge.engine_calls import EngineCalls
-from gateway.http_edge.gate import Gate
+from gateway.http_edge.gate import Gate, repo_not_found
 from gateway.http_edge.guard import HostOriginGuard
 from gateway.http_edge.handlers import Handlers
 from gateway.http_edge.peers import LISTED_PATH, EdgeWorkers, Router, SessionNames
@@ -42,9 +44,18 @@ from gateway.http_edge.settings import (
 from gateway.http_edge.watch import OfferWatch
 from gateway.mcp_server import EngineClient
 
-__all__ = ["MAX_SESSIONS", "MCP_PATH", "METADATA_PATH", "HttpEdge", "resource_url"]
+__all__ = [
+    "MAX_SESSIONS",
+    "MCP_PATH",
+    "METADATA_PATH",
+    "REPO_MCP_PATH",
+    "HttpEdge",
+    "RepoPath",
+    "resource_url",
+]
 
 MCP_PATH = "/mcp"
+REPO_MCP_PATH = "/repos/{name}/mcp"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 MAX_SESSIONS = 4096  # open 2025-11-25 sessions (the engine keeps at most this many too)
 _MAX_LISTED_BYTES = 4096  # a peer's note of a listing (private sockets only)
@@ -54,6 +65,45 @@ def resource_url(settings: HttpSettings, port: int) -> str:
     """The URL of ``/mcp`` as agents reach it (``public_url`` if set)."""
     base = settings.public_url or f"http://{authority(url_host(settings), port)}"
     return base.rstrip("/") + MCP_PATH
+
+
+def _valid_name(name: object) -> bool:
+    try:
+        validate_repo_name(name)
+    except ValueError:
+        return False
+    return True
+
+
+class RepoPath:
+    """ASGI wrapper: the repository a request's path names, in its scope for the gate.
+
+    ``/mcp`` names none (the engine's only one); ``/repos/NAME/mcp`` names
+    ``NAME``, which must be a repository name (else ``404``, the answer given
+    for every unknown name, before any token is read).
+
+    Args:
+        app: What serves the request (the gate, or the workers' router).
+        named: This is the ``/repos/NAME/mcp`` route.
+    """
+
+    def __init__(self, app: ASGIApp, *, named: bool) -> None:
+        self._app = app
+        self._named = named
+
+    def __repr__(self) -> str:
+        return f"RepoPath(named={self._named})"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Put the path's repository in the scope, or answer 404."""
+        repo = None
+        if self._named:
+            repo = scope.get("path_params", {}).get("name")
+            if not _valid_name(repo):  # "..", NUL, "%2F" decoded, glob characters, ...
+                await repo_not_found()(scope, receive, send)
+                return
+        scope[REPO_KEY] = repo
+        await self._app(scope, receive, send)
 
 
 class HttpEdge:
@@ -108,6 +158,7 @@ class HttpEdge:
         metadata = [
             Route(METADATA_PATH, endpoint=self._metadata, methods=["GET"]),
             Route(METADATA_PATH + MCP_PATH, endpoint=self._metadata, methods=["GET"]),
+            Route(METADATA_PATH + REPO_MCP_PATH, endpoint=self._metadata, methods=["GET"]),
         ]
         guard = [Middleware(HostOriginGuard, hosts=hosts, origins=origins)]
         shared = gate
@@ -116,12 +167,12 @@ class HttpEdge:
             gate = SessionNames(gate, workers.index)
             shared = Router(gate, workers)
             self.private_app = Starlette(  # no lifespan: the shared app's runs the manager
-                routes=[Route(MCP_PATH, endpoint=gate), *metadata,
+                routes=[*_mcp_routes(gate), *metadata,
                         Route(LISTED_PATH, endpoint=self._listed, methods=["POST"])],
                 middleware=guard,
             )
         starlette = Starlette(
-            routes=[Route(MCP_PATH, endpoint=shared), *metadata],  # an ASGI app at /mcp
+            routes=[*_mcp_routes(shared), *metadata],  # ASGI apps at the MCP paths
             middleware=guard,
             lifespan=self._lifespan,
         )
@@ -130,10 +181,13 @@ class HttpEdge:
     def __repr__(self) -> str:
         return f"HttpEdge({self.resource})"
 
-    def metadata(self) -> dict[str, Any]:
-        """The RFC 9728 protected-resource metadata document."""
+    def metadata(self, repo: str | None = None) -> dict[str, Any]:
+        """The RFC 9728 protected-resource metadata document (of ``/repos/REPO/mcp`` if given)."""
+        resource = self.resource
+        if repo is not None:
+            resource = resource.removesuffix(MCP_PATH) + f"/repos/{repo}/mcp"
         doc: dict[str, Any] = {
-            "resource": self.resource,
+            "resource": resource,
             "bearer_methods_supported": ["header"],
             "resource_name": "chit",
         }
@@ -149,8 +203,11 @@ class HttpEdge:
         """
         return await self._watch.check_offers()
 
-    async def _metadata(self, _request: Request) -> Response:
-        return JSONResponse(self.metadata(), headers={"Cache-Control": "no-store"})
+    async def _metadata(self, request: Request) -> Response:
+        repo = request.path_params.get("name")
+        if repo is not None and not _valid_name(repo):
+            return repo_not_found()
+        return JSONResponse(self.metadata(repo), headers={"Cache-Control": "no-store"})
 
     async def _listed(self, request: Request) -> Response:
         """Another worker's ``tools/list`` of an identity (private sockets only)."""
@@ -162,13 +219,15 @@ class HttpEdge:
         try:
             doc = json.loads(raw)
             fields = (doc["token_id"], doc["agent"], doc["catalog_hash"])
-        except (ValueError, KeyError, TypeError):
+            repo = doc.get("repo")
+        except (ValueError, KeyError, TypeError, AttributeError):
             return Response(status_code=400)
-        if not all(isinstance(f, str) for f in fields):
+        if not all(isinstance(f, str) for f in fields) or not (repo is None or _valid_name(repo)):
             return Response(status_code=400)
         token_id, agent, catalog_hash = fields
-        # The worker that tells it had the engine accept the identity's token.
-        self._connections.stateless_state(Principal(token_id, agent)).listed_hash = catalog_hash
+        # The worker that tells it had the engine accept the identity's token there.
+        state = self._connections.stateless_state(Principal(token_id, agent), repo)
+        state.listed_hash = catalog_hash
         return Response(status_code=204)
 
     @contextlib.asynccontextmanager
@@ -181,3 +240,23 @@ class HttpEdge:
                 for listen in list(self._connections.listens.values()):
                     listen.handler.close()  # each stream ends with its result
                 tg.cancel_scope.cancel()
+
+
+def _mcp_routes(app: ASGIApp) -> list[Route]:
+    """``/mcp`` (the engine's only repository) and ``/repos/NAME/mcp``, both served by ``app``.
+
+    Any other path under ``/repos/`` (``/repos/a/../b/mcp``, an encoded ``/``)
+    gets the one 404 of an unknown repository.
+    """
+    return [
+        Route(MCP_PATH, endpoint=RepoPath(app, named=False)),
+        Route(REPO_MCP_PATH, endpoint=RepoPath(app, named=True)),
+        Route("/repos/{rest:path}", endpoint=_NoRepository()),
+    ]
+
+
+class _NoRepository:
+    """The raw ASGI app answering every other path under ``/repos/``."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await repo_not_found()(scope, receive, send)

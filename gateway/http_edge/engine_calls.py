@@ -18,11 +18,14 @@ from engine.service import CallAnswer, OfferAnswer
 from gateway.http_edge.connections import OfferState, offer_state
 from gateway.mcp_server import ENGINE_UNAVAILABLE, EngineClient
 
-__all__ = ["ENGINE_THREADS", "EngineCalls"]
+__all__ = ["ENGINE_THREADS", "EngineCalls", "Watched"]
 
 logger = logging.getLogger("chit.gateway")
 
 ENGINE_THREADS = 8  # engine calls in flight at once, all connections together
+
+Watched = tuple[str, str | None]
+"""A token and the repository it is used on, whose offer the edge watches."""
 
 
 class EngineCalls:
@@ -39,10 +42,11 @@ class EngineCalls:
     def __repr__(self) -> str:
         return "EngineCalls()"
 
-    async def offer(self, token: str) -> OfferAnswer:
-        """The engine's offer to ``token``; ``internal_error`` if it could not answer."""
+    async def offer(self, token: str, repo: str | None) -> OfferAnswer:
+        """The engine's offer to ``token`` on ``repo`` (``internal_error`` if it cannot answer)."""
+        offer = functools.partial(self._engine.offer, token, repo=repo)
         try:
-            return await anyio.to_thread.run_sync(self._engine.offer, token, limiter=self._limiter)
+            return await anyio.to_thread.run_sync(offer, limiter=self._limiter)
         except Exception:
             logger.exception("edge failed to reach the engine")
             return ENGINE_UNAVAILABLE
@@ -55,6 +59,7 @@ class EngineCalls:
         *,
         session: str,
         offered_catalog_hash: str | None,
+        repo: str | None,
     ) -> CallAnswer:
         """The engine's answer to one call; ``internal_error`` if it could not answer."""
         call = functools.partial(
@@ -64,6 +69,7 @@ class EngineCalls:
             arguments,
             session=session,
             offered_catalog_hash=offered_catalog_hash,
+            repo=repo,
         )
         try:
             return await anyio.to_thread.run_sync(call, limiter=self._limiter)
@@ -71,16 +77,16 @@ class EngineCalls:
             logger.exception("edge failed to reach the engine")
             return ENGINE_UNAVAILABLE
 
-    async def states(self, tokens: list[str]) -> dict[str, OfferState | None]:
-        """The offer state of each token, asked one after another in one worker thread."""
-        return await anyio.to_thread.run_sync(self._states, tokens, limiter=self._limiter)
+    async def states(self, keys: list[Watched]) -> dict[Watched, OfferState | None]:
+        """The offer state of each ``(token, repo)``, asked one after another in one thread."""
+        return await anyio.to_thread.run_sync(self._states, keys, limiter=self._limiter)
 
-    def _states(self, tokens: list[str]) -> dict[str, OfferState | None]:
-        states: dict[str, OfferState | None] = {}
-        for token in tokens:
+    def _states(self, keys: list[Watched]) -> dict[Watched, OfferState | None]:
+        states: dict[Watched, OfferState | None] = {}
+        for token, repo in keys:
             try:
-                states[token] = offer_state(self._engine.offer(token))
+                states[token, repo] = offer_state(self._engine.offer(token, repo=repo))
             except Exception:
                 logger.exception("edge failed to reach the engine")
-                states[token] = None
+                states[token, repo] = None
         return states

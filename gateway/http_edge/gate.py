@@ -1,10 +1,11 @@
-"""The ``/mcp`` endpoint's gate: a bearer token on every request, sessions bound to it.
+"""The MCP endpoints' gate: a bearer token on every request, sessions bound to it.
 
 Before the SDK sees a request, the gate reads the token's claimed identity,
 refuses a missing or unparsable token with 401 and the RFC 6750 challenge,
-opens a 2025-11-25 session only for a token the engine accepts and binds it to
-that identity, and in the stateless era keeps state only for accepted
-identities (docs/http.md, "Sessions").
+opens a 2025-11-25 session only for a token the engine accepts on the
+repository of the request's path (``/mcp`` or ``/repos/NAME/mcp``) and binds
+it to that identity and repository, and in the stateless era keeps state only
+for accepted identities (docs/http.md, "Sessions", "Several repositories").
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from starlette.types import Message, Receive, Scope, Send
 from engine.errors import ChitError, InvalidRequestError
 from engine.service import Refused, validate_session_id
 from gateway.http_edge.connections import (
+    REPO_KEY,
     REQUEST_KEY,
     BoundSession,
     Connections,
@@ -42,6 +44,7 @@ __all__ = [
     "SESSION_TOKEN_MISMATCH_STATUS",
     "Gate",
     "jsonrpc_error",
+    "repo_not_found",
 ]
 
 logger = logging.getLogger("chit.gateway")
@@ -50,6 +53,18 @@ SESSION_HEADER = "mcp-session-id"
 RESUME_HEADER = "chit-session"  # the engine session a client resumes (docs/http.md)
 SESSION_TOKEN_MISMATCH_STATUS = 403
 MAX_SESSIONS_PER_IDENTITY = 64  # open 2025-11-25 sessions opened by one token identity
+
+
+def repo_not_found(code: str = "not_found") -> Response:
+    """404 for a path naming no repository this token may use here.
+
+    The same bytes for every name (none is repeated): the answer says nothing
+    of which repositories exist. ``code`` is ``repo_required`` for ``/mcp`` of
+    an engine that serves several.
+    """
+    message = ("this engine serves several repositories: use /repos/NAME/mcp"
+               if code == "repo_required" else "no such repository")
+    return jsonrpc_error(404, -32600, code, {"error": code, "message": message})
 
 
 def jsonrpc_error(status: int, code: int, message: str, data: Any = None,
@@ -87,7 +102,8 @@ class Gate:
         engine: The engine's calls.
         connections: The edge's connections.
         manager: The SDK's streamable HTTP session manager.
-        metadata_url: The RFC 9728 metadata URL named in ``WWW-Authenticate``.
+        metadata_url: The RFC 9728 metadata URL of ``/mcp`` named in
+            ``WWW-Authenticate`` (a repository's path appends its own).
     """
 
     def __init__(
@@ -105,18 +121,27 @@ class Gate:
     def __repr__(self) -> str:
         return f"Gate({self._metadata_url})"
 
-    def unauthorized(self, code: str, message: str, *, presented: bool) -> Response:
+    def _metadata_for(self, repo: str | None) -> str:
+        if repo is None:
+            return self._metadata_url
+        return self._metadata_url.removesuffix("/mcp") + f"/repos/{repo}/mcp"
+
+    def unauthorized(
+        self, code: str, message: str, *, presented: bool, repo: str | None = None
+    ) -> Response:
         """401 with the RFC 6750 challenge and the chit refusal as a JSON-RPC error."""
-        challenge = f'Bearer resource_metadata="{self._metadata_url}"'
+        metadata = self._metadata_for(repo)
+        challenge = f'Bearer resource_metadata="{metadata}"'
         if presented:  # RFC 6750 §3.1: no error attribute when no token was sent
-            challenge = f'Bearer error="invalid_token", resource_metadata="{self._metadata_url}"'
+            challenge = f'Bearer error="invalid_token", resource_metadata="{metadata}"'
         return jsonrpc_error(
             401, TOKEN_REFUSED, f"token refused: {code}", {"error": code, "message": message},
             headers={"WWW-Authenticate": challenge},
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer a request to ``/mcp`` itself, or pass it to the SDK with its credentials."""
+        """Answer a request to an MCP endpoint, or pass it to the SDK with its credentials."""
+        repo = scope.get(REPO_KEY)
         headers = Headers(scope=scope)
         authorization = headers.getlist("authorization")
         scheme, _, token = (authorization[0] if len(authorization) == 1 else "").partition(" ")
@@ -124,14 +149,15 @@ class Gate:
         if scheme.lower() != "bearer" or not token:
             response = self.unauthorized(
                 "token_malformed", "send the chit token as Authorization: Bearer chit_...",
-                presented=False,
+                presented=False, repo=repo,
             )
             await response(scope, receive, send)
             return
         try:
             principal = claimed_principal(token)
         except ChitError as exc:
-            await self.unauthorized(exc.code, exc.message, presented=True)(scope, receive, send)
+            await self.unauthorized(exc.code, exc.message, presented=True, repo=repo)(
+                scope, receive, send)
             return
         try:
             resumed = _resumed(headers)
@@ -142,42 +168,46 @@ class Gate:
             return
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            await self._stateless(scope, receive, send, token, principal, resumed)
+            await self._stateless(scope, receive, send, token, principal, repo, resumed)
             return
         session_id = headers.get(SESSION_HEADER)
         if session_id is None:
-            await self._open(scope, receive, send, token, principal, resumed)
+            await self._open(scope, receive, send, token, principal, repo, resumed)
             return
-        await self._on_session(scope, receive, send, token, principal, session_id)
+        await self._on_session(scope, receive, send, token, principal, session_id, repo)
 
     async def _stateless(
         self, scope: Scope, receive: Receive, send: Send, token: str, principal: Principal,
-        resumed: str | None = None,
+        repo: str | None, resumed: str | None = None,
     ) -> None:
         """The 2026-07-28 era (the SDK routes on the version header the same way).
 
-        No session: the engine session belongs to the token's identity, or is
-        the one the request's ``Chit-Session`` header names.
+        No session: the engine session belongs to the token's identity in the
+        path's repository, or is the one the request's ``Chit-Session`` header
+        names.
         """
-        state = self._connections.stateless.get(principal)
+        key = (principal, repo)
+        state = self._connections.stateless.get(key)
         if state is None:
             # State is kept only for an identity the engine accepts: tokens
             # forged with made-up keys must not push out other agents' state.
-            if await self._refused(token, scope, receive, send) is not None:
+            if await self._refused(token, repo, scope, receive, send) is not None:
                 return
-            state = self._connections.stateless_state(principal)
+            state = self._connections.stateless_state(principal, repo)
         else:
-            self._connections.stateless.move_to_end(principal)
-        scope[REQUEST_KEY] = Credentials(token, principal, state, resumed)
+            self._connections.stateless.move_to_end(key)
+        scope[REQUEST_KEY] = Credentials(token, principal, state, repo, resume=resumed)
         await self._manager.handle_request(scope, receive, send)
 
     async def _on_session(
         self, scope: Scope, receive: Receive, send: Send, token: str, principal: Principal,
-        session_id: str,
+        session_id: str, repo: str | None,
     ) -> None:
-        """A request on a 2025-11-25 session: only its own identity may use it."""
+        """A request on a 2025-11-25 session: only its own identity may use it, at its path."""
         session = self._connections.sessions.get(session_id)
-        if session is None:
+        if session is None or session.repo != repo:
+            # A session opened at another repository's path is not one of this
+            # path's: the same answer as for no session at all.
             await jsonrpc_error(404, -32600, "Session not found")(scope, receive, send)
             return
         if session.principal != principal:
@@ -194,10 +224,10 @@ class Gate:
             # Same claimed identity, other text: the identity is only parsed here, so
             # the engine must accept this token before it may act on the session (a
             # forged tag would otherwise close the session or take over its watch).
-            if await self._refused(token, scope, receive, send) is not None:
+            if await self._refused(token, repo, scope, receive, send) is not None:
                 return
             session.token = token
-        scope[REQUEST_KEY] = Credentials(token, principal, session)
+        scope[REQUEST_KEY] = Credentials(token, principal, session, repo)
         session.inflight += 1
         try:
             status = await self._forward(scope, receive, send)
@@ -209,7 +239,7 @@ class Gate:
 
     async def _open(
         self, scope: Scope, receive: Receive, send: Send, token: str, principal: Principal,
-        resumed: str | None = None,
+        repo: str | None, resumed: str | None = None,
     ) -> None:
         """A request without a session id: opens a session if the engine accepts the token.
 
@@ -219,9 +249,9 @@ class Gate:
         if scope["method"] != "POST":  # the SDK answers (no session id, no stream)
             await self._manager.handle_request(scope, receive, send)
             return
-        answer = await self._engine.offer(token)
+        answer = await self._engine.offer(token, repo)
         if isinstance(answer, Refused):
-            await self._refusal(answer)(scope, receive, send)
+            await self._refusal(answer, repo)(scope, receive, send)
             return
         sessions = self._connections.sessions
         held = sum(1 for open_ in sessions.values() if open_.principal == principal)
@@ -233,10 +263,12 @@ class Gate:
                 "error": "limit_exceeded", "message": message,
                 "limit": MAX_SESSIONS_PER_IDENTITY})(scope, receive, send)
             return
-        session = BoundSession(principal=principal, token=token, baseline=offer_state(answer))
+        session = BoundSession(
+            principal=principal, repo=repo, token=token, baseline=offer_state(answer)
+        )
         if resumed is not None:
             session.engine_session = resumed
-        scope[REQUEST_KEY] = Credentials(token, principal, session)
+        scope[REQUEST_KEY] = Credentials(token, principal, session, repo)
 
         def opened(session_id: str) -> None:
             if session_id not in sessions:
@@ -264,17 +296,27 @@ class Gate:
         return status
 
     async def _refused(
-        self, token: str, scope: Scope, receive: Receive, send: Send
+        self, token: str, repo: str | None, scope: Scope, receive: Receive, send: Send
     ) -> Refused | None:
         """Ask the engine for ``token``'s offer; if refused, answer the request and return why."""
-        answer = await self._engine.offer(token)
+        answer = await self._engine.offer(token, repo)
         if not isinstance(answer, Refused):
             return None
-        await self._refusal(answer)(scope, receive, send)
+        await self._refusal(answer, repo)(scope, receive, send)
         return answer
 
-    def _refusal(self, answer: Refused) -> Response:
-        """401 for a token the engine refused, 503 if the engine could not answer."""
+    def _refusal(self, answer: Refused, repo: str | None) -> Response:
+        """Answer a refused offer.
+
+        401 for a token the engine refused; 403 for one not good for the
+        path's repository (``repo_outside_scope``, whether or not it exists);
+        404 for a repository in scope that is not served, or ``/mcp`` of an
+        engine with several; 503 if the engine could not answer.
+        """
         if answer.code == "internal_error":
             return jsonrpc_error(503, TOKEN_REFUSED, "engine unavailable", answer.error)
-        return self.unauthorized(answer.code, answer.message, presented=True)
+        if answer.code == "repo_outside_scope":
+            return jsonrpc_error(403, TOKEN_REFUSED, "repo_outside_scope", answer.error)
+        if answer.code in ("not_found", "repo_required"):
+            return repo_not_found(answer.code)
+        return self.unauthorized(answer.code, answer.message, presented=True, repo=repo)

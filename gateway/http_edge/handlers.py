@@ -58,15 +58,15 @@ class Handlers:
         engine: The engine's calls.
         connections: The edge's connections (listen streams join them here).
         on_listed: Awaited after a 2026-07-28 ``tools/list``, before it is
-            answered, with the identity and the catalog hash it was shown (a
-            worker tells the other workers).
+            answered, with the identity, the repository and the catalog hash it
+            was shown (a worker tells the other workers).
     """
 
     def __init__(
         self,
         engine: EngineCalls,
         connections: Connections,
-        on_listed: Callable[[Principal, str], Awaitable[None]] | None = None,
+        on_listed: Callable[[Principal, str | None, str], Awaitable[None]] | None = None,
     ) -> None:
         self._engine = engine
         self._connections = connections
@@ -115,13 +115,13 @@ class Handlers:
     ) -> types.ListToolsResult:
         """``tools/list``: the offer to this request's token."""
         request = self._request(ctx)
-        offer = offered(await self._engine.offer(request.token))
+        offer = offered(await self._engine.offer(request.token, request.repo))
         result = listing_result(offer)
         request.state.listed_hash = offer.catalog_hash
         if isinstance(request.state, BoundSession):
             request.state.baseline = ("ok", offer.catalog_hash)
         elif self._on_listed is not None:
-            await self._on_listed(request.principal, offer.catalog_hash)
+            await self._on_listed(request.principal, request.repo, offer.catalog_hash)
         return result
 
     async def call_tool(
@@ -135,6 +135,7 @@ class Handlers:
             params.arguments,
             session=request.engine_session,
             offered_catalog_hash=request.state.listed_hash,
+            repo=request.repo,
         )
         return call_result(params.name, answer)
 
@@ -143,7 +144,7 @@ class Handlers:
     ) -> types.SubscriptionsListenResult:
         """Serve one ``subscriptions/listen`` stream; it hears only its own token's changes."""
         request = self._request(ctx)
-        answer = await self._engine.offer(request.token)
+        answer = await self._engine.offer(request.token, request.repo)
         offered(answer)  # a refused token opens no stream (JSON-RPC -32001)
         listens = self._connections.listens
         if len(listens) >= MAX_LISTENS:
@@ -151,7 +152,8 @@ class Handlers:
         listed = request.state.listed_hash
         baseline = ("ok", listed) if listed else offer_state(answer)
         bus = InMemorySubscriptionBus()
-        listen = Listen(request.token, baseline, bus, ListenHandler(bus, max_subscriptions=1))
+        listen = Listen(request.token, baseline, bus, ListenHandler(bus, max_subscriptions=1),
+                        repo=request.repo)
         key = id(listen)
         listens[key] = listen
         try:

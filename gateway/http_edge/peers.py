@@ -210,10 +210,12 @@ class EdgeWorkers:
         logger.warning("edge worker %d does not answer", index)
         return _unavailable()
 
-    async def announce_listed(self, principal: Principal, catalog_hash: str) -> None:
-        """Tell every other worker that ``principal`` was shown ``catalog_hash`` (bounded)."""
+    async def announce_listed(
+        self, principal: Principal, repo: str | None, catalog_hash: str
+    ) -> None:
+        """Tell every other worker that ``principal`` was shown ``catalog_hash`` on ``repo``."""
         body = json.dumps({"token_id": principal.token_id, "agent": principal.agent,
-                           "catalog_hash": catalog_hash}).encode("utf-8")
+                           "repo": repo, "catalog_hash": catalog_hash}).encode("utf-8")
 
         async def tell(index: int) -> None:
             with anyio.move_on_after(_ANNOUNCE_SECONDS), contextlib.suppress(httpx2.HTTPError):

@@ -87,10 +87,10 @@ class OfferWatch:
         watched = self._connections.watched()
         if not watched:
             return 0
-        states = await self._engine.states(list({w.token for w in watched}))
+        states = await self._engine.states(list({(w.token, w.repo) for w in watched}))
         changed = []
         for w in watched:
-            state = states.get(w.token)
+            state = states.get((w.token, w.repo))
             if state is not None and state != w.baseline:
                 w.baseline = state
                 changed.append(w)

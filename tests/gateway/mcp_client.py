@@ -71,12 +71,15 @@ def payload(result: Any) -> dict[str, Any]:
     return doc
 
 
-def remote_edge_params(engine_url: str, edge_home: Path, token: str) -> StdioServerParameters:
-    """``chit mcp --engine URL`` for one token, with a home that holds nothing."""
+def remote_edge_params(
+    engine_url: str, edge_home: Path, token: str, *extra: str
+) -> StdioServerParameters:
+    """``chit mcp --engine URL [extra...]`` for one token, with a home that holds nothing."""
     env = dict(os.environ, CHIT_TOKEN=token, CHIT_HOME=str(edge_home))
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "gateway.cli", "--home", str(edge_home), "mcp", "--engine", engine_url],
+        args=["-m", "gateway.cli", "--home", str(edge_home), "mcp", "--engine", engine_url,
+              *extra],
         env=env,
     )
 
@@ -111,16 +114,21 @@ def _healthy(url: str) -> bool:
 
 @contextlib.contextmanager
 def engine_server(
-    home: Path, repo: Path, *extra: str, socket_path: Path | None = None, verbose: bool = False
+    home: Path, repo: Path | None, *extra: str, socket_path: Path | None = None,
+    verbose: bool = False,
 ) -> Iterator[EngineServer]:
-    """Start ``chit engine serve`` on a unix socket; stop it (SIGTERM, then SIGKILL) after."""
+    """Start ``chit engine serve`` on a unix socket; stop it (SIGTERM, then SIGKILL) after.
+
+    ``repo`` ``None``: no ``--repo`` (the home's ``engine.toml`` names them, or ``extra``).
+    """
     scratch = Path(tempfile.mkdtemp(prefix="chit-eng-"))  # short: sun_path holds 107 bytes
     sock = socket_path or scratch / "engine.sock"
     log = scratch / "engine.log"
     argv = [sys.executable, "-m", "gateway.cli", "--home", str(home)]
     if verbose:
         argv.append("-v")
-    argv += ["engine", "serve", "--repo", str(repo), "--socket", str(sock), *extra]
+    argv += ["engine", "serve", *(["--repo", str(repo)] if repo is not None else []),
+             "--socket", str(sock), *extra]
     with open(log, "wb") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
     server = EngineServer(process, f"unix:{sock}", log)

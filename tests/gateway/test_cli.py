@@ -43,7 +43,8 @@ def test_init_creates_private_keyring_and_policy(tmp_path: Path) -> None:
 def test_engine_refuses_group_readable_key(world: World) -> None:
     key_file = next((world.home / "keys" / "root").glob("*.json"))
     key_file.chmod(0o640)
-    out = run(world, "mint", "--agent", "a", "--ops", "read", "--paths", "**", "--ttl", "5m")
+    out = run(world, "mint", "--agent", "a", "--ops", "read", "--paths", "**", "--repos", "repo",
+              "--ttl", "5m")
     assert out.returncode == 2
     assert "chmod 600" in out.stderr
     assert "secret" not in out.stderr
@@ -60,6 +61,9 @@ def test_mint_and_inspect(world: World) -> None:
         "--paths",
         "src/**",
         "docs/**",
+        "--repos",
+        "app",
+        "app-*",
         "--ttl",
         "2h",
         "--json",
@@ -74,26 +78,34 @@ def test_mint_and_inspect(world: World) -> None:
     assert info["id"] == minted["token_id"] and info["verified"] is False
     caveats = dict((k, v) for k, v in info["blocks"][0]["caveats"])
     assert caveats["ops"] == ["read", "write"] and caveats["paths"] == ["src/**", "docs/**"]
+    assert caveats["repos"] == ["app", "app-*"]
     tag = tokens.parse(text)._tag
     assert tag.hex() not in shown.stdout and text not in shown.stdout
     plain = run(world, "inspect", text)
     assert "unverified" in plain.stdout and text not in plain.stdout
+    assert '["repos", ["app", "app-*"]]' in plain.stdout
 
 
 @pytest.mark.parametrize(
     "args",
     [
-        ["--agent", "a", "--ops", "read", "--paths", "**", "--ttl", "0"],
-        ["--agent", "a", "--ops", "read", "--paths", "**", "--ttl", "forever"],
-        ["--agent", "a", "--ops", "read", "--paths", "**", "--ttl", "30d"],
-        ["--agent", "a", "--ops", "admin", "--paths", "**", "--ttl", "5m"],
-        ["--agent", "a", "--ops", "read", "--paths", "../x", "--ttl", "5m"],
-        ["--agent", "Bad/Name", "--ops", "read", "--paths", "**", "--ttl", "5m"],
-        ["--agent", "a", "--ops", "read", "--paths", "src/a**", "--ttl", "5m"],
-        ["--agent", "a", "--ops", "", "--paths", "**", "--ttl", "5m"],
-        ["--agent", "a", "--ops", "read,sub-token:issue", "--paths", "**", "--ttl", "5m"],
-        ["--agent", "a", "--ops", "read", "--paths", ".git/**", "--ttl", "5m"],
-        ["--agent", "a", "--ops", "read", "--paths", "**", "--ttl", "\u0665m"],
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--repos", "repo", "--ttl", "0"],
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--repos", "repo", "--ttl", "forever"],
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--repos", "repo", "--ttl", "30d"],
+        ["--agent", "a", "--ops", "admin", "--paths", "**", "--repos", "repo", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read", "--paths", "../x", "--repos", "repo", "--ttl", "5m"],
+        ["--agent", "Bad/Name", "--ops", "read", "--paths", "**", "--repos", "repo", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read", "--paths", "src/a**", "--repos", "repo", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "", "--paths", "**", "--repos", "repo", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read,sub-token:issue", "--paths", "**", "--repos", "repo", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read", "--paths", ".git/**", "--repos", "repo", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--repos", "repo", "--ttl", "\u0665m"],
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--ttl", "5m"],  # no --repos
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--repos", "..", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--repos", "a/b", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--repos", "a**", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--repos", "[ab]", "--ttl", "5m"],
+        ["--agent", "a", "--ops", "read", "--paths", "**", "--repos", ",", "--ttl", "5m"],
     ],
 )
 def test_mint_refuses_bad_arguments(world: World, args: list[str]) -> None:
@@ -248,7 +260,8 @@ def test_audit_survives_odd_refs_and_flags_them(world: World) -> None:
 def test_mint_out_writes_a_private_file(world: World, tmp_path: Path) -> None:
     """Threat: a token file other local users can read."""
     out_file = tmp_path / "bot.token"
-    args = ["mint", "--agent", "bot", "--ops", "read", "--paths", "**", "--ttl", "5m"]
+    args = ["mint", "--agent", "bot", "--ops", "read", "--paths", "**", "--repos", "repo",
+            "--ttl", "5m"]
     out = run(world, *args, "--out", str(out_file))
     assert out.returncode == 0, out.stderr
     assert stat.S_IMODE(out_file.stat().st_mode) == 0o600
@@ -326,3 +339,19 @@ def test_export_public_after_signing_rotation(world: World, tmp_path: Path) -> N
     bad.write_text(json.dumps({"format": "chit-engine-keys/1", "keys": [{"kid": "x"}]}))
     out = run(world, "audit", "verify", "--repo", str(world.repo), "--keys", str(bad))
     assert out.returncode == 2 and "Traceback" not in out.stderr
+
+
+def test_attenuate_narrows_repositories(world: World) -> None:
+    """Threat: an attenuation used to reach a repository the token does not name."""
+    token = world.mint(repos=["repo", "other-*"])
+    out = run(world, "attenuate", "-", "--repos", "other-a", "--json", stdin=token)
+    assert out.returncode == 0, out.stderr
+    narrowed = json.loads(out.stdout)["token"]
+    shown = json.loads(run(world, "inspect", "-", "--json", stdin=narrowed).stdout)
+    assert [c for b in shown["blocks"] for c in b["caveats"] if c[0] == "repos"] == [
+        ["repos", ["repo", "other-*"]], ["repos", ["other-a"]]]
+    with Engine(world.home, world.repo) as engine:  # serves "repo" only
+        assert engine.offer(token)["ok"] is True
+        assert engine.offer(narrowed)["error"]["error"] == "repo_outside_scope"
+    bad = run(world, "attenuate", "-", "--repos", "a/b", stdin=token)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

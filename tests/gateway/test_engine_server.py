@@ -455,11 +455,12 @@ class _OddEngine:
         self.offer_answer: dict[str, Any] = {}
         self.invoke_answer: dict[str, Any] = {}
 
-    def offer(self, token: str) -> dict[str, Any]:
+    def offer(self, token: str, *, repo: str | None = None) -> dict[str, Any]:
         return self.offer_answer
 
     def invoke(self, token: str, tool: str, arguments: dict[str, Any] | None, *, session: str,
-               offered_catalog_hash: str | None = None) -> dict[str, Any]:
+               offered_catalog_hash: str | None = None,
+               repo: str | None = None) -> dict[str, Any]:
         return self.invoke_answer
 
 

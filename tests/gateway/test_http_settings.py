@@ -12,11 +12,12 @@ from gateway.http_edge.settings import allowed_names
 
 
 class _NoEngine:
-    def offer(self, token: str) -> dict[str, Any]:
+    def offer(self, token: str, *, repo: str | None = None) -> dict[str, Any]:
         raise AssertionError("not called")
 
     def invoke(self, token: str, tool: str, arguments: dict[str, Any] | None, *,
-               session: str, offered_catalog_hash: str | None = None) -> dict[str, Any]:
+               session: str, offered_catalog_hash: str | None = None,
+               repo: str | None = None) -> dict[str, Any]:
         raise AssertionError("not called")
 
 

@@ -288,6 +288,6 @@ def test_the_stateless_session_id_is_the_identity(world: World) -> None:
     token = world.mint()
     principal = claimed_principal(token)
     one, two = Connections(), Connections()
-    assert one.stateless_state(principal).engine_session == \
-        two.stateless_state(principal).engine_session == f"identity.{principal.token_id}"
-    assert json.dumps(one.stateless_state(principal).engine_session).isascii()
+    assert one.stateless_state(principal, None).engine_session == \
+        two.stateless_state(principal, "app").engine_session == f"identity.{principal.token_id}"
+    assert json.dumps(one.stateless_state(principal, None).engine_session).isascii()

@@ -95,9 +95,17 @@ CHILD_DELEGABLE = (["ops", ["read", "sub-token:issue"]], ["paths", ["src/api/**"
 
 
 def grant(agent: str, ops: list[str], scopes: list[list[str]], exp: int, *,
-          nbf: int | None = None, delegable: bool = False, token_id: int = 1) -> dict[str, Any]:
+          nbf: int | None = None, delegable: bool = False, token_id: int = 1,
+          repos: list[list[str]] | None = None, single_repo_only: bool = True,
+          ) -> dict[str, Any]:
     return {"agent": agent, "operations": ops, "path_scopes": scopes, "expires_at": exp,
-            "not_before": nbf, "delegable": delegable, "token_id": bid(token_id).hex()}
+            "not_before": nbf, "delegable": delegable, "token_id": bid(token_id).hex(),
+            "repo_scopes": repos or [], "single_repo_only": single_repo_only}
+
+
+def checks(*rows: tuple[str, bool, bool]) -> list[dict[str, Any]]:
+    """``repo_checks``: (name, only_repo, allowed), as docs/token-format.md *Repositories* says."""
+    return [{"repo": name, "only_repo": only, "allowed": allowed} for name, only, allowed in rows]
 
 
 def cases() -> list[dict[str, Any]]:
@@ -159,6 +167,50 @@ def cases() -> list[dict[str, Any]]:
     ok("signed by an older key that is still active", Chain(root(*BASE), key=OLD_KEY,
                                                             kid=OLD).text(),
        grant("alice", ["read", "write"], [["src/**"]], EXP))
+
+    # --- repositories ----------------------------------------------------------------
+    app = (["ops", ["read"]], ["paths", ["**"]], ["repos", ["app", "lib-*"]], ["exp", EXP])
+    ok("repos caveat: a name must match one of its globs", Chain(root(*app)).text(),
+       grant("alice", ["read"], [["**"]], EXP, repos=[["app", "lib-*"]], single_repo_only=False),
+       repo_checks=checks(("app", False, True), ("app", True, True), ("lib-x", False, True),
+                          ("lib-", False, True), ("lib", False, False), ("App", False, False),
+                          ("app2", False, False), ("other", True, False)))
+    ok("repos caveats intersect: attenuation narrows",
+       Chain(root(*app)).add(att(2, ["repos", ["lib-?"]])).text(),
+       grant("alice", ["read"], [["**"]], EXP, repos=[["app", "lib-*"], ["lib-?"]],
+             single_repo_only=False),
+       repo_checks=checks(("lib-x", False, True), ("lib-xy", False, False),
+                          ("app", False, False)))
+    ok("no repos caveat: good only where the engine serves exactly one repository",
+       Chain(root(["ops", ["read"]], ["paths", ["**"]], ["exp", EXP])).text(),
+       grant("alice", ["read"], [["**"]], EXP),
+       repo_checks=checks(("app", True, True), ("app", False, False), ("..", True, False),
+                          ("app/x", True, False), ("app\n", True, False)))
+    ok("repos added by an attenuation never lift the one-repository rule",
+       Chain(root(*BASE)).add(att(2, ["repos", ["*"]])).text(),
+       grant("alice", ["read", "write"], [["src/**"]], EXP, repos=[["*"]]),
+       repo_checks=checks(("app", True, True), ("app", False, False)))
+    ok("an empty repos list grants no repository",
+       Chain(root(["ops", ["read"]], ["paths", ["**"]], ["repos", []], ["exp", EXP])).text(),
+       grant("alice", ["read"], [["**"]], EXP, repos=[[]], single_repo_only=False),
+       repo_checks=checks(("app", True, False)))
+    ok("delegated child limited to one repository of its parent's",
+       Chain(root(["ops", ["commit", "read", "sub-token:issue", "write"]], ["paths", ["src/**"]],
+                  ["repos", ["*"]], ["exp", EXP], ["deleg", True], agent="lead"))
+       .delegate(deleg(2, "lead.helper", ["ops", ["read"]], ["paths", ["src/**"]],
+                       ["repos", ["app"]], ["exp", EXP - 600], ["deleg", False])).text(),
+       grant("lead.helper", ["read"], [["src/**"], ["src/**"]], EXP - 600, token_id=2,
+             repos=[["*"], ["app"]], single_repo_only=False),
+       chain=[[bid(1).hex(), "lead"], [bid(2).hex(), "lead.helper"]],
+       repo_checks=checks(("app", False, True), ("lib", False, False)))
+    for label, value in [("a slash", ["a/b"]), ("traversal", [".."]), ("a dot", ["."]),
+                         ("'**'", ["app**"]), ("a NUL", ["app\x00"]), ("a space", ["a b"]),
+                         ("a character class", ["[ab]"]), ("an empty glob", [""]),
+                         ("65 characters", ["a" * 65]), ("a non-ASCII letter", ["\u00e4pp"]),
+                         ("not a list", "app"), ("a number", [1])]:
+        bad(f"repos glob with {label}",
+            Chain(root(["ops", ["read"]], ["paths", ["**"]], ["repos", value], ["exp", EXP]))
+            .text(), "caveat_malformed")
 
     # --- signatures and tampering ------------------------------------------------
     bad("wrong root key", Chain(root(*BASE), key=bytes(32)).text(), "token_invalid_signature")
@@ -275,7 +327,9 @@ def main() -> None:
         },
         "note": "Verify each case at `now` with the active `keys` (retired keys are unknown), "
                 "the case's `revoked` ids (default none) and `depth_limit` (default the "
-                "top-level one). `expect` is the effective grant; `error` the exact code.",
+                "top-level one). `expect` is the effective grant; `error` the exact code. "
+                "Each `repo_checks` row says whether the token is good for repository `repo` "
+                "on an engine where `only_repo` (it serves exactly one repository, this one).",
         "cases": cases(),
     }
     out = Path(__file__).with_name("tokens.json")

@@ -231,7 +231,7 @@ jwks_file = "../etc/keys.jwks"
 
 
 class _NoEngine:
-    def offer(self, token: str) -> dict[str, Any]:
+    def offer(self, token: str, *, repo: str | None = None) -> dict[str, Any]:
         raise AssertionError
 
     def invoke(self, *a: Any, **kw: Any) -> dict[str, Any]:

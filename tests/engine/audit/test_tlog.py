@@ -13,6 +13,7 @@ import hashlib
 import json
 import sqlite3
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -364,3 +365,30 @@ def test_only_authenticated_entries_skip_the_strict_decoder(home: Path) -> None:
     report = admin.verify_call_log(home, _public(home))
     assert [(f["seq"], f["check"]) for f in report["findings"]] == [(2, "decodes")]
     assert report["unsigned"] == {"first": 2, "last": 2}
+
+
+def test_the_audit_doc_vector_of_an_entry_naming_its_repository() -> None:
+    """docs/audit.md: an entry with ``repo`` is the same map plus that field, and decodes."""
+    doc = (ROOT / "docs" / "audit.md").read_text("utf-8")
+    section = doc[doc.index("#### Test vector of an entry naming its repository"):
+                  doc.index("#### Test vector of a `chit-call-log/1` entry")]
+    data = bytes.fromhex("".join(section.split("```\n")[3].split()))
+    record = replace(_doc_records()[0], repo="app")
+    assert calllog.encode_entry(1, bytes(32), record) == data
+    entry = calllog.decode_entry(data)
+    assert entry["repo"] == "app"
+    assert calllog.decode_entry(data, strict=False) == entry
+    # Without a repository the entry is exactly the first vector's: old logs verify as before.
+    assert calllog.encode_entry(1, bytes(32), _doc_records()[0]) != data
+
+
+@pytest.mark.parametrize("repo", [1, None, b"app", ["app"]])
+def test_an_entry_whose_repo_is_not_text_does_not_decode(repo: object) -> None:
+    """Threat: a hand-made entry planted with a repository field of another type."""
+    good = cbor.decode(calllog.encode_entry(1, bytes(32), replace(_doc_records()[0], repo="a")))
+    assert isinstance(good, dict)
+    forged = cbor.encode({**good, "repo": repo})
+    with pytest.raises(ValueError):
+        calllog.decode_entry(forged)
+    with pytest.raises(ValueError):
+        calllog.decode_entry(forged, strict=False)

@@ -349,6 +349,8 @@ def test_vectors(case: dict[str, Any]) -> None:
         assert got[key] == value, key
     if "chain" in case:
         assert [list(link) for link in v.chain] == case["chain"]
+    for check in case.get("repo_checks", []):
+        assert v.allows_repo(check["repo"], only_repo=check["only_repo"]) is check["allowed"], check
 
 
 def test_vectors_cover_the_required_ground() -> None:
@@ -359,6 +361,9 @@ def test_vectors_cover_the_required_ground() -> None:
             "token_expired", "token_not_yet_valid", "token_expiry_required", "token_revoked",
             "caveat_unknown", "caveat_malformed", "delegation_not_permitted",
             "delegation_depth_exceeded", "token_malformed"} <= codes
+    repo_cases = [c for c in cases if c.get("repo_checks")]
+    assert len(repo_cases) >= 5
+    assert {r["allowed"] for c in repo_cases for r in c["repo_checks"]} == {True, False}
 
 
 @settings(max_examples=500)

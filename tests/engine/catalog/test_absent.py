@@ -50,10 +50,11 @@ FORBIDDEN_FRAGMENTS = ("obliterat", "polic", "force", "mint", "tag", "key", "adm
 # The only tool that issues a token, and it is held to strictly narrower (tested below).
 TOKEN_TOOLS = {"issue_sub_token"}
 # Every argument a tool that is not read-only may take: none names a ref, a tag,
-# a branch, a policy, a key or a force flag.
+# a branch, a policy, a key or a force flag (``repos`` is a helper's repository
+# name globs, each within the caller's: a scope, never a ref).
 WRITE_ARGUMENTS = {
     "path", "content", "encoding", "source", "destination", "resolution", "message",
-    "agent", "ops", "paths", "ttl_seconds", "delegable",
+    "agent", "ops", "paths", "ttl_seconds", "delegable", "repos",
 }
 
 # Names an agent might try; none is a tool, so each is unknown under any token.

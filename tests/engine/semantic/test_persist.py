@@ -71,7 +71,7 @@ answer = engine.invoke(token, "search_symbols", {"query": query}, session="probe
                        offered_catalog_hash=listed)
 context = engine.invoke(token, "symbol_context", {"symbol": query}, session="probe",
                         offered_catalog_hash=listed)
-indexer = indexer_for(engine._repo)
+indexer = indexer_for(next(iter(engine._repos)).repo)
 print(json.dumps({"parsed": indexer.parsed, "loaded": indexer.loaded,
                   "rejected": indexer.persisted.rejected,
                   "symbols": answer["result"]["symbols"],
@@ -410,7 +410,8 @@ def test_a_planted_schema_is_made_again_and_never_run(
     # The new file is trusted by the next engine: nothing parsed.
     again = Engine(code_world.home, code_world.repo)
     assert call(again, token, "search_symbols", {"query": "helper"}) == found
-    assert indexer_for(again._repo).parsed == 0 and indexer_for(again._repo).loaded == 3
+    reloaded = indexer_for(next(iter(again._repos)).repo)
+    assert reloaded.parsed == 0 and reloaded.loaded == 3
 
 
 def test_a_planted_schema_is_removed_without_following_links(
@@ -447,7 +448,7 @@ def test_a_planted_schema_that_cannot_be_removed_leaves_the_index_in_memory(
     found = call(engine, token, "search_symbols", {"query": "helper"})
     assert found["symbols"][0]["path"] == "src/lib/util.py"
     assert call(engine, token, "search_symbols", {"query": "main"})["symbols"]
-    assert indexer_for(engine._repo).parsed == 3
+    assert indexer_for(next(iter(engine._repos)).repo).parsed == 3
     assert held.read_bytes() == before
 
 
@@ -461,7 +462,7 @@ def test_a_corrupt_database_file_is_made_again(code_world: World) -> None:
     assert schema(path) == EXPECTED_SCHEMA
     again = Engine(code_world.home, code_world.repo)
     call(again, token, "search_symbols", {"query": "helper"})
-    assert indexer_for(again._repo).loaded == 3
+    assert indexer_for(next(iter(again._repos)).repo).loaded == 3
 
 
 def test_a_schema_changed_while_in_use_stops_the_database(tmp_path: Path) -> None:

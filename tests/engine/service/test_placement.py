@@ -56,10 +56,11 @@ def test_a_session_held_by_another_worker_is_named_not_served(
     with pytest.raises(SessionElsewhere) as elsewhere:
         call(two, token, "write_file", {"path": "src/b.py", "content": "b\n"}, session="S")
     assert elsewhere.value.owner == "/run/chit-a/w0.sock"
+    assert elsewhere.value.repo == "repo"  # keyed by its repository: placements never mix
     two.flush_log()
     entries = sum(1 for _ in admin.call_log_entries(world.home, state=state))
     assert entries == before  # the holder records it
-    assert _owners(state) == {f"{GROUP}|S": "/run/chit-a/w0.sock"}
+    assert _owners(state) == {f"{GROUP}|repo|S": "/run/chit-a/w0.sock"}
     # A call the check refuses is answered (and recorded) wherever it lands.
     assert error(call(two, token + "x", "status", session="S")) == "token_malformed"
     staged = ok(call(one, token, "status", session="S"))["staged"]
@@ -73,12 +74,12 @@ def test_a_gone_workers_session_is_taken_over_with_its_saved_work(
     token = world.mint()
     ok(call(one, token, "write_file", {"path": "src/a.py", "content": "a\n"}, session="S"))
     placement = two.place_sessions(group=GROUP, owner="/run/chit-a/w1.sock")
-    assert placement.take_over("S", "/run/chit-a/w0.sock")
-    assert not placement.take_over("S", "/run/chit-a/w0.sock")  # only once
+    assert placement.take_over("S", "/run/chit-a/w0.sock", repo="repo")
+    assert not placement.take_over("S", "/run/chit-a/w0.sock", repo="repo")  # only once
     # Read back from refs/chit/sessions/S, as after a restart.
     staged = ok(call(two, token, "status", session="S"))["staged"]
     assert [entry["path"] for entry in staged] == ["src/a.py"]
-    assert _owners(state) == {f"{GROUP}|S": "/run/chit-a/w1.sock"}
+    assert _owners(state) == {f"{GROUP}|repo|S": "/run/chit-a/w1.sock"}
 
 
 def test_separate_engines_on_one_store_never_see_each_others_sessions(
@@ -96,7 +97,7 @@ def test_separate_engines_on_one_store_never_see_each_others_sessions(
         assert [entry["path"] for entry in staged] == ["src/a.py"]
         assert error(call(other, world.mint(agent="bob"), "status", session="S")) == (
             "session_token_mismatch")
-    assert _owners(state) == {f"{GROUP}|S": "/run/chit-a/w0.sock"}  # b's row went at close
+    assert _owners(state) == {f"{GROUP}|repo|S": "/run/chit-a/w0.sock"}  # b's row went at close
 
 
 def test_rows_go_with_the_sessions_a_worker_forgets_and_when_it_stops(
@@ -112,13 +113,13 @@ def test_rows_go_with_the_sessions_a_worker_forgets_and_when_it_stops(
     for n in range(40):
         ok(call(engine, token, "status", session=f"idle-{n}"))
     assert 0 < len(_owners(state)) <= 16
-    assert f"{GROUP}|idle-39" in _owners(state)
+    assert f"{GROUP}|repo|idle-39" in _owners(state)
     # A predecessor's rows (a worker of the same socket that died without
     # closing) are let go when its successor starts.
     with Engine(world.home, world.repo, state=state) as successor:
         successor.place_sessions(group=GROUP, owner="/run/chit-a/w0.sock")
         assert _owners(state) == {}
         ok(call(successor, token, "status", session="fresh"))
-        assert list(_owners(state)) == [f"{GROUP}|fresh"]
+        assert list(_owners(state)) == [f"{GROUP}|repo|fresh"]
     assert _owners(state) == {}  # a worker that stops releases its own
     engine.close()

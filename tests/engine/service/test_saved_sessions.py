@@ -231,3 +231,35 @@ def test_sessions_holding_work_make_room_and_come_back(
         staged = ok(call(engine, token, "status", {}, f"w{n}"))["staged"]
         assert [e["path"] for e in staged] == [f"src/f{n}.py"], n
     engine.close()
+
+
+def test_a_session_belongs_to_one_repository(world: World, tmp_path: Path) -> None:
+    """Threat: a session id resuming staged work of another repository of the engine."""
+    from engine.admin.seed import create_repository
+    from engine.service.repos import RepoSpec
+    from tests.conftest import FILES
+
+    app, lib = tmp_path / "app", tmp_path / "lib"
+    create_repository(app, FILES)
+    create_repository(lib, FILES)
+    specs = [RepoSpec("app", app), RepoSpec("lib", lib)]
+    token = world.mint(repos=["*"])
+
+    def run(engine: Engine, tool: str, args: dict[str, Any], repo: str) -> Any:
+        listed = engine.offer(token, repo=repo).get("catalog_hash")
+        return engine.invoke(token, tool, args, session="s", offered_catalog_hash=listed,
+                             repo=repo)
+
+    def session_refs(path: Path) -> list[str]:
+        return [r for r in pygit2.Repository(str(path)).references if r.startswith(REF)]
+
+    engine = Engine(world.home, specs)
+    ok(run(engine, "write_file", {"path": "src/app.py", "content": "in app\n"}, "app"))
+    engine.close()
+    engine = Engine(world.home, specs)
+    assert ok(run(engine, "status", {}, "lib"))["staged"] == []
+    assert [e["path"] for e in ok(run(engine, "status", {}, "app"))["staged"]] == ["src/app.py"]
+    assert session_refs(app) == [REF + "s"] and session_refs(lib) == []
+    ok(run(engine, "commit", {"message": "app"}, "app"))
+    assert session_refs(app) == []
+    engine.close()

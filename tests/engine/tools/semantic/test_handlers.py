@@ -242,7 +242,7 @@ def test_staged_edits_are_seen_by_their_session_and_reuse_the_cache(tmp_path: Pa
     repo = Repo(tmp_path, with_pydantic=False)
     token = repo.mint()
     assert repo.ok(token, "search_symbols", {"query": "brand_new_helper"})["symbols"] == []
-    indexer = indexer_for(repo.engine._repo)
+    indexer = indexer_for(next(iter(repo.engine._repos)).repo)
     before = indexer.parsed
     source = (STARLETTE / "routing.py").read_text(encoding="utf-8")
     edited = source.replace("def request_response(", "def brand_new_helper():\n    return 1\n\n\n"

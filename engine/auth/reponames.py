@@ -1,0 +1,171 @@
+"""Repository names and the globs of the ``repos`` caveat: validation, matching, containment.
+
+An engine serves repositories by name (docs/deployment.md, "Several
+repositories"); a token names the repositories it is good for with ``repos``
+caveats whose globs are matched against those names (docs/token-format.md,
+*Repositories*). Names and globs are short ASCII, so matching is a small
+dynamic programme with no backtracking. Pure: strings in, a value or an error out.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Sequence
+
+from engine.limits import LIMITS
+
+__all__ = [
+    "repo_glob_contained",
+    "repo_in_scopes",
+    "repo_matches",
+    "validate_repo_glob",
+    "validate_repo_name",
+]
+
+_NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{LIMITS.repo_name_chars - 1}}}", re.ASCII)
+_GLOB = re.compile(rf"[A-Za-z0-9._*?-]{{1,{LIMITS.repo_name_chars}}}", re.ASCII)
+_STAR, _ANY_ONE = "*", "?"
+
+
+def validate_repo_name(name: object) -> str:
+    """Check a repository's name and return it unchanged.
+
+    A name is 1 to ``LIMITS.repo_name_chars`` characters of ``A-Z a-z 0-9 . _
+    -``, starting with a letter or digit: one path component, never ``.`` or
+    ``..``, no ``/``, NUL, glob character or space. Names are compared exactly
+    (case matters: ``App`` is not ``app``).
+
+    Args:
+        name: The candidate (untrusted, any type).
+
+    Returns:
+        ``name``.
+
+    Raises:
+        ValueError: If it is not such a name; the message never repeats it.
+    """
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise ValueError(
+            f"a repository name is 1-{LIMITS.repo_name_chars} of A-Z a-z 0-9 . _ -, "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def validate_repo_glob(glob: object) -> str:
+    """Check one glob of a ``repos`` caveat and return it unchanged.
+
+    A glob is 1 to ``LIMITS.repo_name_chars`` characters of the name alphabet
+    plus ``*`` (any run of characters) and ``?`` (exactly one); ``**``, ``.``
+    and ``..`` are refused, and every other character (``/``, ``[``, NUL,
+    space) is refused too, so no glob reads two ways.
+
+    Args:
+        glob: The candidate (untrusted, any type).
+
+    Returns:
+        ``glob``.
+
+    Raises:
+        ValueError: If it is not such a glob; the message never repeats it.
+    """
+    if (
+        not isinstance(glob, str)
+        or _GLOB.fullmatch(glob) is None
+        or "**" in glob
+        or glob in (".", "..")
+    ):
+        raise ValueError(
+            f"a repository glob is 1-{LIMITS.repo_name_chars} of A-Z a-z 0-9 . _ - * ?, "
+            "without '**'"
+        )
+    return glob
+
+
+@functools.lru_cache(maxsize=4096)
+def repo_matches(glob: str, name: str) -> bool:
+    """Whether ``glob`` matches all of the repository name ``name`` (fails closed).
+
+    Args:
+        glob: A repository glob (an invalid one matches nothing).
+        name: A repository name (an invalid one is matched by nothing).
+
+    Returns:
+        True iff ``*`` and ``?`` can be read so that ``glob`` spells ``name``.
+    """
+    try:
+        validate_repo_glob(glob)
+        validate_repo_name(name)
+    except ValueError:
+        return False
+    # reach[j]: glob[:i] matches name[:j], for the i of the loop.
+    reach = [True] + [False] * len(name)
+    for char in glob:
+        if char == _STAR:
+            for j in range(1, len(name) + 1):
+                reach[j] = reach[j] or reach[j - 1]
+        else:
+            reach = [False] + [
+                reach[j - 1] and (char == _ANY_ONE or char == name[j - 1])
+                for j in range(1, len(name) + 1)
+            ]
+    return reach[len(name)]
+
+
+def repo_in_scopes(name: str, scopes: Sequence[Sequence[str]]) -> bool:
+    """Whether ``name`` matches some glob of every scope (``True`` for no scope at all).
+
+    Args:
+        name: A repository name.
+        scopes: One glob list per ``repos`` caveat; an empty list matches nothing.
+
+    Returns:
+        The intersection's verdict (``False`` for an invalid name, whatever the
+        scopes). Whether no scope at all is good enough is the caller's rule (a
+        token whose root block names no repository is good only where the
+        engine serves exactly one).
+    """
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        return False
+    return all(any(repo_matches(glob, name) for glob in scope) for scope in scopes)
+
+
+@functools.lru_cache(maxsize=4096)
+def repo_glob_contained(inner: str, outer: str) -> bool:
+    """Whether every name ``inner`` matches is matched by ``outer`` (a sound check).
+
+    ``outer``'s ``*`` may absorb any run of ``inner``'s characters, wildcards
+    included; ``outer``'s ``?`` one literal or one ``?``; literals must be
+    equal; ``inner``'s ``*`` only by ``outer``'s ``*``. True only when
+    containment is certain (``app-*`` is within ``*``, ``*`` is not within
+    ``app-*``).
+
+    Args:
+        inner: A repository glob (an invalid one is never contained).
+        outer: A repository glob (an invalid one contains nothing).
+
+    Returns:
+        True iff containment is proven.
+    """
+    try:
+        validate_repo_glob(inner)
+        validate_repo_glob(outer)
+    except ValueError:
+        return False
+    m, n = len(inner), len(outer)
+    reach = [[False] * (n + 1) for _ in range(m + 1)]
+    reach[0][0] = True
+    for j in range(1, n + 1):
+        reach[0][j] = reach[0][j - 1] and outer[j - 1] == _STAR
+    for i in range(1, m + 1):
+        a = inner[i - 1]
+        for j in range(1, n + 1):
+            b = outer[j - 1]
+            if b == _STAR:
+                reach[i][j] = reach[i][j - 1] or reach[i - 1][j]
+            elif b == _ANY_ONE:
+                reach[i][j] = a != _STAR and reach[i - 1][j - 1]
+            else:
+                reach[i][j] = a == b and reach[i - 1][j - 1]
+    return reach[m][n]
