@@ -129,6 +129,10 @@ class Limits:
     """Seconds between two comparisons of every lane with the remote by an engine's background."""
     remote_error_chars: int = 500
     """Characters of git's (scrubbed) error text kept to say why the remote is behind."""
+    saved_session_record_bytes: int = 16 << 20
+    """Bytes of a saved session's record (``chit-session/1``) that are decoded (16 MiB)."""
+    saved_session_entries: int = 100_000
+    """Staged paths and conflicts read back from one saved session."""
 
     # --- state (engine/state) -------------------------------------------------------
     intents_per_repository: int = 10_000
@@ -258,9 +262,13 @@ class Limits:
 
     # --- service (engine/service) -----------------------------------------------------
     open_sessions: int = 4096
-    """Sessions an engine keeps open; when full, idle ones are forgotten first."""
+    """Sessions an engine keeps in memory; when full, idle ones are forgotten (work stays saved)."""
     session_id_chars: int = 128
     """Characters of a session id."""
+    session_sweep_seconds: int = 60
+    """Seconds between two sweeps of expired sessions' saved refs by one engine."""
+    session_sweep_refs: int = 256
+    """Saved sessions one sweep reads at most (the next sweep goes on from there)."""
     policy_file_bytes: int = 4 << 20
     """Bytes of the policy file read (4 MiB); a larger one is invalid."""
 

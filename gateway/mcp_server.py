@@ -55,8 +55,9 @@ token unlocks, and only inside its scope.
 (agent/<name>), your operations, the path globs you may touch and when your token expires.
 - Call `project_context` for the paths you plan to edit before editing, when it is offered.
 - `write_file`, `delete_file` and `move_file` stage changes in this session only; nothing \
-lands until `commit`, which records one commit on your own lane agent/<name>. main is never \
-written.
+lands until `commit`, which records one commit on your own lane agent/<name>, and `discard` \
+drops them. main is never written. The staged change is kept across reconnects: `status` \
+names your session, which a new connection with the same token can resume.
 - If `issue_sub_token` is offered, it gives a helper agent a strictly narrower token \
 (its own lane agent/<helper>); asking for more than you hold is refused.
 - A refused call returns isError with JSON {"error": CODE, "message": ...}; codes are stable \
@@ -192,13 +193,16 @@ class _Edge:
         token: str,
         *,
         inline: frozenset[str] = frozenset(),
+        session: str | None = None,
         repo: str | None = None,
     ) -> None:
         self._engine = engine
         self._token = token
         self._repo = repo
         self._inline = inline
-        self.session_id = uuid.uuid4().hex
+        # A resumed session's id, else a new random one (the engine decides
+        # whether this token may use it: session_token_mismatch otherwise).
+        self.session_id = session or uuid.uuid4().hex
         self.listed_hash: str | None = None
         self.shown: OfferState | None = None  # the offer (or refusal) last shown to the client
         self._peer: ServerSession | None = None  # the 2025-11-25 session, once it listed
@@ -296,7 +300,9 @@ class _Edge:
         return True
 
 
-def build_server(engine: EngineClient, token: str, *, repo: str | None = None) -> Server[Any]:
+def build_server(
+    engine: EngineClient, token: str, *, repo: str | None = None, session: str | None = None
+) -> Server[Any]:
     """Build the MCP server for one connection holding ``token``.
 
     Args:
@@ -304,6 +310,8 @@ def build_server(engine: EngineClient, token: str, *, repo: str | None = None) -
         token: The agent's token text; re-presented to the engine on every call.
         repo: The repository the connection works on (``None``: the engine's
             only one).
+        session: The engine session to resume (already checked with
+            :func:`engine.service.validate_session_id`); ``None``: a new one.
 
     Returns:
         A low-level ``mcp`` server with ``tools/list``, ``tools/call`` and
@@ -311,16 +319,17 @@ def build_server(engine: EngineClient, token: str, *, repo: str | None = None) -
         :data:`INLINE_TOOLS` on its event loop. (:func:`serve_stdio` also
         follows the change feed for it.)
     """
-    return _build(engine, token, repo)[0]
+    return _build(engine, token, repo, session)[0]
 
 
 def _build(
-    engine: EngineClient, token: str, repo: str | None = None
+    engine: EngineClient, token: str, repo: str | None = None, session: str | None = None
 ) -> tuple[Server[Any], _Edge]:
     # An embedded engine's module is loaded already; a separate engine's never is.
     interface = sys.modules.get("engine.service.interface")
     embedded = interface is not None and isinstance(engine, interface.Engine)
-    edge = _Edge(engine, token, inline=INLINE_TOOLS if embedded else frozenset(), repo=repo)
+    edge = _Edge(engine, token, inline=INLINE_TOOLS if embedded else frozenset(), repo=repo,
+                 session=session)
     from gateway import __version__
 
     server: Server[Any] = Server(
@@ -334,7 +343,9 @@ def _build(
     return server, edge
 
 
-def serve_stdio(engine: EngineClient, token: str, *, repo: str | None = None) -> None:
+def serve_stdio(
+    engine: EngineClient, token: str, *, repo: str | None = None, session: str | None = None
+) -> None:
     """Serve MCP over stdio until the client closes the connection.
 
     ``repo`` names the repository the connection works on (``chit mcp
@@ -344,8 +355,15 @@ def serve_stdio(engine: EngineClient, token: str, *, repo: str | None = None) ->
     ``notifications/tools/list_changed`` when the token's offer changes
     (``initialize`` advertises ``tools.listChanged``). It ends with the
     connection; a wait still in progress is left to a daemon thread.
+
+    Args:
+        engine: The engine (in-process or a client of a separate one).
+        token: The agent's token text.
+        repo: The repository (``None``: the engine's only one).
+        session: The engine session to resume (``chit mcp --session``), or
+            ``None`` for a new one.
     """
-    server, edge = _build(engine, token, repo)
+    server, edge = _build(engine, token, repo, session)
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
 
     async def main() -> None:

@@ -242,6 +242,15 @@ TOOLS: tuple[ToolSpec, ...] = (
         path_args=("path",),
     ),
     _tool(
+        "discard",
+        "Drop your session's whole staged change (and any unresolved conflicts); your view "
+        "goes back to your lane. Nothing is committed.",
+        s.NoArgs,
+        s.Discarded,
+        W,
+        destructive=True,
+    ),
+    _tool(
         "commit",
         "Land your session's staged change as one commit on your lane agent/<name>, with "
         "provenance trailers. Never touches the base branch.",

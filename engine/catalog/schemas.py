@@ -185,6 +185,10 @@ class EffectiveScope(BaseModel):
     agent: str
     lane: str
     token_id: str
+    session: str = Field(
+        description="Your session's handle: resume its staged change from a new connection "
+        "with the same token (chit mcp --session, or the Chit-Session header over HTTP)."
+    )
     chain: list[str] = Field(description="Agents from the root token down to you.")
     operations: list[str]
     path_scopes: list[list[str]] = Field(
@@ -227,7 +231,10 @@ class Status(BaseModel):
     """The session's staged change and its lane."""
 
     model_config = _OUT
-    session: str
+    session: str = Field(
+        description="Your session's handle: resume its staged change from a new connection "
+        "with the same token (chit mcp --session, or the Chit-Session header over HTTP)."
+    )
     lane: str
     lane_exists: bool
     lane_head: str | None
@@ -304,6 +311,15 @@ class Staged(BaseModel):
     )
     staged_files: int
     staged_bytes: int
+
+
+class Discarded(BaseModel):
+    """A staged change dropped by ``discard``."""
+
+    model_config = _OUT
+    session: str
+    files: int = Field(description="Staged paths dropped.")
+    conflicts: int = Field(description="Unresolved conflicts dropped.")
 
 
 class Committed(BaseModel):

@@ -12,6 +12,7 @@ from engine.git.reconcile import PARKED_PREFIX
 from engine.git.refs import LANE_PREFIX, MAIN, STORE_PREFIX, UPSTREAM_PREFIX, lane_ref
 from engine.git.replica import Replica
 from engine.git.repository import Repository
+from engine.git.saved import SESSION_FOLDER, Owner, SaveCache, SavedSession, session_ref
 from engine.git.transport import redact
 from engine.git.views import MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, StagedChange
 
@@ -22,14 +23,19 @@ __all__ = [
     "MODE_FILE",
     "MODE_SYMLINK",
     "PARKED_PREFIX",
+    "SESSION_FOLDER",
     "STORE_PREFIX",
     "UPSTREAM_PREFIX",
+    "Owner",
     "Replica",
     "Repository",
+    "SaveCache",
+    "SavedSession",
     "StagedChange",
     "commit_trailers",
     "common_dir",
     "lane_ref",
     "private_folder",
     "redact",
+    "session_ref",
 ]

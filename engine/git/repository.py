@@ -17,7 +17,7 @@ import pygit2
 
 from engine.auth.sealing import NO_SEALING, Sealing
 from engine.errors import ConfigurationError, RepositoryError
-from engine.git import commit, history, merge, reading, refs, staging, store
+from engine.git import commit, history, merge, reading, refs, saved, staging, store
 from engine.git.base import base_head, base_ref, default_base, tracking_ref
 from engine.git.handle import Handle
 from engine.git.replica import Replica
@@ -331,3 +331,40 @@ class Repository:
     def get_blob_from_store(self, store_ref: str, name: str) -> bytes | None:
         """Return the bytes stored under ``name``, or ``None``."""
         return store.get_blob_from_store(self._handle, store_ref, name)
+
+    # -- saved sessions (refs/chit/sessions/<session>) ----------------------
+
+    def save_session(
+        self,
+        session_id: str,
+        owner: saved.Owner,
+        staged: StagedChange,
+        *,
+        expected: pygit2.Oid | None,
+        now: int,
+        cache: saved.SaveCache,
+    ) -> pygit2.Oid | None:
+        """Save a session's staged change (or drop its reference when nothing is staged)."""
+        return saved.save_session(
+            self._handle, session_id, owner, staged, expected=expected, now=now, cache=cache
+        )
+
+    def saved_session(self, session_id: str) -> saved.SavedSession | None:
+        """Read a saved session's record, opening no content."""
+        return saved.peek_session(self._handle, session_id)
+
+    def restore_session(self, record: saved.SavedSession) -> StagedChange:
+        """The staged change a saved session holds, sealed blobs opened."""
+        return saved.restore_session(self._handle, record)
+
+    def saved_session_commit(self, session_id: str) -> pygit2.Oid | None:
+        """The commit a session's reference points at now, or ``None``."""
+        return saved.current_commit(self._handle, session_id)
+
+    def drop_saved_session(self, session_id: str, expected: pygit2.Oid) -> None:
+        """Delete a session's reference iff it still points at ``expected``."""
+        saved.drop_session(self._handle, session_id, expected)
+
+    def saved_sessions(self) -> dict[str, pygit2.Oid]:
+        """Every saved session's id and commit."""
+        return saved.saved_sessions(self._handle)

@@ -4,10 +4,11 @@ Every call re-runs the ordered check (docs/architecture.md); the answers are the
 typed objects of ``engine.service.answers`` (docs/engine-api.md, "Answers").
 ``Engine`` is imported on first use, so an edge that only reads answers (``chit
 mcp --engine``) never loads the engine, its keys or git; ``LIMITS`` (pure) gives
-edges the bounds of the API they speak (docs/limits.md). ``RepoSpec`` and
-``resolve_repo_specs`` (the repositories an engine serves, engine/service/repos.py)
-are imported on first use too, and ``validate_repo_name`` (pure: an edge checks a
-name in a path with it).
+edges the bounds of the API they speak (docs/limits.md), and
+``validate_session_id`` the rule for a session id a client resumes. ``RepoSpec``
+and ``resolve_repo_specs`` (the repositories an engine serves,
+engine/service/repos.py) are imported on first use too, and
+``validate_repo_name`` (pure: an edge checks a name in a path with it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.limits import LIMITS
+from engine.paths import validate_session_id
 from engine.service.answers import (
     Answer,
     AnswerError,
@@ -54,6 +56,7 @@ __all__ = [
     "read_refusal",
     "resolve_repo_specs",
     "validate_repo_name",
+    "validate_session_id",
 ]
 
 

@@ -135,6 +135,11 @@ class Engine:
         self._repos.start()
         self._clock = clock
         self._changes = LocalChanges(self._store, self._home, self._now)
+        # Sessions are saved under refs/chit/sessions/ of their repository as
+        # they change; expired ones are swept now and then (docs/engine-api.md,
+        # "Sessions that survive").
+        for served in self._repos:
+            served.sweeper.maybe_sweep(self._clock())
         self._placement: Placement | None = None
         self._log = LogWriter(self._store, self._log_signer, self._now)
         self._recorder = Recorder(
@@ -304,7 +309,9 @@ class Engine:
             token: The token's text form, re-presented on every call.
             tool: The tool name exactly as the client sent it.
             arguments: The JSON arguments object.
-            session: The edge's session id for this connection.
+            session: The session: the edge's id for this connection, or one a
+                client resumes (its staged change is read back from
+                ``refs/chit/sessions/<session>``, for its token identity only).
             offered_catalog_hash: The catalog hash the edge listed to the agent,
                 or ``None`` if it listed none. Tools that are not read-only
                 refuse with ``catalog_changed`` unless it equals the engine's.
@@ -413,6 +420,7 @@ class Engine:
         if served is None:  # unreachable: _check resolves the repository or raises
             raise ConfigurationError("no repository resolved")
         session = served.sessions.bind(session_id, checked.token)
+        served.sweeper.maybe_sweep(self._clock())
         # Rate limits count only calls that get this far (docs/policy.md).
         limited = self._rates.admit(current.policy, checked.token.agent, spec.name, self._clock())
         if limited is not None:
@@ -423,6 +431,8 @@ class Engine:
                 "tool_not_offered", "tool withheld", offered=checked.offer.names()
             )
         with session.lock:
+            if not spec.read_only:  # built on the saved staged change, never a stale copy
+                served.sessions.check_current(session)
             # The session's view follows its lane as far as it can without
             # changing what the staged change means: fully when nothing is
             # staged, else onto the lane head when no staged path moved there.
@@ -447,7 +457,11 @@ class Engine:
                 public_keys=self._public_keys,
             )
             before = () if spec.read_only else staged_paths(session)
-            result: BaseModel = handler(ctx, args)
+            # A change to the staged change is saved before the call is answered.
+            with served.sessions.saving(
+                session, checked.token, ctx.now, write=not spec.read_only
+            ):
+                result: BaseModel = handler(ctx, args)
             if not spec.read_only:
                 share_staged_paths(ctx, before)
         dumped: dict[str, Any] = result.model_dump(mode="json")

@@ -28,6 +28,7 @@ from engine.errors import (
 from engine.git.refs import SharedLock
 from engine.semantic.indexer import indexer_for
 from engine.semantic.persist import PersistedIndex
+from engine.service.expiry import SessionSweeper
 from engine.service.placement import Placement
 from engine.service.repos import RepoSpec, check_specs, name_for_path
 from engine.service.sessions import Sessions
@@ -42,13 +43,19 @@ class Served:
     Attributes:
         spec: How the operator configured it.
         repo: Its git repository.
-        sessions: Its open sessions (a session id names a session in one
-            repository only).
+        sessions: Its open sessions, saved under its ``refs/chit/sessions/``
+            (a session id names a session in one repository only).
+        sweeper: Sweeps its expired sessions' saved references.
     """
 
     spec: RepoSpec
     repo: git.Repository = field(repr=False)
-    sessions: Sessions = field(default_factory=Sessions, repr=False)
+    sessions: Sessions = field(init=False, repr=False)
+    sweeper: SessionSweeper = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.sessions = Sessions(self.repo)
+        self.sweeper = SessionSweeper(self.repo, self.sessions)
 
     @property
     def name(self) -> str:

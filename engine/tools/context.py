@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import pygit2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 import policy
@@ -25,17 +26,27 @@ __all__ = ["CallContext", "Session"]
 
 @dataclass
 class Session:
-    """One agent session (one MCP connection): its staged change, bound to a token.
+    """One agent session (one MCP connection, or one resumed): its staged change, bound to a token.
+
+    The staged change is kept in memory and, whenever a call changes it, saved
+    under ``refs/chit/sessions/<session_id>`` (docs/engine-api.md, "Sessions
+    that survive"), so another engine process can resume it.
 
     Attributes:
-        session_id: The edge's id for the connection.
-        token_id: Root block id of the token that opened it.
+        session_id: The session's id (the edge's, or the one a client resumes).
+        token_id: Identity block id of the token that opened it.
         agent: The agent that opened it.
         staged: The in-memory staged change.
         seen: Path to SHA-256 (hex) of the content this session last read or
             wrote there through its view, ``None`` if it saw the path absent.
             A write to a path whose content changed since is a ``conflict``:
-            no session overwrites a change it never saw.
+            no session overwrites a change it never saw. Not saved.
+        expires_at: Unix seconds: the latest expiry of the tokens that used it
+            (a saved session is swept after it).
+        saved: The commit of its saved reference as this engine last wrote or
+            read it (``None``: it has none).
+        restored: Whether its saved reference was read (done once, on first use).
+        cache: What its last save wrote (:class:`engine.git.SaveCache`).
         lock: Serialises calls within the session.
     """
 
@@ -44,6 +55,10 @@ class Session:
     agent: str
     staged: git.StagedChange
     seen: dict[str, str | None] = field(default_factory=dict, repr=False)
+    expires_at: int = 0
+    saved: pygit2.Oid | None = field(default=None, repr=False)
+    restored: bool = field(default=False, repr=False)
+    cache: git.SaveCache = field(default_factory=git.SaveCache, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 

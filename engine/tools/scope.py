@@ -21,6 +21,7 @@ def effective_scope(ctx: CallContext, _args: s.NoArgs) -> s.EffectiveScope:
         agent=t.agent,
         lane=t.lane,
         token_id=t.token_id,
+        session=ctx.session.session_id,
         chain=[agent for _id, agent in t.chain],
         operations=sorted(t.operations),
         path_scopes=[list(g) for g in t.path_scopes],

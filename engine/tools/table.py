@@ -13,7 +13,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.tools import commit, conflicts, delegation, files, history, provenance, scope
+from engine.tools import (
+    commit,
+    conflicts,
+    delegation,
+    discard,
+    files,
+    history,
+    provenance,
+    scope,
+)
 from engine.tools.semantic import impact, project, relations, symbols
 
 __all__ = ["HANDLERS", "Handler", "handler_for"]
@@ -39,6 +48,7 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "delete_file": files.delete_file,
         "move_file": files.move_file,
         "resolve_conflict": conflicts.resolve_conflict,
+        "discard": discard.discard,
         "commit": commit.commit,
         "issue_sub_token": delegation.issue_sub_token,
     }

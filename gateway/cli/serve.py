@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.errors import ConfigurationError
+from engine.errors import ChitError, ConfigurationError
 from gateway.cli._output import EXIT_OK
 from gateway.cli.tokens import MAX_TOKEN_FILE_BYTES
 
@@ -42,6 +42,10 @@ def add_mcp(
                    help="with --engine over stdio: the engine's repository to work on "
                    "(default: its only one; required when it serves several)")
     p.add_argument("--token-file", help="file holding the token (else $CHIT_TOKEN)")
+    p.add_argument("--session", metavar="ID",
+                   help="stdio: resume this session's staged change (the `session` that status "
+                   "and effective_scope return), with the same token (else $CHIT_SESSION; "
+                   "default: a new session)")
     p.add_argument("--read-only", action="store_true",
                    help="offer only read-only tools; every other call fails with engine_frozen")
     p.add_argument("--http", metavar="HOST:PORT",
@@ -83,6 +87,19 @@ def _read_token(args: argparse.Namespace) -> str:
     return text
 
 
+def _read_session(args: argparse.Namespace) -> str | None:
+    """The session a stdio edge resumes: ``--session``, else ``$CHIT_SESSION``, else none."""
+    from engine.service import validate_session_id
+
+    text = args.session if args.session is not None else os.environ.get("CHIT_SESSION", "")
+    if not text.strip():
+        return None
+    try:
+        return validate_session_id(text.strip())
+    except ChitError as exc:
+        raise ValueError(f"--session: {exc.message}") from None
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
     if args.workers is not None and not args.http:
         raise ValueError("--workers applies to --http (one stdio edge is one process)")
@@ -97,6 +114,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise ValueError(f"--repo-name: {exc}") from None
     if args.http:
+        if args.session is not None:
+            raise ValueError("--session is for stdio; over HTTP a client resumes a session "
+                             "with the Chit-Session header (docs/http.md)")
         return _mcp_http(args)
     if args.authorization_server:
         raise ValueError("--authorization-server applies to --http (the RFC 9728 metadata)")
@@ -109,9 +129,10 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
     token = _read_token(args)
+    session = _read_session(args)
     repos = resolve_repo_specs(home, [args.repo])
     with Engine(home, repos, read_only=args.read_only, state=args.state) as engine:
-        serve_stdio(engine, token)
+        serve_stdio(engine, token, session=session)
     return EXIT_OK
 
 
@@ -173,13 +194,14 @@ def _mcp_remote(args: argparse.Namespace) -> int:
                          "engine decides (chit freeze on)")
     _no_state_with_engine(args)
     token = _read_token(args)
+    session = _read_session(args)
     with RemoteEngine(args.engine) as engine:
         health = engine.health()
         if not health.get("ok"):
             logging.getLogger("chit.gateway").warning(
                 "the engine at %s does not answer yet; calls fail until it does", args.engine
             )
-        serve_stdio(engine, token, repo=args.repo_name)
+        serve_stdio(engine, token, repo=args.repo_name, session=session)
     return EXIT_OK
 
 

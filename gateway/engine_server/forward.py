@@ -5,9 +5,10 @@ accepts a connection). The worker that receives an ``invoke`` for a session
 another worker holds (the engine raises ``SessionElsewhere`` naming it) sends
 the request to that worker's private socket and relays the answer unchanged;
 if that worker is gone (nobody listens), it takes the session over and serves
-it afresh. A private socket's app serves locally and never forwards, so no call
-travels twice. A session is one repository's: routes are kept by repository
-and session. docs/engine-api.md, "Sessions across workers".
+it, its staged change read back from its saved reference. A private socket's
+app serves locally and never forwards, so no call travels twice. A session is
+one repository's: routes are kept by repository and session.
+docs/engine-api.md, "Sessions across workers".
 """
 
 from __future__ import annotations
@@ -174,7 +175,8 @@ class Forwarding:
                 self._routes.pop(key, None)
                 taken = functools.partial(self._placement.take_over, session, owner, repo=repo)
                 if await anyio.to_thread.run_sync(taken):
-                    logger.warning("an engine worker is gone; its session starts afresh here")
+                    logger.warning("an engine worker is gone; its session is resumed here from "
+                                   "its saved staged change")
                 owner = None
                 continue
             except (httpx2.ConnectError, httpx2.ConnectTimeout):  # nothing was sent

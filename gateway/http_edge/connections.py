@@ -123,12 +123,23 @@ class Listen:
 
 @dataclass(eq=False)
 class Credentials:
-    """One request's credentials, left in the ASGI scope for the MCP handlers."""
+    """One request's credentials, left in the ASGI scope for the MCP handlers.
+
+    ``resume`` is the engine session a 2026-07-28 request names in its
+    ``Chit-Session`` header (docs/http.md, "Resuming a session"); it overrides
+    the identity's own for that request only.
+    """
 
     token: str = field(repr=False)
     principal: Principal
     state: EngineSession
     repo: str | None = None
+    resume: str | None = None
+
+    @property
+    def engine_session(self) -> str:
+        """The engine session this request's calls run in."""
+        return self.resume or self.state.engine_session
 
 
 def credentials_of(ctx: Any) -> Credentials | None:

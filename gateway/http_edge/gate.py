@@ -22,8 +22,8 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse, Response
 from starlette.types import Message, Receive, Scope, Send
 
-from engine.errors import ChitError
-from engine.service import Refused
+from engine.errors import ChitError, InvalidRequestError
+from engine.service import Refused, validate_session_id
 from gateway.http_edge.connections import (
     REPO_KEY,
     REQUEST_KEY,
@@ -35,10 +35,11 @@ from gateway.http_edge.connections import (
     offer_state,
 )
 from gateway.http_edge.engine_calls import EngineCalls
-from gateway.mcp_server import TOKEN_REFUSED
+from gateway.mcp_server import INVALID_PARAMS, TOKEN_REFUSED
 
 __all__ = [
     "MAX_SESSIONS_PER_IDENTITY",
+    "RESUME_HEADER",
     "SESSION_HEADER",
     "SESSION_TOKEN_MISMATCH_STATUS",
     "Gate",
@@ -49,6 +50,7 @@ __all__ = [
 logger = logging.getLogger("chit.gateway")
 
 SESSION_HEADER = "mcp-session-id"
+RESUME_HEADER = "chit-session"  # the engine session a client resumes (docs/http.md)
 SESSION_TOKEN_MISMATCH_STATUS = 403
 MAX_SESSIONS_PER_IDENTITY = 64  # open 2025-11-25 sessions opened by one token identity
 
@@ -74,6 +76,23 @@ def jsonrpc_error(status: int, code: int, message: str, data: Any = None,
     return JSONResponse(
         {"jsonrpc": "2.0", "id": None, "error": error}, status_code=status, headers=headers
     )
+
+
+def _resumed(headers: Headers) -> str | None:
+    """The engine session a ``Chit-Session`` header names, if any.
+
+    Only its form is checked here; the engine decides whether the request's
+    token identity may use it (``session_token_mismatch`` otherwise).
+
+    Raises:
+        InvalidRequestError: ``invalid_argument`` for a malformed or repeated header.
+    """
+    values = headers.getlist(RESUME_HEADER)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise InvalidRequestError("invalid_argument", "send at most one Chit-Session header")
+    return validate_session_id(values[0].strip())
 
 
 class Gate:
@@ -140,24 +159,32 @@ class Gate:
             await self.unauthorized(exc.code, exc.message, presented=True, repo=repo)(
                 scope, receive, send)
             return
+        try:
+            resumed = _resumed(headers)
+        except ChitError as exc:
+            refusal = {"error": "invalid_argument", "message": exc.message}
+            await jsonrpc_error(400, INVALID_PARAMS, "invalid_argument", refusal)(
+                scope, receive, send)
+            return
         version = headers.get(MCP_PROTOCOL_VERSION_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            await self._stateless(scope, receive, send, token, principal, repo)
+            await self._stateless(scope, receive, send, token, principal, repo, resumed)
             return
         session_id = headers.get(SESSION_HEADER)
         if session_id is None:
-            await self._open(scope, receive, send, token, principal, repo)
+            await self._open(scope, receive, send, token, principal, repo, resumed)
             return
         await self._on_session(scope, receive, send, token, principal, session_id, repo)
 
     async def _stateless(
         self, scope: Scope, receive: Receive, send: Send, token: str, principal: Principal,
-        repo: str | None,
+        repo: str | None, resumed: str | None = None,
     ) -> None:
         """The 2026-07-28 era (the SDK routes on the version header the same way).
 
         No session: the engine session belongs to the token's identity in the
-        path's repository.
+        path's repository, or is the one the request's ``Chit-Session`` header
+        names.
         """
         key = (principal, repo)
         state = self._connections.stateless.get(key)
@@ -169,7 +196,7 @@ class Gate:
             state = self._connections.stateless_state(principal, repo)
         else:
             self._connections.stateless.move_to_end(key)
-        scope[REQUEST_KEY] = Credentials(token, principal, state, repo)
+        scope[REQUEST_KEY] = Credentials(token, principal, state, repo, resume=resumed)
         await self._manager.handle_request(scope, receive, send)
 
     async def _on_session(
@@ -212,9 +239,13 @@ class Gate:
 
     async def _open(
         self, scope: Scope, receive: Receive, send: Send, token: str, principal: Principal,
-        repo: str | None,
+        repo: str | None, resumed: str | None = None,
     ) -> None:
-        """A request without a session id: opens a session if the engine accepts the token."""
+        """A request without a session id: opens a session if the engine accepts the token.
+
+        With a ``Chit-Session`` header the new MCP session's calls run in that
+        engine session (resumed), else in a new one.
+        """
         if scope["method"] != "POST":  # the SDK answers (no session id, no stream)
             await self._manager.handle_request(scope, receive, send)
             return
@@ -235,6 +266,8 @@ class Gate:
         session = BoundSession(
             principal=principal, repo=repo, token=token, baseline=offer_state(answer)
         )
+        if resumed is not None:
+            session.engine_session = resumed
         scope[REQUEST_KEY] = Credentials(token, principal, session, repo)
 
         def opened(session_id: str) -> None:

@@ -133,7 +133,7 @@ class Handlers:
             request.token,
             params.name,
             params.arguments,
-            session=request.state.engine_session,
+            session=request.engine_session,
             offered_catalog_hash=request.state.listed_hash,
             repo=request.repo,
         )

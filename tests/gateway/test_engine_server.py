@@ -429,7 +429,7 @@ def test_edge_survives_an_engine_that_is_down_then_back(world: World, short_dir:
                 killed = await client.call_tool("status", {})
                 out["killed"] = (killed.is_error, payload(killed))
             with running_engine(world.home, world.repo, socket_path=sock):
-                # A new engine process: the staged change died with the old one.
+                # A new engine process: the staged change was saved, the session resumes.
                 out["back"] = payload(await client.call_tool("status", {}))
                 await client.call_tool("write_file", {"path": "src/app.py", "content": "2\n"})
                 out["commit"] = payload(await client.call_tool("commit", {"message": "back"}))
@@ -441,7 +441,7 @@ def test_edge_survives_an_engine_that_is_down_then_back(world: World, short_dir:
                                   "message": "the engine is unreachable"})
     assert out["up"]["agent"] == "alice"
     assert out["killed"][0] and out["killed"][1]["error"] == "internal_error"
-    assert out["back"]["staged"] == []
+    assert out["back"]["staged"] == [{"path": "src/app.py", "change": "modified"}]
     assert world.refs()["refs/heads/agent/alice"] == out["commit"]["commit"]
 
 

@@ -145,6 +145,7 @@ def test_the_broadest_tokens_are_offered_nothing_dangerous(
             assert not _words(tool["name"]) & FORBIDDEN_WORDS, tool["name"]
             assert not tool["annotations"]["destructiveHint"] or tool["name"] in {
                 "delete_file", "move_file",  # stage a change in the session; history stays
+                "discard",  # drops the session's staged change; history stays
             }
         for name in DANGEROUS_NAMES:
             answer = engine.invoke(token, name, {"ref": "refs/heads/main", "force": True},

@@ -36,6 +36,7 @@ DESIGN_TOOLS = {
     "delete_file": {"write"},
     "move_file": {"write"},
     "resolve_conflict": {"write"},
+    "discard": {"write"},
     "commit": {"commit"},
     "issue_sub_token": {"sub-token:issue", "delegable"},
 }
@@ -48,7 +49,7 @@ VECTORS = Path(__file__).parents[2] / "vectors" / "catalog_chit_catalog1.json"
 
 def test_all_design_tools_declared_once_with_their_requirements() -> None:
     names = [t.name for t in TOOLS]
-    assert len(names) == len(set(names)) == 18
+    assert len(names) == len(set(names)) == 19
     assert {t.name: set(t.requires) for t in TOOLS} == DESIGN_TOOLS
 
 
@@ -70,7 +71,7 @@ def test_effective_scope_always_offered() -> None:
                     "provenance_graph", "symbol_context", "symbol_relations", "search_symbols",
                     "change_impact", "project_context"}),
         ({"write"}, {"effective_scope", "write_file", "delete_file", "move_file",
-                     "resolve_conflict"}),
+                     "resolve_conflict", "discard"}),
         ({"commit"}, {"effective_scope", "commit"}),
     ],
 )

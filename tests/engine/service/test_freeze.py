@@ -101,7 +101,7 @@ def test_no_tool_argument_lifts_the_freeze(world: World, args: dict[str, Any] | 
     token = world.mint(**BROAD)
     listed = engine.offer(token)["catalog_hash"]
     freeze(world, "on")
-    for session in ("s", "operator", "frozen.false", "read-only:off"):
+    for session in ("s", "operator", "frozen.false", "read-only.off"):
         answer = engine.invoke(token, "write_file", args, session=session,
                                offered_catalog_hash=listed)
         assert code(answer) == "engine_frozen"

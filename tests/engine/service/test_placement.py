@@ -67,7 +67,7 @@ def test_a_session_held_by_another_worker_is_named_not_served(
     assert [entry["path"] for entry in staged] == ["src/a.py"]
 
 
-def test_a_gone_workers_session_is_taken_over_afresh(
+def test_a_gone_workers_session_is_taken_over_with_its_saved_work(
     pair: tuple[Engine, Engine], world: World, state: str
 ) -> None:
     one, two = pair
@@ -76,7 +76,9 @@ def test_a_gone_workers_session_is_taken_over_afresh(
     placement = two.place_sessions(group=GROUP, owner="/run/chit-a/w1.sock")
     assert placement.take_over("S", "/run/chit-a/w0.sock", repo="repo")
     assert not placement.take_over("S", "/run/chit-a/w0.sock", repo="repo")  # only once
-    assert ok(call(two, token, "status", session="S"))["staged"] == []  # as after a restart
+    # Read back from refs/chit/sessions/S, as after a restart.
+    staged = ok(call(two, token, "status", session="S"))["staged"]
+    assert [entry["path"] for entry in staged] == ["src/a.py"]
     assert _owners(state) == {f"{GROUP}|repo|S": "/run/chit-a/w1.sock"}
 
 
@@ -89,7 +91,12 @@ def test_separate_engines_on_one_store_never_see_each_others_sessions(
     ok(call(one, token, "write_file", {"path": "src/a.py", "content": "a\n"}, session="S"))
     with Engine(world.home, world.repo, state=state) as other:
         other.place_sessions(group="host:/run/chit-b", owner="/run/chit-b/w0.sock")
-        assert ok(call(other, token, "status", session="S"))["staged"] == []
+        # Never forwarded to a's worker: b serves the session itself, from the
+        # repository's saved reference (the same token identity may resume it anywhere).
+        staged = ok(call(other, token, "status", session="S"))["staged"]
+        assert [entry["path"] for entry in staged] == ["src/a.py"]
+        assert error(call(other, world.mint(agent="bob"), "status", session="S")) == (
+            "session_token_mismatch")
     assert _owners(state) == {f"{GROUP}|repo|S": "/run/chit-a/w0.sock"}  # b's row went at close
 
 

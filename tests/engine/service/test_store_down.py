@@ -10,6 +10,7 @@ exceptions that end an edge's connection, or into a log of a traceback per call.
 from __future__ import annotations
 
 import logging
+import time
 
 import psycopg
 import pytest
@@ -50,5 +51,11 @@ def test_a_store_outage_refuses_calls_and_offers_then_recovers(
         assert "state store" in call.message
         records = [r for r in caplog.records if r.name == "chit.engine"]
         assert records and all(r.exc_info is None for r in records)  # one line, no traceback
-        assert engine.offer(token).ok
+        # The pool reconnects in the background with a backoff that grew while
+        # the database refused it: recovery comes without a restart, on a
+        # call shortly after (bounded, so a pool that never recovers fails).
+        deadline = time.monotonic() + 60
+        while not engine.offer(token).ok:
+            assert time.monotonic() < deadline, "the engine did not recover from the outage"
+            time.sleep(0.5)
         assert engine.invoke(token, "read_file", {"path": "src/app.py"}, session="s1").ok
