@@ -70,6 +70,7 @@ TOOL_OPERATIONS: dict[str, str] = {
     "delete_file": "write",
     "move_file": "write",
     "resolve_conflict": "write",
+    "discard": "write",
     "commit": "commit",
     "issue_sub_token": "sub-token:issue",
 }

@@ -12,7 +12,9 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+
+from policy.segments import run_automaton, segment_contained, segment_matches
 
 __all__ = [
     "MAX_PATH_BYTES",
@@ -306,60 +308,6 @@ def _glob_problem(glob: str) -> str | None:
     return None
 
 
-def _run_automaton(
-    pattern: Sequence[str],
-    length: int,
-    star: str,
-    mask_of: Callable[[str], int],
-) -> bool:
-    """Match ``pattern`` against a sequence of ``length`` items by bit-parallel simulation.
-
-    Bit ``i`` of the state means "the pattern read so far matches the first ``i``
-    items". A ``star`` element matches any run of items (it keeps every state from
-    the lowest one reached onwards); any other element matches exactly one item
-    ``i`` where bit ``i`` of ``mask_of(element)`` is set. There is no backtracking:
-    each element costs one big-integer operation on ``length + 1`` bits.
-
-    Args:
-        pattern: Pattern elements (characters of a segment pattern, or segment
-            patterns of a glob).
-        length: Number of items in the subject.
-        star: The element that matches any run of items (``*`` or ``**``).
-        mask_of: For a non-star element, the bit set of subject positions it
-            matches (bits ``0`` to ``length - 1``).
-
-    Returns:
-        Whether the whole pattern matches the whole subject.
-
-    """
-    every_state = (1 << (length + 1)) - 1
-    states = 1
-    for element in pattern:
-        if element == star:
-            lowest = states & -states
-            states = every_state & ~(lowest - 1)
-        else:
-            states = (states & mask_of(element)) << 1
-        if not states:
-            return False
-    return bool(states >> length & 1)
-
-
-def _segment_matches(pattern: str, segment: str) -> bool:
-    """Match one segment pattern (``*`` and ``?`` within the segment) against one segment."""
-    if _STAR not in pattern and _ANY_ONE not in pattern:
-        return pattern == segment
-    positions: dict[str, int] = {}
-    for index, char in enumerate(segment):
-        positions[char] = positions.get(char, 0) | (1 << index)
-    any_char = (1 << len(segment)) - 1
-
-    def mask_of(element: str) -> int:
-        return any_char if element == _ANY_ONE else positions.get(element, 0)
-
-    return _run_automaton(pattern, len(segment), _STAR, mask_of)
-
-
 @functools.lru_cache(maxsize=16384)
 def _is_valid_path(path: str) -> bool:
     """Whether :func:`validate_path` accepts ``path`` (used to fail closed)."""
@@ -416,12 +364,12 @@ def _match_segments(glob: str, path: str) -> bool:
                 # One segment match per distinct (pattern, segment) pair.
                 mask = 0
                 for segment, where in positions.items():
-                    if _segment_matches(element, segment):
+                    if segment_matches(element, segment):
                         mask |= where
             masks[element] = mask
         return mask
 
-    return _run_automaton(pattern, len(segments), _DOUBLE_STAR, mask_of)
+    return run_automaton(pattern, len(segments), _DOUBLE_STAR, mask_of)
 
 
 def glob_matches(glob: str, path: str) -> bool:
@@ -569,34 +517,6 @@ def glob_may_match_below(glob: str, folder: str) -> bool:
     return len(parts) > len(segments)
 
 
-@functools.lru_cache(maxsize=16384)
-def _segment_contained(inner: str, outer: str) -> bool:
-    """Whether every segment ``inner`` matches is matched by ``outer`` (sound).
-
-    Patterns over one segment with ``*`` and ``?``. ``outer``'s ``*`` may absorb
-    any run of ``inner``'s characters, wildcards included; ``outer``'s ``?``
-    absorbs one literal or one ``?``; literals must be equal. ``inner``'s ``*``
-    can only be absorbed by ``outer``'s ``*``. If this succeeds, containment holds.
-    """
-    m, n = len(inner), len(outer)
-    # reach[i][j]: inner[:i] can be absorbed by outer[:j].
-    reach = [[False] * (n + 1) for _ in range(m + 1)]
-    reach[0][0] = True
-    for j in range(1, n + 1):
-        reach[0][j] = reach[0][j - 1] and outer[j - 1] == _STAR
-    for i in range(1, m + 1):
-        a = inner[i - 1]
-        for j in range(1, n + 1):
-            b = outer[j - 1]
-            if b == _STAR:
-                reach[i][j] = reach[i][j - 1] or reach[i - 1][j]
-            elif b == _ANY_ONE:
-                reach[i][j] = a != _STAR and reach[i - 1][j - 1]
-            else:
-                reach[i][j] = a == b and reach[i - 1][j - 1]
-    return reach[m][n]
-
-
 @functools.lru_cache(maxsize=4096)
 def glob_contained(inner: str, outer: str) -> bool:
     """Whether ``inner`` provably matches no path that ``outer`` does not.
@@ -605,7 +525,7 @@ def glob_contained(inner: str, outer: str) -> bool:
     containment is certain; an uncertain answer is False. ``outer``'s ``**``
     absorbs any run of ``inner``'s segments (at least one when it is trailing,
     matching its one-or-more meaning); ``inner``'s ``**`` can only be absorbed
-    by ``outer``'s ``**``; other segments by :func:`_segment_contained`. So
+    by ``outer``'s ``**``; other segments by :func:`~policy.segments.segment_contained`. So
     ``src/api/**`` is within ``src/**``, while ``src/**/*.py`` is not within
     ``src/*.py`` and ``src/api/../**`` is not a glob at all.
 
@@ -637,5 +557,5 @@ def glob_contained(inner: str, outer: str) -> bool:
             elif seg_in == _DOUBLE_STAR:
                 reach[i][j] = False
             else:
-                reach[i][j] = reach[i - 1][j - 1] and _segment_contained(seg_in, seg_out)
+                reach[i][j] = reach[i - 1][j - 1] and segment_contained(seg_in, seg_out)
     return reach[m][n]

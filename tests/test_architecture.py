@@ -64,6 +64,7 @@ PURE = [
     "policy/model.py",
     "policy/evaluate.py",
     "policy/paths.py",
+    "policy/segments.py",
     "policy/errors.py",
     "policy/decision.py",
     "policy/_agents.py",

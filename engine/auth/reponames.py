@@ -3,8 +3,8 @@
 An engine serves repositories by name (docs/deployment.md, "Several
 repositories"); a token names the repositories it is good for with ``repos``
 caveats whose globs are matched against those names (docs/token-format.md,
-*Repositories*). Names and globs are short ASCII, so matching is a small
-dynamic programme with no backtracking. Pure: strings in, a value or an error out.
+*Repositories*). Names and globs are short ASCII, matched and contained
+as one path segment is (policy/segments.py). Pure: strings in, a value or an error out.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 
 from engine.limits import LIMITS
+from policy.segments import segment_contained, segment_matches
 
 __all__ = [
     "repo_glob_contained",
@@ -25,7 +26,6 @@ __all__ = [
 
 _NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{LIMITS.repo_name_chars - 1}}}", re.ASCII)
 _GLOB = re.compile(rf"[A-Za-z0-9._*?-]{{1,{LIMITS.repo_name_chars}}}", re.ASCII)
-_STAR, _ANY_ONE = "*", "?"
 
 
 def validate_repo_name(name: object) -> str:
@@ -99,18 +99,7 @@ def repo_matches(glob: str, name: str) -> bool:
         validate_repo_name(name)
     except ValueError:
         return False
-    # reach[j]: glob[:i] matches name[:j], for the i of the loop.
-    reach = [True] + [False] * len(name)
-    for char in glob:
-        if char == _STAR:
-            for j in range(1, len(name) + 1):
-                reach[j] = reach[j] or reach[j - 1]
-        else:
-            reach = [False] + [
-                reach[j - 1] and (char == _ANY_ONE or char == name[j - 1])
-                for j in range(1, len(name) + 1)
-            ]
-    return reach[len(name)]
+    return segment_matches(glob, name)
 
 
 def repo_in_scopes(name: str, scopes: Sequence[Sequence[str]]) -> bool:
@@ -153,19 +142,4 @@ def repo_glob_contained(inner: str, outer: str) -> bool:
         validate_repo_glob(outer)
     except ValueError:
         return False
-    m, n = len(inner), len(outer)
-    reach = [[False] * (n + 1) for _ in range(m + 1)]
-    reach[0][0] = True
-    for j in range(1, n + 1):
-        reach[0][j] = reach[0][j - 1] and outer[j - 1] == _STAR
-    for i in range(1, m + 1):
-        a = inner[i - 1]
-        for j in range(1, n + 1):
-            b = outer[j - 1]
-            if b == _STAR:
-                reach[i][j] = reach[i][j - 1] or reach[i - 1][j]
-            elif b == _ANY_ONE:
-                reach[i][j] = a != _STAR and reach[i - 1][j - 1]
-            else:
-                reach[i][j] = a == b and reach[i - 1][j - 1]
-    return reach[m][n]
+    return segment_contained(inner, outer)
