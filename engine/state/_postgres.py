@@ -18,7 +18,7 @@ import select
 import threading
 import urllib.parse
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any, TypeAlias, TypeVar
 
 import psycopg
@@ -212,15 +212,8 @@ class PostgresBase:
             yield conn
 
     @contextmanager
-    def _tx(self, *, pipelined: bool = False) -> Iterator[Connection]:
-        """One transaction; the thread's current connection until it ends (nested: a savepoint).
-
-        Args:
-            pipelined: Send statements without waiting for each answer (libpq's
-                pipeline mode): the server is waited for only where a result is
-                read and at the end, so a transaction of writes costs one round
-                trip, not one per statement. Errors surface there too.
-        """
+    def _tx(self) -> Iterator[Connection]:
+        """One transaction; the thread's current connection until it ends (nested: a savepoint)."""
         current: Connection | None = getattr(self._local, "conn", None)
         if current is not None:
             with current.transaction():
@@ -229,8 +222,47 @@ class PostgresBase:
         with self._pooled_connection() as conn:
             self._local.conn = conn
             try:
-                with conn.pipeline() if pipelined else nullcontext(), conn.transaction():
+                with conn.transaction():
                     yield conn
+            finally:
+                self._local.conn = None
+
+    @contextmanager
+    def _tx_begun(self, opening: str) -> Iterator[tuple[Connection, TupleRow | None]]:
+        """One transaction whose first statements travel with its ``BEGIN``, in one round trip.
+
+        ``BEGIN`` and ``opening`` go to the server as one simple query (so
+        ``opening`` takes no parameters: it is fixed text, or holds only
+        integers the store computed), the block's statements follow, and
+        ``COMMIT`` ends it: a transaction of one more statement costs three
+        round trips, where :meth:`_tx` costs four. A block that raises rolls
+        the transaction back (a connection that cannot is closed, which ends
+        it). The connection is the thread's current one until the end; nested
+        in another transaction, ``opening`` runs in a savepoint.
+
+        Yields:
+            The connection, and the first row of ``opening``'s last statement
+            (``None`` if it has none).
+
+        Raises:
+            psycopg.Error: If a statement or the commit fails; nothing is written.
+        """
+        current: Connection | None = getattr(self._local, "conn", None)
+        if current is not None:
+            with current.transaction():
+                yield current, _last_row(current.execute(opening))
+            return
+        with self._pooled_connection() as conn:
+            self._local.conn = conn
+            try:
+                row = _last_row(conn.execute("BEGIN; " + opening))
+                yield conn, row
+                ended = conn.execute("COMMIT").statusmessage
+                if ended != "COMMIT":  # a failure the block swallowed: nothing was written
+                    raise psycopg.OperationalError("the transaction was rolled back")
+            except BaseException:
+                _roll_back(conn)
+                raise
             finally:
                 self._local.conn = None
 
@@ -238,6 +270,24 @@ class PostgresBase:
         code = getattr(exc, "sqlstate", None)
         reason = sqlstate_reason(code) if code else type(exc).__name__
         return StoreError(f"the state store {self.location} failed ({reason})")
+
+
+def _last_row(cursor: psycopg.Cursor[TupleRow]) -> TupleRow | None:
+    """The first row of the last statement a (possibly multi-statement) query ran."""
+    while cursor.nextset():
+        pass
+    return cursor.fetchone() if cursor.description is not None else None
+
+
+def _roll_back(conn: Connection) -> None:
+    """End the transaction ``conn`` is in, or close ``conn`` (which ends it) if it cannot."""
+    if conn.closed:
+        return
+    try:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.execute("ROLLBACK")
+    except psycopg.Error:
+        conn.close()
 
 
 def _alive(conn: Connection) -> bool:

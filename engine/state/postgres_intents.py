@@ -60,8 +60,8 @@ class PostgresIntents(PostgresBase):
         if not touched and intent.paths:
             # A new row: insert it and keep the bounds, serialised with the
             # other writers of this repository by an advisory lock.
-            with self._tx(pipelined=True) as conn:
-                conn.execute(sql["lock"], (advisory_key(table, intent.repo),))
+            lock = f"SELECT pg_advisory_xact_lock({int(advisory_key(table, intent.repo))})"
+            with self._tx_begun(lock) as (conn, _row):
                 conn.execute(sql["put"], (*key[:3], intent.agent, paths, intent.expires_at))
                 # One token's sessions keep at most LIMITS.intents_per_token intents,
                 # so a single agent cannot fill the table every peer lookup reads.

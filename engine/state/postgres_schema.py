@@ -195,7 +195,6 @@ def migrate(conn: Connection, location: str) -> int:
 # already holds are skipped (it deletes them), so two writers never wait on each
 # other's sweep, in any order.
 _INTENT_SQL_TEMPLATES = {
-    "lock": "SELECT pg_advisory_xact_lock(%s)",
     "expire": "DELETE FROM {table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM {table}"
     " WHERE expires_at <= %s FOR UPDATE SKIP LOCKED))",
     "touch": "UPDATE {table} SET agent = %s, paths = %s, expires_at = %s"

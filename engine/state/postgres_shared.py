@@ -29,6 +29,41 @@ __all__ = ["CHANGES_LOCK", "PostgresShared"]
 
 logger = logging.getLogger("chit.state")
 
+# Counts the call in every window, or in none if one is full: expired calls are
+# deleted (those another transaction is deleting are left to it), and the first
+# full window, in the caller's order, is answered with its oldest counted call.
+# A call counts while it is in its window and has not expired (the rows this
+# statement deletes are still in its snapshot).
+_ADMIT = """
+WITH now AS (SELECT %s::float8 AS at),
+gone AS (
+    DELETE FROM rate_events WHERE ctid = ANY(ARRAY(
+        SELECT ctid FROM rate_events, now WHERE expires <= now.at
+        FOR UPDATE OF rate_events SKIP LOCKED))
+),
+asked AS (
+    SELECT i, key, calls, per
+    FROM unnest(%s::text[], %s::bigint[], %s::float8[]) WITH ORDINALITY AS w(key, calls, per, i)
+),
+counted AS (
+    SELECT asked.i, asked.calls, COUNT(r.at) AS used, MIN(r.at) AS oldest
+    FROM asked CROSS JOIN now
+    LEFT JOIN rate_events r ON r.key = asked.key AND r.at > now.at - asked.per
+        AND r.expires > now.at
+    GROUP BY asked.i, asked.calls
+),
+full_window AS (
+    SELECT i - 1 AS i, COALESCE(oldest, (SELECT at FROM now)) AS oldest
+    FROM counted WHERE used >= calls ORDER BY i LIMIT 1
+),
+counts AS (
+    INSERT INTO rate_events (key, at, expires)
+    SELECT asked.key, now.at, now.at + asked.per FROM asked, now
+    WHERE NOT EXISTS (SELECT 1 FROM full_window)
+)
+SELECT i, oldest FROM full_window
+"""
+
 CHANGES_LOCK = advisory_key("chit", "change feed")
 """The advisory lock an announcement holds, so positions commit in the order they are taken."""
 
@@ -49,35 +84,31 @@ class PostgresShared(PostgresBase):
         """Count one call in every window, or in none if one is full (one transaction).
 
         The transaction first takes an advisory lock per window (in key order,
-        so two calls never wait on each other in a circle); calls older than
-        their window are deleted in the same transaction (every window's, rows
-        another transaction is deleting are left to it).
+        so two calls never wait on each other in a circle; sent with its
+        ``BEGIN``), then one statement counts the call in every window or in
+        none, and deletes calls that have left their window (every window's;
+        rows another transaction is deleting are left to it): three round
+        trips in all.
 
         Returns:
             ``None`` if admitted, else ``(i, oldest)`` for the first full window.
         """
-        with self._tx(pipelined=True) as conn:
-            for key in sorted({advisory_key("rate", w.key) for w in windows}):
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
-            conn.execute(
-                "DELETE FROM rate_events WHERE ctid = ANY(ARRAY(SELECT ctid FROM rate_events"
-                " WHERE expires <= %s FOR UPDATE SKIP LOCKED))",
-                (now,),
-            )
-            for i, window in enumerate(windows):
-                row = conn.execute(
-                    "SELECT COUNT(*), MIN(at) FROM rate_events WHERE key = %s AND at > %s",
-                    (window.key, now - window.per_seconds),
-                ).fetchone()
-                count, oldest = row if row is not None else (0, None)
-                if count >= window.calls:
-                    return (i, float(oldest if oldest is not None else now))
-            with conn.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO rate_events (key, at, expires) VALUES (%s, %s, %s)",
-                    [(w.key, float(now), float(now + w.per_seconds)) for w in windows],
-                )
-        return None
+        keys = sorted({advisory_key("rate", w.key) for w in windows})
+        # One lock statement per key, in key order (int() keeps the text fixed).
+        locks = "; ".join(f"SELECT pg_advisory_xact_lock({int(key)})" for key in keys)
+        values = (
+            float(now),
+            [w.key for w in windows],
+            [w.calls for w in windows],
+            [float(w.per_seconds) for w in windows],
+        )
+        with self._tx_begun(locks) as (conn, _row):
+            # A statement after the locks: its snapshot holds every call counted
+            # by the transactions that held them before.
+            row = conn.execute(_ADMIT, values).fetchone()
+        if row is None:
+            return None
+        return (int(row[0]), float(row[1]))
 
     # --- the change feed ---------------------------------------------------------
 

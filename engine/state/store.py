@@ -302,7 +302,12 @@ class Store(Protocol):
     def append_log(
         self, compose: Callable[[LogTree | None], LogBatch | None]
     ) -> LogTree | None:
-        """Write ``compose(tree head)``'s batch in one transaction serialised on the head."""
+        """Write ``compose(tree head)``'s batch in one transaction serialised on the head.
+
+        ``compose`` may be called more than once (a store may first try the
+        head it last wrote, then the head it locked); only a batch made from
+        the stored head is written, so ``compose`` must only compute from it.
+        """
 
     def log_tree(self) -> LogTree | None:
         """The stored tree head, untrusted; ``None`` before the first entry of this form."""
