@@ -184,7 +184,6 @@ def test_hostile_session_ids_are_refused(world: World, engine: Engine, session: 
     assert "agent/alice" not in {str(r) for r in pygit2.Repository(str(world.repo)).branches}
 
 
-@pytest.mark.skipif(GIT is None, reason="git not installed")
 def test_engines_on_a_linked_worktree_share_the_lane_lock(world: World) -> None:
     """Threat: an engine opened on a linked worktree takes its lane locks in the
     worktree's own git directory, so it races an engine on the main checkout

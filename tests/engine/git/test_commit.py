@@ -190,8 +190,7 @@ def test_recreating_a_deleted_lane_off_main_history_conflicts(
 
 def test_git_fsck_strict_is_clean(vcs: Repository, git_repo: pygit2.Repository) -> None:
     git = shutil.which("git")
-    if git is None:  # pragma: no cover
-        pytest.skip("git not installed")
+    assert git is not None, "the git command is required"
     staged = StagedChange()
     vcs.stage_write("alice", staged, "src/new.py", b"x = 1\n")
     vcs.stage_move("alice", staged, "link", "links/link")

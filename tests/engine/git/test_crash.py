@@ -36,7 +36,6 @@ GIT = shutil.which("git")
 T0 = 1_700_000_000
 _T = TypeVar("_T")
 
-pytestmark = pytest.mark.skipif(GIT is None, reason="git not installed")
 
 
 # -- helpers ------------------------------------------------------------------

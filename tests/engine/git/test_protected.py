@@ -84,7 +84,6 @@ def _commit_secret(engine: Engine, world: World, path: str = "src/secret/api.tom
     return str(ok(call(engine, alice, "commit", {"message": "add the api token"}))["commit"])
 
 
-@pytest.mark.skipif(GIT is None, reason="git not installed")
 def test_ciphertext_is_what_git_holds(protected: Engine, world: World) -> None:
     """Threat: plain git (show, log -p, cat-file, the object store) reveals a protected file."""
     commit = _commit_secret(protected, world)

@@ -159,7 +159,6 @@ def test_the_reference_moves_only_by_compare_and_swap(world: World) -> None:
     assert "refs/chit/sessions/s" not in world.refs()
 
 
-@pytest.mark.skipif(GIT is None, reason="git not installed")
 def test_packed_session_refs_are_read_and_moved(world: World) -> None:
     """An operator's ``git pack-refs --all`` (or ``git gc``) moves refs into packed-refs."""
     vcs = _repo(world)
