@@ -1,4 +1,4 @@
-"""The provenance graph: tokens, delegations, sessions, commits and files.
+"""The provenance graph: tokens, delegations, sessions, approvals, commits and files.
 
 Built from verified provenance records only: a commit that fails a commit check
 of ``chit audit verify`` is counted as ``unverified`` and left out. The same
@@ -13,6 +13,7 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pygit2
@@ -21,6 +22,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from engine import git
 from engine.audit.verify import Auditor
+from engine.auth import discharge as dis
 from engine.errors import ChitError, InvalidRequestError, RepositoryError
 from engine.limits import LIMITS
 
@@ -193,6 +195,13 @@ def build_graph(
             previous = token_id
         if previous is not None:
             edges.add((previous, session_id, "opened"))
+        if "approval" in record:  # verified by the audit before the entry joined
+            body = dis.decode_body(dis.decode_discharge(record["approval"]["discharge"]).body)
+            approval_id = f"approval:{body.approval_id}"
+            when = datetime.fromtimestamp(body.decided_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            nodes[approval_id] = _node(approval_id, "approval",
+                                       f"{body.approval_id} by {body.operator} at {when}")
+            edges.add((approval_id, commit_id, "approved"))
         for path in seen:
             file_id = f"file:{path}"
             nodes[file_id] = _node(file_id, "file", path)
@@ -226,6 +235,7 @@ _SHAPES = {
     "session": ("[/", "/]"),
     "commit": ("[", "]"),
     "file": ("[(", ")]"),
+    "approval": ("{{", "}}"),
 }
 
 
@@ -254,7 +264,8 @@ def _mermaid_text(text: str) -> str:
 
 def to_dot(graph: Mapping[str, Any]) -> str:
     """Render a graph in Graphviz DOT (labels quoted and escaped)."""
-    shapes = {"token": "ellipse", "session": "parallelogram", "commit": "box", "file": "note"}
+    shapes = {"token": "ellipse", "session": "parallelogram", "commit": "box", "file": "note",
+              "approval": "hexagon"}
     ids = _ids(graph["nodes"])
     lines = ["digraph provenance {", "    rankdir=LR;"]
     for node in graph["nodes"]:

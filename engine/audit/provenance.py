@@ -1,4 +1,4 @@
-"""Provenance records: ``chit-provenance/1``, signed with the engine's Ed25519 key.
+"""Provenance records: ``chit-provenance/1`` and ``/2``, signed with the engine's Ed25519 key.
 
 This module builds a record's delegation chain, hashes the policy, seals and
 opens envelopes (the record's shape: engine/audit/recordshape.py) and checks the
@@ -29,6 +29,8 @@ from engine.limits import LIMITS
 __all__ = [
     "PROVENANCE_TRAILER",
     "RECORD_VERSION",
+    "RECORD_VERSIONS",
+    "RECORD_VERSION_APPROVED",
     "Hop",
     "ProvenanceError",
     "check_chain",
@@ -41,9 +43,16 @@ __all__ = [
 ]
 
 RECORD_VERSION: Final = "chit-provenance/1"
+RECORD_VERSION_APPROVED: Final = "chit-provenance/2"
+"""A ``chit-provenance/1`` record plus ``approval``: a commit made under an approval."""
+RECORD_VERSIONS: Final = frozenset({RECORD_VERSION, RECORD_VERSION_APPROVED})
 PROVENANCE_TRAILER: Final = "Chit-Provenance"
 SIGNATURE_CONTEXT: Final = b"chit-provenance/1 signature\x00"
 """Prefixed to the record bytes before signing (domain separation)."""
+_CONTEXTS: Final = {
+    RECORD_VERSION: SIGNATURE_CONTEXT,
+    RECORD_VERSION_APPROVED: b"chit-provenance/2 signature\x00",
+}
 _TRAILER_LINE = re.compile(r"\nChit-Provenance: (sha256:[0-9a-f]{64})\n\Z")
 
 
@@ -167,27 +176,30 @@ def seal(record: Mapping[str, Any], key: SigningKey) -> bytes:
 
     Args:
         record: The record map (``chit-det/1`` data model); its ``kid`` must
-            name ``key``.
+            name ``key`` and its ``v`` one of :data:`RECORD_VERSIONS`.
         key: The engine's active signing key.
 
     Returns:
         The envelope ``{"v", "alg", "kid", "record": bytes, "sig": bytes}``,
-        where ``sig`` is Ed25519 over :data:`SIGNATURE_CONTEXT` + record bytes.
+        where ``v`` is the record's and ``sig`` is Ed25519 over that version's
+        signature context (``chit-provenance/N signature`` and a zero byte)
+        + record bytes.
 
     Raises:
         ProfileError: If the record is outside the profile.
         ValueError: If the record's ``kid`` is not ``key``'s.
     """
-    if record.get("kid") != key.key_id or record.get("v") != RECORD_VERSION:
-        raise ValueError("the record must name this key and the record version")
+    version = record.get("v")
+    if record.get("kid") != key.key_id or version not in _CONTEXTS:
+        raise ValueError("the record must name this key and a record version")
     body = cbor.encode(dict(record))
     return cbor.encode(
         {
-            "v": RECORD_VERSION,
+            "v": version,
             "alg": SIGNING_ALG,
             "kid": key.key_id,
             "record": body,
-            "sig": key.sign(SIGNATURE_CONTEXT + body),
+            "sig": key.sign(_CONTEXTS[str(version)] + body),
         }
     )
 
@@ -211,7 +223,7 @@ def open_envelope(
 
     Raises:
         ProvenanceError: ``record_decodes`` if the envelope or record is not
-            ``chit-det/1`` in the ``chit-provenance/1`` shape; ``signature`` if the
+            ``chit-det/1`` in the shape of its version; ``signature`` if the
             key id is unknown, the envelope and record name different keys, or
             the signature does not verify.
     """
@@ -223,26 +235,26 @@ def open_envelope(
     if (
         not isinstance(env, dict)
         or set(env) != {"v", "alg", "kid", "record", "sig"}
-        or env["v"] != RECORD_VERSION
+        or env["v"] not in _CONTEXTS
         or env["alg"] != SIGNING_ALG
         or not isinstance(env["kid"], str)
         or not isinstance(env["record"], bytes)
         or not isinstance(env["sig"], bytes)
     ):
-        raise ProvenanceError("record_decodes", f"envelope is not a {RECORD_VERSION} envelope")
+        raise ProvenanceError("record_decodes", "envelope is not a chit-provenance envelope")
     key = public_keys.get(env["kid"])
     if key is None:
         raise ProvenanceError("signature", f"signed by unknown key id {env['kid']!r}")
     try:
-        key.verify(env["sig"], SIGNATURE_CONTEXT + env["record"])
+        key.verify(env["sig"], _CONTEXTS[env["v"]] + env["record"])
     except InvalidSignature:
         raise ProvenanceError("signature", "the signature does not verify") from None
     try:
         record = cbor.decode(env["record"], max_size=LIMITS.provenance_record_bytes)
     except ProfileError as exc:
         raise ProvenanceError("record_decodes", f"record is not chit-det/1: {exc.reason}") from None
-    if not isinstance(record, dict) or record.get("v") != RECORD_VERSION:
-        raise ProvenanceError("record_decodes", f"record is not a {RECORD_VERSION} record")
+    if not isinstance(record, dict) or record.get("v") != env["v"]:
+        raise ProvenanceError("record_decodes", f"record is not a {env['v']} record")
     if record.get("kid") != env["kid"]:
         raise ProvenanceError("signature", "envelope and record name different keys")
     problem = shape_problem(record)

@@ -1,4 +1,4 @@
-"""The shape of a ``chit-provenance/1`` record: exactly its fields, each of its type and form.
+"""The shape of a ``chit-provenance/1`` or ``/2`` record: exactly its fields, each of its type.
 
 Checked on every record whose signature verified, before any other audit check
 reads it (docs/provenance-format.md §1, the audit's ``record_decodes``). Pure: a
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from typing import Any
+
+from engine.audit.approval import approval_shape_problem
 
 __all__ = ["shape_problem"]
 
@@ -42,8 +44,13 @@ def shape_problem(record: dict[str, Any]) -> str | None:
         catalog, change and chain entries); else the reason, naming the first
         field that is not.
     """
-    if set(record) != set(_RECORD_KEYS):
-        return "record fields are not those of chit-provenance/1"
+    approved = record.get("v") == "chit-provenance/2"
+    if set(record) != set(_RECORD_KEYS) | ({"approval"} if approved else set()):
+        return f"record fields are not those of {record.get('v')}"
+    if approved:
+        problem = approval_shape_problem(record["approval"])
+        if problem is not None:
+            return problem
     for name, kind in _RECORD_KEYS.items():
         if type(record[name]) is not kind:
             return _bad(name)

@@ -33,6 +33,10 @@ explains the threat each check answers):
 - ``encoding``, ``catalog_stored``, ``catalog_hash``, ``catalog_decodes``: the
   catalog bytes are stored under ``refs/chit/catalogs``, hash to the recorded
   hash and decode as a ``chit-catalog/1`` document;
+- ``approval``: a ``chit-provenance/2`` record's approval verifies (the
+  operator's signature, the engine's countersignature), approved exactly this
+  commit's request (tool, session, token, tree, message) and was in force when
+  the commit was made (docs/approvals.md);
 - ``catalog_scope``: every tool in the catalog is one the recorded operations
   (and delegation flag) unlock: the agent was shown nothing wider. A tool chit
   declares is judged by chit's own requirements for it, whatever the stored
@@ -53,6 +57,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from engine import git
 from engine.audit import provenance
+from engine.audit.approval import ApprovalFacts, ApprovalProblem, check_approval
 from engine.auth import cbor
 from engine.auth.agents import is_agent_name
 from engine.catalog.declarations import (
@@ -96,6 +101,7 @@ class CommitReport:
     catalog_hash: str | None
     findings: list[Finding] = field(default_factory=list)
     record: Mapping[str, Any] | None = field(default=None, repr=False)
+    approval: ApprovalFacts | None = None
 
     @property
     def ok(self) -> bool:
@@ -196,6 +202,13 @@ def verify_repository(
                 "ok": r.ok,
                 "findings": [f.__dict__ for f in r.findings],
             }
+            | ({} if r.approval is None else {"approval": {
+                "id": r.approval.approval_id,
+                "operator": r.approval.operator,
+                "operator_key": r.approval.operator_key,
+                "decided_at": r.approval.decided_at,
+                "expires_at": r.approval.expires_at,
+            }})
             for r in reports
         ],
         "findings": [f.__dict__ for f in missing]
@@ -383,6 +396,11 @@ class Auditor:
         if "commit" not in last["ops"]:
             fail("chain", "the chain's last hop does not hold commit")
         self._check_change(commit, record, fail)
+        if record["v"] == provenance.RECORD_VERSION_APPROVED:
+            try:
+                report.approval = check_approval(record, signed_part, self.public_keys)
+            except ApprovalProblem as exc:
+                fail("approval", exc.reason)
 
         report.catalog_hash = record["catalog"]["hash"]
         if record["catalog"]["encoding"] != CATALOG_ENCODING:

@@ -45,6 +45,7 @@ __all__ = [
     "key_id",
     "new_approval_id",
     "operator_sign",
+    "request_bytes",
     "request_hash",
     "verify_discharge",
 ]
@@ -139,7 +140,30 @@ def request_hash(
     repo: str,
     change: str | None = None,
 ) -> bytes:
-    """The request an approval is bound to: SHA-256 of its ``chit-det/1`` map.
+    """The request an approval is bound to: SHA-256 of :func:`request_bytes`.
+
+    Returns:
+        32 bytes.
+
+    Raises:
+        ProfileError: As :func:`request_bytes`.
+    """
+    return hashlib.sha256(
+        request_bytes(tool, arguments, session=session, token_id=token_id, repo=repo,
+                      change=change)
+    ).digest()
+
+
+def request_bytes(
+    tool: str,
+    arguments: Mapping[str, Any],
+    *,
+    session: str,
+    token_id: str,
+    repo: str,
+    change: str | None = None,
+) -> bytes:
+    """The ``chit-det/1`` encoding of the request map an approval is bound to.
 
     The map is ``{"v": 1, "tool", "arguments", "session", "token", "repo"}``
     plus ``"change"`` for a commit (docs/approvals.md, "The request hash").
@@ -154,7 +178,8 @@ def request_hash(
         change: For ``commit``: hex of the staged change's git tree id; else ``None``.
 
     Returns:
-        32 bytes.
+        The encoded map (a provenance record names an approved commit's
+        request by these bytes).
 
     Raises:
         ProfileError: If an argument is outside JSON's data model (a float, a
@@ -171,7 +196,7 @@ def request_hash(
     }
     if change is not None:
         request["change"] = change
-    return hashlib.sha256(cbor.encode(request)).digest()
+    return cbor.encode(request)
 
 
 @dataclass(frozen=True)

@@ -102,6 +102,10 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
         for item in report["commits"]:
             mark = "ok  " if item["ok"] else "FAIL"
             print(f"{mark} {item['commit'][:12]} {item['lane']} catalog {item['catalog_hash']}")
+            if "approval" in item:
+                approval = item["approval"]
+                print(f"     approved {approval['id']} by {term(approval['operator'])} at "
+                      f"{when(approval['decided_at'])}")
         for finding in report["findings"]:
             print(f"  {finding['commit'][:12]} {finding['check']}: {finding['reason']}")
         total = len(report["commits"])
