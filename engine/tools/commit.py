@@ -14,6 +14,7 @@ from typing import Any
 import policy
 from engine import git
 from engine.audit import provenance
+from engine.audit.approval import approval_entry
 from engine.catalog import schemas as s
 from engine.catalog.declarations import CATALOG_ENCODING
 from engine.errors import (
@@ -151,10 +152,21 @@ def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
     issued = {d.child_id: d.issued_at for d in ctx.store.delegations() if d.child_id in chain_ids}
     hops = provenance.delegation_chain(ctx.token, issued)
 
+    approval = ctx.approval
+
     def seal(facts: dict[str, Any]) -> bytes:
         commit = {k: facts[k] for k in ("tree", "parents", "author", "committer")}
         commit["message"] = provenance.message_digest(facts["message"])
-        record = {
+        if approval is not None and approval.change != commit["tree"]:
+            # The lane moved under the staged change: what would land is not
+            # what was approved. Nothing is written; the approval stays usable.
+            raise RepositoryError(
+                "conflict",
+                f"the change would land as another tree than approval {approval.approval_id} "
+                "covers (your lane moved); nothing was committed: commit again to ask anew",
+                lane=ctx.token.lane,
+            )
+        record: dict[str, Any] = {
             "v": provenance.RECORD_VERSION,
             "kid": key.key_id,
             "lane": ctx.token.lane,
@@ -168,6 +180,11 @@ def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
             "policy": ctx.policy_hash,
             "change": facts["change"],
         }
+        if approval is not None:
+            record["v"] = provenance.RECORD_VERSION_APPROVED
+            record["approval"] = approval_entry(
+                approval.discharge, approval.operator_public_key, approval.request
+            )
         return provenance.seal(record, key)
 
     return seal

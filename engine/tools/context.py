@@ -21,7 +21,27 @@ from engine.catalog.declarations import Offer
 from engine.errors import denied
 from engine.state import Store
 
-__all__ = ["CallContext", "Session"]
+__all__ = ["ApprovedRequest", "CallContext", "Session"]
+
+
+@dataclass(frozen=True)
+class ApprovedRequest:
+    """The approval a call runs under, as its commit's provenance records it (docs/approvals.md).
+
+    Attributes:
+        approval_id: The approval's id.
+        discharge: The ``chit-approval/1`` discharge bytes (verified when stored).
+        operator_public_key: The approving operator's raw 32-byte Ed25519 key.
+        request: The request map's ``chit-det/1`` bytes the discharge approves.
+        change: For ``commit``: hex of the tree the approval covers; the commit
+            must land exactly that tree.
+    """
+
+    approval_id: str
+    discharge: bytes = field(repr=False)
+    operator_public_key: bytes = field(repr=False)
+    request: bytes = field(repr=False)
+    change: str | None = None
 
 
 @dataclass
@@ -82,6 +102,7 @@ class CallContext:
     public_keys: Callable[[], Mapping[str, Ed25519PublicKey]] | None = field(
         default=None, repr=False
     )
+    approval: ApprovedRequest | None = None  # the approval this call runs under, if any
     _visible: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
 
     def visible(self, path: str) -> bool:
