@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ __all__ = [
 
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_APPROVAL_KEYS = frozenset({"discharge", "operator_public_key", "request"})
+_APPROVAL_KEYS = frozenset({"discharge", "operator_public_key", "request", "change"})
 _REQUEST_KEYS = frozenset({"v", "tool", "arguments", "session", "token", "repo", "change"})
 
 
@@ -70,7 +70,9 @@ class ApprovalFacts:
     note: str
 
 
-def approval_entry(discharge: bytes, operator_public_key: bytes, request: bytes) -> dict[str, Any]:
+def approval_entry(
+    discharge: bytes, operator_public_key: bytes, request: bytes, change: bytes
+) -> dict[str, Any]:
     """The record's ``approval`` map for a commit made under an approval.
 
     Args:
@@ -78,14 +80,19 @@ def approval_entry(discharge: bytes, operator_public_key: bytes, request: bytes)
         operator_public_key: The approving operator's raw 32-byte Ed25519 key.
         request: The request map's bytes (:func:`engine.auth.discharge.request_bytes`)
             whose SHA-256 the discharge approves.
+        change: The approved staged change's bytes
+            (:func:`engine.auth.discharge.change_bytes`), whose SHA-256 the
+            request names.
 
     Returns:
-        ``{"discharge": bytes, "operator_public_key": "<64 hex>", "request": bytes}``.
+        ``{"discharge": bytes, "operator_public_key": "<64 hex>", "request":
+        bytes, "change": bytes}``.
     """
     return {
         "discharge": discharge,
         "operator_public_key": operator_public_key.hex(),
         "request": request,
+        "change": change,
     }
 
 
@@ -100,6 +107,8 @@ def approval_shape_problem(value: object) -> str | None:
         return "record field approval.operator_public_key is malformed"
     if type(value["request"]) is not bytes:
         return "record field approval.request is malformed"
+    if type(value["change"]) is not bytes:
+        return "record field approval.change is malformed"
     return None
 
 
@@ -116,10 +125,75 @@ def _request(data: bytes) -> dict[str, Any]:
         or request["tool"] != "commit"
         or type(request["arguments"]) is not dict
         or not all(type(request[k]) is str for k in ("session", "token", "repo", "change"))
-        or not _HEX40.match(request["change"])
+        or not _HEX64.match(request["change"])
     ):
         raise ApprovalProblem("the approved request is not a commit's request")
     return request
+
+
+def _change(data: bytes) -> tuple[str, dict[str, tuple[str, int] | None]]:
+    """The approved change (untrusted bytes): its base and, per path, ``(blob, mode)`` or None."""
+    try:
+        change: Any = cbor.decode(data, max_size=LIMITS.provenance_record_bytes)
+    except ProfileError:
+        raise ApprovalProblem("the approved change is not chit-det/1") from None
+    if (
+        type(change) is not dict
+        or set(change) != {"v", "base", "changes"}
+        or change["v"] != 1
+        or type(change["base"]) is not str
+        or not _HEX40.match(change["base"])
+        or type(change["changes"]) is not list
+    ):
+        raise ApprovalProblem("the approved change is malformed")
+    paths: dict[str, tuple[str, int] | None] = {}
+    for entry in change["changes"]:
+        if type(entry) is dict and set(entry) == {"path"} and type(entry["path"]) is str:
+            paths[entry["path"]] = None
+        elif (
+            type(entry) is dict
+            and set(entry) == {"path", "blob", "mode"}
+            and type(entry["path"]) is str
+            and type(entry["blob"]) is str
+            and _HEX40.match(entry["blob"])
+            and type(entry["mode"]) is int
+        ):
+            paths[entry["path"]] = (entry["blob"], entry["mode"])
+        else:
+            raise ApprovalProblem("the approved change is malformed")
+    if len(paths) != len(change["changes"]):
+        raise ApprovalProblem("the approved change names a path twice")
+    return change["base"], paths
+
+
+def _landed_as_approved(
+    record: Mapping[str, Any], paths: Mapping[str, tuple[str, int] | None],
+    sealed: Callable[[str], bool],
+) -> str | None:
+    """The first path where the commit differs from the approved change, if any.
+
+    A protected file is sealed afresh at every commit, so where the landed blob
+    is not the approved plaintext blob it must be a sealed blob (its plaintext
+    is beyond an auditor without the sealing key; the engine compared it).
+    """
+    landed: dict[str, tuple[str, int] | None] = {}
+    for entry in record["change"]:
+        old = (entry.get("old"), entry.get("old_mode"))
+        new = (entry.get("new"), entry.get("new_mode"))
+        if old == new:
+            continue  # staged but written back unchanged: not a change
+        landed[entry["path"]] = None if new[0] is None else (str(new[0]), int(new[1] or 0))
+    for path in sorted(set(landed) | set(paths)):
+        if path not in landed or path not in paths:
+            return path
+        approved, actual = paths[path], landed[path]
+        if approved is None or actual is None:
+            if approved is not actual:
+                return path
+            continue
+        if approved[1] != actual[1] or (approved[0] != actual[0] and not sealed(actual[0])):
+            return path
+    return None
 
 
 def _text(value: object) -> str | None:
@@ -132,7 +206,10 @@ def _text(value: object) -> str | None:
 
 
 def check_approval(
-    record: Mapping[str, Any], signed_part: str, engine_keys: Mapping[str, Ed25519PublicKey]
+    record: Mapping[str, Any],
+    signed_part: str,
+    engine_keys: Mapping[str, Ed25519PublicKey],
+    sealed: Callable[[str], bool],
 ) -> ApprovalFacts:
     """Check the approval a verified ``chit-provenance/2`` record names.
 
@@ -141,6 +218,8 @@ def check_approval(
         signed_part: The commit message up to the ``Chit-Provenance`` line.
         engine_keys: Trusted engine key id to Ed25519 public key (the
             discharge's countersignature must verify under one of them).
+        sealed: Whether the repository's blob of this id (hex) is a sealed
+            blob (docs/sealing.md).
 
     Returns:
         The approval's facts.
@@ -150,7 +229,10 @@ def check_approval(
             operator's signature under the recorded key, the engine's
             countersignature under a trusted key), is not an approval, approves
             other request bytes, or the request is not this commit's (tool,
-            session, token, tree, message), or the approval was not in force
+            session, token, message; the change's base is the commit's parent
+            and its paths, modes and plaintext blobs are what the commit
+            changed, a sealed blob standing for its plaintext), or the approval
+            was not in force
             when the commit was made (``decided_at <= time < expires_at``).
     """
     entry = record["approval"]
@@ -172,8 +254,16 @@ def check_approval(
     request = _request(entry["request"])
     if request["session"] != record["session"] or request["token"] != record["token_id"]:
         raise ApprovalProblem(f"approval {aid} was for another session or token")
-    if request["change"] != record["commit"]["tree"]:
-        raise ApprovalProblem(f"the commit's tree is not the change approval {aid} covers")
+    if hashlib.sha256(entry["change"]).hexdigest() != request["change"]:
+        raise ApprovalProblem(f"the recorded change is not the one approval {aid} covers")
+    base, paths = _change(entry["change"])
+    if record["commit"]["parents"] != [base]:
+        raise ApprovalProblem(f"the commit is not based where approval {aid} covers")
+    differs = _landed_as_approved(record, paths, sealed)
+    if differs is not None:
+        raise ApprovalProblem(
+            f"the commit changed {differs!r} otherwise than approval {aid} covers"
+        )
     message = _text(request["arguments"].get("message"))
     if message is None or not signed_part.startswith(message.strip() + "\n\n"):
         raise ApprovalProblem(f"the commit's message is not the one approval {aid} covers")

@@ -60,6 +60,7 @@ from engine.audit import provenance
 from engine.audit.approval import ApprovalFacts, ApprovalProblem, check_approval
 from engine.auth import cbor
 from engine.auth.agents import is_agent_name
+from engine.auth.sealing import is_sealed
 from engine.catalog.declarations import (
     CATALOG_ENCODING,
     CATALOG_STORE_REF,
@@ -398,7 +399,8 @@ class Auditor:
         self._check_change(commit, record, fail)
         if record["v"] == provenance.RECORD_VERSION_APPROVED:
             try:
-                report.approval = check_approval(record, signed_part, self.public_keys)
+                report.approval = check_approval(record, signed_part, self.public_keys,
+                                                 self._sealed)
             except ApprovalProblem as exc:
                 fail("approval", exc.reason)
 
@@ -416,6 +418,13 @@ class Auditor:
             fail("catalog_scope", "catalog offers tools the recorded operations do not unlock: "
                  + ", ".join(wider))
         return report
+
+    def _sealed(self, blob_id: str) -> bool:
+        try:
+            kind, data = self.repo.read_raw(pygit2.Oid(hex=blob_id))
+        except (ValueError, KeyError, pygit2.GitError):
+            return False
+        return kind == pygit2.enums.ObjectType.BLOB and is_sealed(data)
 
     def _check_change(self, commit: pygit2.Commit, record: Mapping[str, Any], fail: Any) -> None:
         if len(commit.parents) != 1:

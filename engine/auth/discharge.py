@@ -14,7 +14,7 @@ import hashlib
 import re
 import secrets
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -37,6 +37,7 @@ __all__ = [
     "DecisionBody",
     "Discharge",
     "DischargeError",
+    "change_bytes",
     "countersign",
     "decode_body",
     "decode_discharge",
@@ -175,7 +176,8 @@ def request_bytes(
         session: The session id.
         token_id: The token's id (hex of its identity block).
         repo: The repository's name.
-        change: For ``commit``: hex of the staged change's git tree id; else ``None``.
+        change: For ``commit``: the SHA-256 (64 hex) of the staged change's
+            :func:`change_bytes`; else ``None``.
 
     Returns:
         The encoded map (a provenance record names an approved commit's
@@ -197,6 +199,36 @@ def request_bytes(
     if change is not None:
         request["change"] = change
     return cbor.encode(request)
+
+
+def change_bytes(base: str, entries: Iterable[tuple[str, str | None, int | None]]) -> bytes:
+    """The ``chit-det/1`` encoding of a staged change, as an approval of a commit covers it.
+
+    The map is ``{"v": 1, "base": <commit id hex>, "changes": [{"path", "blob",
+    "mode"}, ...]}``, changes sorted by path; a deletion has neither ``blob``
+    nor ``mode`` (docs/approvals.md, "The change"). ``blob`` is the git blob id
+    of the plaintext content, so a protected file (sealed afresh at every
+    commit, docs/sealing.md) is named by its plaintext, not its ciphertext.
+
+    Args:
+        base: Hex id of the commit the change is based on.
+        entries: ``(path, plaintext blob id hex or None for a deletion, git
+            file mode or None)`` per staged path.
+
+    Returns:
+        The encoded map; its SHA-256, hex, is the request's ``change``.
+
+    Raises:
+        ProfileError: If a path is not NFC text.
+    """
+    changes: list[dict[str, Any]] = []
+    for path, blob, mode in sorted(entries, key=lambda e: e[0].encode("utf-8", "surrogatepass")):
+        entry: dict[str, Any] = {"path": path}
+        if blob is not None:
+            entry["blob"] = blob
+            entry["mode"] = mode if mode is not None else 0o100644
+        changes.append(entry)
+    return cbor.encode({"v": 1, "base": base, "changes": changes})
 
 
 @dataclass(frozen=True)

@@ -157,12 +157,12 @@ def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
     def seal(facts: dict[str, Any]) -> bytes:
         commit = {k: facts[k] for k in ("tree", "parents", "author", "committer")}
         commit["message"] = provenance.message_digest(facts["message"])
-        if approval is not None and approval.change != commit["tree"]:
+        if approval is not None and commit["parents"] != [approval.base]:
             # The lane moved under the staged change: what would land is not
-            # what was approved. Nothing is written; the approval stays usable.
+            # what was approved. Nothing is written.
             raise RepositoryError(
                 "conflict",
-                f"the change would land as another tree than approval {approval.approval_id} "
+                f"the change would land on another commit than approval {approval.approval_id} "
                 "covers (your lane moved); nothing was committed: commit again to ask anew",
                 lane=ctx.token.lane,
             )
@@ -183,7 +183,8 @@ def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
         if approval is not None:
             record["v"] = provenance.RECORD_VERSION_APPROVED
             record["approval"] = approval_entry(
-                approval.discharge, approval.operator_public_key, approval.request
+                approval.discharge, approval.operator_public_key, approval.request,
+                approval.change,
             )
         return provenance.seal(record, key)
 

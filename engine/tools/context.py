@@ -33,15 +33,18 @@ class ApprovedRequest:
         discharge: The ``chit-approval/1`` discharge bytes (verified when stored).
         operator_public_key: The approving operator's raw 32-byte Ed25519 key.
         request: The request map's ``chit-det/1`` bytes the discharge approves.
-        change: For ``commit``: hex of the tree the approval covers; the commit
-            must land exactly that tree.
+        change: For ``commit``: the approved staged change's bytes
+            (:func:`engine.auth.discharge.change_bytes`).
+        base: For ``commit``: hex of the commit the approved change is based
+            on; the commit must land on exactly that parent.
     """
 
     approval_id: str
     discharge: bytes = field(repr=False)
     operator_public_key: bytes = field(repr=False)
     request: bytes = field(repr=False)
-    change: str | None = None
+    change: bytes = field(default=b"", repr=False)
+    base: str | None = None
 
 
 @dataclass

@@ -70,9 +70,16 @@ def key_id(public: bytes) -> str:
     return hashlib.sha256(public).digest()[:16].hex()
 
 
-def request_bytes(*, tree: str = TREE, message: str = MESSAGE, session: str = SESSION) -> bytes:
+def change_bytes(*, base: str = PARENT, blob: str = BLOB) -> bytes:
+    return det({"v": 1, "base": base,
+                "changes": [{"path": "deploy/key.pub", "blob": blob, "mode": 33188}]})
+
+
+def request_bytes(*, change: bytes | None = None, message: str = MESSAGE,
+                  session: str = SESSION) -> bytes:
+    digest = hashlib.sha256(change_bytes() if change is None else change).hexdigest()
     return det({"v": 1, "tool": "commit", "arguments": {"message": message},
-                "session": session, "token": TOKEN, "repo": "app", "change": tree})
+                "session": session, "token": TOKEN, "repo": "app", "change": digest})
 
 
 def discharge(request: bytes, *, decision: str = "approved", decided_at: int = NOW - 600,
@@ -128,9 +135,9 @@ def record(approval: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def approval(request: bytes, dis: bytes) -> dict[str, Any]:
+def approval(request: bytes, dis: bytes, change: bytes | None = None) -> dict[str, Any]:
     return {"discharge": dis, "operator_public_key": public_of(OPERATOR_SEED).hex(),
-            "request": request}
+            "request": request, "change": change_bytes() if change is None else change}
 
 
 def envelope(rec: dict[str, Any], *, version: str = VERSION, context: bytes = CONTEXT) -> bytes:
@@ -159,9 +166,16 @@ def main() -> None:
     def add(name: str, stage: str, check: str, rec: dict[str, Any], **kw: Any) -> None:
         invalid.append((name, stage, check, envelope(rec, **kw)))
 
-    other_tree = request_bytes(tree="0" * 39 + "1")
-    add("approved another change (tree)", "check_approval", "approval",
-        record(approval(other_tree, discharge(other_tree))))
+    other_blob = change_bytes(blob="0" * 39 + "1")
+    other_content = request_bytes(change=other_blob)
+    add("approved other content for the path", "check_approval", "approval",
+        record(approval(other_content, discharge(other_content), other_blob)))
+    other_base = change_bytes(base="0" * 39 + "2")
+    on_other_base = request_bytes(change=other_base)
+    add("approved the change on another base", "check_approval", "approval",
+        record(approval(on_other_base, discharge(on_other_base), other_base)))
+    add("recorded change swapped for another", "check_approval", "approval",
+        record(approval(good_request, discharge(good_request), other_blob)))
     other_message = request_bytes(message="Rotate every key")
     add("approved another message", "check_approval", "approval",
         record(approval(other_message, discharge(other_message))))
@@ -169,7 +183,7 @@ def main() -> None:
     add("approved in another session", "check_approval", "approval",
         record(approval(other_session, discharge(other_session))))
     add("request bytes swapped after the decision", "check_approval", "approval",
-        record(approval(other_tree, discharge(good_request))))
+        record(approval(other_content, discharge(good_request))))
     add("denied, not approved", "check_approval", "approval",
         record(approval(good_request, discharge(good_request, decision="denied"))))
     add("expired before the commit", "check_approval", "approval",

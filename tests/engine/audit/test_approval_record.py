@@ -48,13 +48,34 @@ def _signing_key() -> signkeys.SigningKey:
                                seed=bytes.fromhex(engine["seed"]))
 
 
+def _never_sealed(_blob: str) -> bool:
+    return False
+
+
+def test_a_sealed_blob_stands_for_its_approved_plaintext() -> None:
+    """A protected file is sealed afresh at commit: the landed blob differs from the approved
+    plaintext blob, and only a sealed blob may (threat: content swapped after approval)."""
+    valid = VECTORS["valid"]
+    record = _unhex(valid["record"])
+    landed = "f" * 40
+    record["change"][0]["new"] = landed
+    with pytest.raises(ApprovalProblem, match="deploy/key.pub"):
+        check_approval(record, valid["signed_part"], _engine_keys(), _never_sealed)
+    facts = check_approval(record, valid["signed_part"], _engine_keys(),
+                           lambda blob: blob == landed)
+    assert facts.operator == "alice"
+    record["change"][0]["new_mode"] = 0o100755
+    with pytest.raises(ApprovalProblem, match="deploy/key.pub"):
+        check_approval(record, valid["signed_part"], _engine_keys(), lambda blob: True)
+
+
 def test_valid_vector_rebuilds_byte_for_byte_and_checks() -> None:
     valid = VECTORS["valid"]
     record = _unhex(valid["record"])
     assert cbor.encode(record).hex() == valid["record_hex"]
     entry = approval_entry(record["approval"]["discharge"],
                            bytes.fromhex(record["approval"]["operator_public_key"]),
-                           record["approval"]["request"])
+                           record["approval"]["request"], record["approval"]["change"])
     assert entry == record["approval"]
     assert provenance.seal(record, _signing_key()).hex() == valid["envelope_hex"]
     opened = provenance.open_envelope(bytes.fromhex(valid["envelope_hex"]), _engine_keys())
@@ -62,7 +83,7 @@ def test_valid_vector_rebuilds_byte_for_byte_and_checks() -> None:
     signed_part, digest = provenance.split_message(valid["message"])
     assert signed_part == valid["signed_part"]
     assert digest == "sha256:" + valid["envelope_sha256"]
-    facts = check_approval(opened, signed_part, _engine_keys())
+    facts = check_approval(opened, signed_part, _engine_keys(), _never_sealed)
     expected = valid["approval"]
     assert (facts.approval_id, facts.operator, facts.operator_key, facts.decided_at,
             facts.expires_at, facts.note) == (
@@ -81,7 +102,7 @@ def test_invalid_vector_is_refused_with_its_check(vector: dict[str, Any]) -> Non
     assert vector == {**vector, "stage": "check_approval", "check": "approval"}
     record = provenance.open_envelope(envelope, _engine_keys())
     with pytest.raises(ApprovalProblem):
-        check_approval(record, VECTORS["valid"]["signed_part"], _engine_keys())
+        check_approval(record, VECTORS["valid"]["signed_part"], _engine_keys(), _never_sealed)
 
 
 def test_the_commit_message_must_be_the_approved_one() -> None:
@@ -90,7 +111,7 @@ def test_the_commit_message_must_be_the_approved_one() -> None:
     record = provenance.open_envelope(bytes.fromhex(valid["envelope_hex"]), _engine_keys())
     other = valid["signed_part"].replace("Rotate the deploy key", "Rotate the deploy keys")
     with pytest.raises(ApprovalProblem, match="message"):
-        check_approval(record, other, _engine_keys())
+        check_approval(record, other, _engine_keys(), _never_sealed)
 
 
 @pytest.mark.parametrize(
@@ -99,6 +120,7 @@ def test_the_commit_message_must_be_the_approved_one() -> None:
         {"discharge": "not bytes"},
         {"operator_public_key": "AB" * 32},
         {"request": "text"},
+        {"change": "text"},
         {"extra": 1},
     ],
 )
