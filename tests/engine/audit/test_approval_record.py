@@ -59,13 +59,13 @@ def test_a_sealed_blob_stands_for_its_approved_plaintext() -> None:
     record = _unhex(valid["record"])
     landed = "f" * 40
     record["change"][0]["new"] = landed
-    with pytest.raises(ApprovalProblem, match="deploy/key.pub"):
+    with pytest.raises(ApprovalProblem, match=r"deploy/key\.pub"):
         check_approval(record, valid["signed_part"], _engine_keys(), _never_sealed)
     facts = check_approval(record, valid["signed_part"], _engine_keys(),
                            lambda blob: blob == landed)
     assert facts.operator == "alice"
     record["change"][0]["new_mode"] = 0o100755
-    with pytest.raises(ApprovalProblem, match="deploy/key.pub"):
+    with pytest.raises(ApprovalProblem, match=r"deploy/key\.pub"):
         check_approval(record, valid["signed_part"], _engine_keys(), lambda blob: True)
 
 
