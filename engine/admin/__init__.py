@@ -40,6 +40,12 @@ from engine.admin.keys import (
     rotate_sealing_key,
     rotate_signing_key,
 )
+from engine.admin.operators import (
+    add_operator,
+    list_operators,
+    load_operator_key,
+    remove_operator,
+)
 from engine.admin.repos import list_lanes, list_repos, repos_status, select_repos
 from engine.admin.seed import create_repository, files_from_directory
 from engine.admin.state import copy_state, migrate_state
@@ -59,6 +65,7 @@ __all__ = [
     "LIMITS",
     "DoctorRepository",
     "TokenExchange",
+    "add_operator",
     "attenuate_token",
     "call_log_checkpoint",
     "call_log_entries",
@@ -75,7 +82,9 @@ __all__ = [
     "inspect_token",
     "list_keys",
     "list_lanes",
+    "list_operators",
     "list_repos",
+    "load_operator_key",
     "load_trusted_keys",
     "migrate_state",
     "mint_token",
@@ -87,6 +96,7 @@ __all__ = [
     "prove_inclusion",
     "provenance_graph",
     "read_checkpoint_file",
+    "remove_operator",
     "render_graph",
     "repos_status",
     "resolve_home",

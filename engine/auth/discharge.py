@@ -14,7 +14,7 @@ import hashlib
 import re
 import secrets
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -37,6 +37,7 @@ __all__ = [
     "DecisionBody",
     "Discharge",
     "DischargeError",
+    "change_digest",
     "countersign",
     "decode_body",
     "decode_discharge",
@@ -151,7 +152,7 @@ def request_hash(
         session: The session id.
         token_id: The token's id (hex of its identity block).
         repo: The repository's name.
-        change: For ``commit``: hex of the staged change's git tree id; else ``None``.
+        change: For ``commit``: :func:`change_digest` of the staged change; else ``None``.
 
     Returns:
         32 bytes.
@@ -172,6 +173,26 @@ def request_hash(
     if change is not None:
         request["change"] = change
     return hashlib.sha256(cbor.encode(request)).digest()
+
+
+def change_digest(entries: Iterable[tuple[str, int | None, bytes | None]]) -> str:
+    """What a commit's approval binds of its staged change (docs/approvals.md, "The request hash").
+
+    Args:
+        entries: ``(path, git file mode, content)`` of every staged path;
+            ``(path, None, None)`` for a deletion (both sides of a move appear).
+
+    Returns:
+        Lowercase hex of SHA-256 over the ``chit-det/1`` array, sorted by path,
+        of ``[path, mode, SHA-256 of content]`` (``[path, null, null]`` for a
+        deletion): the content as committed, whatever the lane it merges onto.
+    """
+    rows = sorted(
+        (path, mode, None if data is None else hashlib.sha256(data).digest())
+        for path, mode, data in entries
+    )
+    encoded = cbor.encode([[_lowered(path), mode, digest] for path, mode, digest in rows])
+    return hashlib.sha256(encoded).hexdigest()
 
 
 @dataclass(frozen=True)

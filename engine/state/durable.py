@@ -4,9 +4,9 @@ Revocations, delegations, the freeze, the token exchange's replay cache,
 operators and approvals, and the call log (entries with their signatures, the
 tree head, checkpoints, the first form's chain head) are what an engine must
 never lose; intents, staged paths, rate windows, session placements and the
-change feed are not copied (docs/deployment.md, "Switching stores"). Both stores build their statements
-from this list and nothing else: no table or column name ever comes from
-input, and every value is a bound parameter.
+change feed are not copied (docs/deployment.md, "Switching stores"). Both
+stores build their statements from this list and nothing else: no table or
+column name ever comes from input, and every value is a bound parameter.
 """
 
 from __future__ import annotations

@@ -191,3 +191,13 @@ def test_approval_ids_are_128_random_bits_in_base32() -> None:
     ids = {discharge.new_approval_id() for _ in range(64)}
     assert len(ids) == 64
     assert all(discharge.APPROVAL_ID.fullmatch(i) for i in ids)
+
+
+def test_the_change_digest_recomputes_the_vector() -> None:
+    vector = VECTORS["change"]
+    entries = [(p, m, None if d is None else d.encode()) for p, m, d in vector["entries"]]
+    assert discharge.change_digest(entries) == vector["digest"]
+    assert discharge.change_digest(reversed(entries)) == vector["digest"]  # order-free
+    assert vector["digest"] in DOC
+    changed = [(p, m, b"other" if d else d) for p, m, d in entries]
+    assert discharge.change_digest(changed) != vector["digest"]
