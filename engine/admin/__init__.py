@@ -16,6 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from engine.admin.approvals import (
+    ApprovalRefusedError,
+    decide_approval,
+    list_approvals,
+    show_approval,
+)
 from engine.admin.audit import provenance_graph, render_graph, verify_lanes
 from engine.admin.calllog import (
     call_log_checkpoint,
@@ -63,6 +69,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LIMITS",
+    "ApprovalRefusedError",
     "DoctorRepository",
     "TokenExchange",
     "add_operator",
@@ -73,6 +80,7 @@ __all__ = [
     "check_policy",
     "copy_state",
     "create_repository",
+    "decide_approval",
     "diagnose",
     "ensure_home",
     "export_public",
@@ -80,6 +88,7 @@ __all__ = [
     "freeze_status",
     "init_home",
     "inspect_token",
+    "list_approvals",
     "list_keys",
     "list_lanes",
     "list_operators",
@@ -107,6 +116,7 @@ __all__ = [
     "rotate_signing_key",
     "select_repos",
     "set_freeze",
+    "show_approval",
     "verify_call_log",
     "verify_lanes",
 ]
