@@ -27,7 +27,7 @@ from engine.state import Store
 from engine.state.approvals import Approval, Operator
 from engine.tools.context import Session
 
-__all__ = ["ApprovalGate", "approver_check", "unknown_approvers"]
+__all__ = ["ApprovalGate", "approver_check", "unknown_approvers", "wire"]
 
 _COMMIT = "commit"
 _DELEGATE = "issue_sub_token"
