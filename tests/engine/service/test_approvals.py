@@ -325,3 +325,17 @@ def test_a_policy_naming_an_unknown_approver_is_refused(world: World, home: Path
     (home / "policy.toml").write_text(POLICY.replace('"group:release"', '"group:sre"'))
     with pytest.raises(ConfigurationError, match="group 'sre'"):
         Engine(home, world.repo)
+
+
+def test_a_narrower_token_of_the_session_learns_no_path_outside_its_scope(
+    world: World, home: Path, engine: Engine
+) -> None:
+    """Threat: an approval request naming paths a narrower token may not see."""
+    wide = _token(world)
+    _stage(engine, wide, {"deploy/secret-plan.toml": "a\n", "src/app.py": "x = 3\n"})
+    narrow = str(admin.attenuate_token(wide, paths=["src/**"])["token"])
+    answer = refusal(_commit(engine, narrow))
+    assert answer["error"] == "path_outside_scope"
+    assert "deploy" not in str(answer)
+    with closing(open_store(home, None)) as store:
+        assert store.approvals(now=int(time.time()), pending=False) == []
