@@ -16,6 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from engine.admin.approvals import (
+    ApprovalRefusedError,
+    decide_approval,
+    list_approvals,
+    show_approval,
+)
 from engine.admin.audit import provenance_graph, render_graph, verify_lanes
 from engine.admin.calllog import (
     call_log_checkpoint,
@@ -40,6 +46,12 @@ from engine.admin.keys import (
     rotate_sealing_key,
     rotate_signing_key,
 )
+from engine.admin.operators import (
+    add_operator,
+    list_operators,
+    load_operator_key,
+    remove_operator,
+)
 from engine.admin.repos import list_lanes, list_repos, repos_status, select_repos
 from engine.admin.seed import create_repository, files_from_directory
 from engine.admin.state import copy_state, migrate_state
@@ -57,8 +69,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LIMITS",
+    "ApprovalRefusedError",
     "DoctorRepository",
     "TokenExchange",
+    "add_operator",
     "attenuate_token",
     "call_log_checkpoint",
     "call_log_entries",
@@ -66,6 +80,7 @@ __all__ = [
     "check_policy",
     "copy_state",
     "create_repository",
+    "decide_approval",
     "diagnose",
     "ensure_home",
     "export_public",
@@ -73,9 +88,12 @@ __all__ = [
     "freeze_status",
     "init_home",
     "inspect_token",
+    "list_approvals",
     "list_keys",
     "list_lanes",
+    "list_operators",
     "list_repos",
+    "load_operator_key",
     "load_trusted_keys",
     "migrate_state",
     "mint_token",
@@ -87,6 +105,7 @@ __all__ = [
     "prove_inclusion",
     "provenance_graph",
     "read_checkpoint_file",
+    "remove_operator",
     "render_graph",
     "repos_status",
     "resolve_home",
@@ -97,6 +116,7 @@ __all__ = [
     "rotate_signing_key",
     "select_repos",
     "set_freeze",
+    "show_approval",
     "verify_call_log",
     "verify_lanes",
 ]

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from engine.auth import cbor
 from engine.auth import discharge as dis
+from engine.auth.sealing import is_sealed
 from engine.errors import ProfileError
 from engine.limits import LIMITS
 
@@ -131,67 +132,61 @@ def _request(data: bytes) -> dict[str, Any]:
     return request
 
 
-def _change(data: bytes) -> tuple[str, dict[str, tuple[str, int] | None]]:
-    """The approved change (untrusted bytes): its base and, per path, ``(blob, mode)`` or None."""
+def _change(data: bytes) -> dict[str, tuple[int, bytes] | None]:
+    """The approved change (untrusted bytes): per path, ``(mode, SHA-256 of content)`` or None."""
     try:
-        change: Any = cbor.decode(data, max_size=LIMITS.provenance_record_bytes)
+        rows: Any = cbor.decode(data, max_size=LIMITS.provenance_record_bytes)
     except ProfileError:
         raise ApprovalProblem("the approved change is not chit-det/1") from None
-    if (
-        type(change) is not dict
-        or set(change) != {"v", "base", "changes"}
-        or change["v"] != 1
-        or type(change["base"]) is not str
-        or not _HEX40.match(change["base"])
-        or type(change["changes"]) is not list
-    ):
+    if type(rows) is not list:
         raise ApprovalProblem("the approved change is malformed")
-    paths: dict[str, tuple[str, int] | None] = {}
-    for entry in change["changes"]:
-        if type(entry) is dict and set(entry) == {"path"} and type(entry["path"]) is str:
-            paths[entry["path"]] = None
-        elif (
-            type(entry) is dict
-            and set(entry) == {"path", "blob", "mode"}
-            and type(entry["path"]) is str
-            and type(entry["blob"]) is str
-            and _HEX40.match(entry["blob"])
-            and type(entry["mode"]) is int
-        ):
-            paths[entry["path"]] = (entry["blob"], entry["mode"])
+    paths: dict[str, tuple[int, bytes] | None] = {}
+    for row in rows:
+        if type(row) is not list or len(row) != 3:
+            raise ApprovalProblem("the approved change is malformed")
+        path, mode, digest = row
+        if type(path) is bytes:  # text chit-det/1 refuses, kept as its UTF-8 (docs/approvals.md)
+            path = path.decode("utf-8", "surrogatepass")
+        if type(path) is not str or path in paths:
+            raise ApprovalProblem("the approved change is malformed")
+        if mode is None and digest is None:
+            paths[path] = None
+        elif type(mode) is int and type(digest) is bytes and len(digest) == 32:
+            paths[path] = (mode, digest)
         else:
             raise ApprovalProblem("the approved change is malformed")
-    if len(paths) != len(change["changes"]):
-        raise ApprovalProblem("the approved change names a path twice")
-    return change["base"], paths
+    return paths
 
 
 def _landed_as_approved(
-    record: Mapping[str, Any], paths: Mapping[str, tuple[str, int] | None],
-    sealed: Callable[[str], bool],
+    record: Mapping[str, Any], paths: Mapping[str, tuple[int, bytes] | None],
+    blob: Callable[[str], bytes | None],
 ) -> str | None:
     """The first path where the commit differs from the approved change, if any.
 
-    A protected file is sealed afresh at every commit, so where the landed blob
-    is not the approved plaintext blob it must be a sealed blob (its plaintext
-    is beyond an auditor without the sealing key; the engine compared it).
+    A protected file is sealed afresh at every commit (docs/sealing.md): its
+    plaintext is beyond an auditor without the sealing key, so a sealed landed
+    blob is checked for path and mode only (the engine compared its plaintext).
     """
-    landed: dict[str, tuple[str, int] | None] = {}
+    landed: dict[str, tuple[int, str] | None] = {}
     for entry in record["change"]:
         old = (entry.get("old"), entry.get("old_mode"))
         new = (entry.get("new"), entry.get("new_mode"))
         if old == new:
             continue  # staged but written back unchanged: not a change
-        landed[entry["path"]] = None if new[0] is None else (str(new[0]), int(new[1] or 0))
+        landed[entry["path"]] = None if new[0] is None else (int(new[1] or 0), str(new[0]))
     for path in sorted(set(landed) | set(paths)):
         if path not in landed or path not in paths:
             return path
         approved, actual = paths[path], landed[path]
         if approved is None or actual is None:
-            if approved is not actual:
+            if (approved is None) != (actual is None):
                 return path
             continue
-        if approved[1] != actual[1] or (approved[0] != actual[0] and not sealed(actual[0])):
+        if approved[0] != actual[0]:
+            return path
+        data = blob(actual[1])
+        if data is None or (not is_sealed(data) and hashlib.sha256(data).digest() != approved[1]):
             return path
     return None
 
@@ -209,7 +204,7 @@ def check_approval(
     record: Mapping[str, Any],
     signed_part: str,
     engine_keys: Mapping[str, Ed25519PublicKey],
-    sealed: Callable[[str], bool],
+    blob: Callable[[str], bytes | None],
 ) -> ApprovalFacts:
     """Check the approval a verified ``chit-provenance/2`` record names.
 
@@ -218,8 +213,8 @@ def check_approval(
         signed_part: The commit message up to the ``Chit-Provenance`` line.
         engine_keys: Trusted engine key id to Ed25519 public key (the
             discharge's countersignature must verify under one of them).
-        sealed: Whether the repository's blob of this id (hex) is a sealed
-            blob (docs/sealing.md).
+        blob: The repository's blob of this id (hex), or ``None`` if it has
+            none.
 
     Returns:
         The approval's facts.
@@ -229,9 +224,9 @@ def check_approval(
             operator's signature under the recorded key, the engine's
             countersignature under a trusted key), is not an approval, approves
             other request bytes, or the request is not this commit's (tool,
-            session, token, message; the change's base is the commit's parent
-            and its paths, modes and plaintext blobs are what the commit
-            changed, a sealed blob standing for its plaintext), or the approval
+            session, token, message; the change's paths, modes and content
+            hashes are what the commit changed, a sealed blob standing for its
+            plaintext), or the approval
             was not in force
             when the commit was made (``decided_at <= time < expires_at``).
     """
@@ -256,10 +251,7 @@ def check_approval(
         raise ApprovalProblem(f"approval {aid} was for another session or token")
     if hashlib.sha256(entry["change"]).hexdigest() != request["change"]:
         raise ApprovalProblem(f"the recorded change is not the one approval {aid} covers")
-    base, paths = _change(entry["change"])
-    if record["commit"]["parents"] != [base]:
-        raise ApprovalProblem(f"the commit is not based where approval {aid} covers")
-    differs = _landed_as_approved(record, paths, sealed)
+    differs = _landed_as_approved(record, _change(entry["change"]), blob)
     if differs is not None:
         raise ApprovalProblem(
             f"the commit changed {differs!r} otherwise than approval {aid} covers"

@@ -60,7 +60,6 @@ from engine.audit import provenance
 from engine.audit.approval import ApprovalFacts, ApprovalProblem, check_approval
 from engine.auth import cbor
 from engine.auth.agents import is_agent_name
-from engine.auth.sealing import is_sealed
 from engine.catalog.declarations import (
     CATALOG_ENCODING,
     CATALOG_STORE_REF,
@@ -400,7 +399,7 @@ class Auditor:
         if record["v"] == provenance.RECORD_VERSION_APPROVED:
             try:
                 report.approval = check_approval(record, signed_part, self.public_keys,
-                                                 self._sealed)
+                                                 self._blob)
             except ApprovalProblem as exc:
                 fail("approval", exc.reason)
 
@@ -419,12 +418,12 @@ class Auditor:
                  + ", ".join(wider))
         return report
 
-    def _sealed(self, blob_id: str) -> bool:
+    def _blob(self, blob_id: str) -> bytes | None:
         try:
             kind, data = self.repo.read_raw(pygit2.Oid(hex=blob_id))
         except (ValueError, KeyError, pygit2.GitError):
-            return False
-        return kind == pygit2.enums.ObjectType.BLOB and is_sealed(data)
+            return None
+        return data if kind == pygit2.enums.ObjectType.BLOB else None
 
     def _check_change(self, commit: pygit2.Commit, record: Mapping[str, Any], fail: Any) -> None:
         if len(commit.parents) != 1:

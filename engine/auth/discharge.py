@@ -38,6 +38,7 @@ __all__ = [
     "Discharge",
     "DischargeError",
     "change_bytes",
+    "change_digest",
     "countersign",
     "decode_body",
     "decode_discharge",
@@ -167,7 +168,8 @@ def request_bytes(
     """The ``chit-det/1`` encoding of the request map an approval is bound to.
 
     The map is ``{"v": 1, "tool", "arguments", "session", "token", "repo"}``
-    plus ``"change"`` for a commit (docs/approvals.md, "The request hash").
+    plus ``"change"`` for a commit (docs/approvals.md, "The request hash"); a
+    commit's provenance record keeps these bytes.
 
     Args:
         tool: The tool's name.
@@ -176,12 +178,10 @@ def request_bytes(
         session: The session id.
         token_id: The token's id (hex of its identity block).
         repo: The repository's name.
-        change: For ``commit``: the SHA-256 (64 hex) of the staged change's
-            :func:`change_bytes`; else ``None``.
+        change: For ``commit``: :func:`change_digest` of the staged change; else ``None``.
 
     Returns:
-        The encoded map (a provenance record names an approved commit's
-        request by these bytes).
+        The encoded map.
 
     Raises:
         ProfileError: If an argument is outside JSON's data model (a float, a
@@ -201,34 +201,29 @@ def request_bytes(
     return cbor.encode(request)
 
 
-def change_bytes(base: str, entries: Iterable[tuple[str, str | None, int | None]]) -> bytes:
-    """The ``chit-det/1`` encoding of a staged change, as an approval of a commit covers it.
+def change_digest(entries: Iterable[tuple[str, int | None, bytes | None]]) -> str:
+    """What a commit's approval binds of its staged change: hex SHA-256 of :func:`change_bytes`."""
+    return hashlib.sha256(change_bytes(entries)).hexdigest()
 
-    The map is ``{"v": 1, "base": <commit id hex>, "changes": [{"path", "blob",
-    "mode"}, ...]}``, changes sorted by path; a deletion has neither ``blob``
-    nor ``mode`` (docs/approvals.md, "The change"). ``blob`` is the git blob id
-    of the plaintext content, so a protected file (sealed afresh at every
-    commit, docs/sealing.md) is named by its plaintext, not its ciphertext.
+
+def change_bytes(entries: Iterable[tuple[str, int | None, bytes | None]]) -> bytes:
+    """The ``chit-det/1`` array a commit's approval binds (docs/approvals.md, "The request hash").
 
     Args:
-        base: Hex id of the commit the change is based on.
-        entries: ``(path, plaintext blob id hex or None for a deletion, git
-            file mode or None)`` per staged path.
+        entries: ``(path, git file mode, content)`` of every staged path;
+            ``(path, None, None)`` for a deletion (both sides of a move appear).
 
     Returns:
-        The encoded map; its SHA-256, hex, is the request's ``change``.
-
-    Raises:
-        ProfileError: If a path is not NFC text.
+        The array, sorted by path, of ``[path, mode, SHA-256 of content]``
+        (``[path, null, null]`` for a deletion): the content as committed,
+        whatever the lane it merges onto. A commit's provenance record keeps
+        these bytes.
     """
-    changes: list[dict[str, Any]] = []
-    for path, blob, mode in sorted(entries, key=lambda e: e[0].encode("utf-8", "surrogatepass")):
-        entry: dict[str, Any] = {"path": path}
-        if blob is not None:
-            entry["blob"] = blob
-            entry["mode"] = mode if mode is not None else 0o100644
-        changes.append(entry)
-    return cbor.encode({"v": 1, "base": base, "changes": changes})
+    rows = sorted(
+        (path, mode, None if data is None else hashlib.sha256(data).digest())
+        for path, mode, data in entries
+    )
+    return cbor.encode([[_lowered(path), mode, digest] for path, mode, digest in rows])
 
 
 @dataclass(frozen=True)

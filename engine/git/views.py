@@ -175,18 +175,6 @@ class StagedChange:
         """Return whether nothing is staged."""
         return not self.changes
 
-    def entries(self) -> list[tuple[str, str | None, int | None]]:
-        """Each staged path as ``(path, plaintext blob id hex, mode)``; a deletion has ``None``s.
-
-        What an approval of a commit covers (:func:`engine.auth.discharge.change_bytes`):
-        content by its plaintext git blob id, computed without writing any object.
-        """
-        return [
-            (path, None, None) if data is None
-            else (path, str(pygit2.hash(data)), self.modes.get(path, 0o100644))
-            for path, data in self.changes.items()
-        ]
-
 
 class View:
     """A session's view: a base tree overlaid with staged changes (read-only).

@@ -157,15 +157,6 @@ def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
     def seal(facts: dict[str, Any]) -> bytes:
         commit = {k: facts[k] for k in ("tree", "parents", "author", "committer")}
         commit["message"] = provenance.message_digest(facts["message"])
-        if approval is not None and commit["parents"] != [approval.base]:
-            # The lane moved under the staged change: what would land is not
-            # what was approved. Nothing is written.
-            raise RepositoryError(
-                "conflict",
-                f"the change would land on another commit than approval {approval.approval_id} "
-                "covers (your lane moved); nothing was committed: commit again to ask anew",
-                lane=ctx.token.lane,
-            )
         record: dict[str, Any] = {
             "v": provenance.RECORD_VERSION,
             "kid": key.key_id,

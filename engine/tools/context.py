@@ -35,8 +35,6 @@ class ApprovedRequest:
         request: The request map's ``chit-det/1`` bytes the discharge approves.
         change: For ``commit``: the approved staged change's bytes
             (:func:`engine.auth.discharge.change_bytes`).
-        base: For ``commit``: hex of the commit the approved change is based
-            on; the commit must land on exactly that parent.
     """
 
     approval_id: str
@@ -44,7 +42,6 @@ class ApprovedRequest:
     operator_public_key: bytes = field(repr=False)
     request: bytes = field(repr=False)
     change: bytes = field(default=b"", repr=False)
-    base: str | None = None
 
 
 @dataclass

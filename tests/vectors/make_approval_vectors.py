@@ -31,6 +31,13 @@ ENGINE_KID = "e20261130-00000002"
 OPERATOR_CONTEXT = b"chit-approval/1\x00"
 ENGINE_CONTEXT = b"chit-approval/1 engine\x00"
 
+# The staged change of the commit: a write, a deletion, an executable file.
+CHANGE = [
+    ("deploy/prod.toml", 0o100644, b"replicas = 3\n"),
+    ("deploy/old.toml", None, None),
+    ("bin/deploy.sh", 0o100755, b"#!/bin/sh\nexec deploy\n"),
+]
+
 REQUESTS: list[dict[str, Any]] = [
     {
         "name": "commit, bound to the staged change's tree",
@@ -39,7 +46,7 @@ REQUESTS: list[dict[str, Any]] = [
         "session": "s-7f3a9c",
         "token": "0f1e2d3c4b5a69788796a5b4c3d2e1f0",
         "repo": "app",
-        "change": "6a09e667bb67ae853c6ef372a54ff53a510e527f",
+        "change": "",  # filled in from CHANGE below
     },
     {
         "name": "issue_sub_token, no change",
@@ -89,7 +96,13 @@ def _request(spec: dict[str, Any]) -> dict[str, Any]:
     return {**spec, "cbor": encoded.hex(), "hash": hashlib.sha256(encoded).hexdigest()}
 
 
+def _change() -> str:
+    rows = sorted((p, m, None if d is None else hashlib.sha256(d).digest()) for p, m, d in CHANGE)
+    return hashlib.sha256(cbor2.dumps([list(r) for r in rows], canonical=True)).hexdigest()
+
+
 def main() -> None:
+    REQUESTS[0]["change"] = _change()
     operator_public = _public(OPERATOR_SEED)
     operator_kid = hashlib.sha256(operator_public).digest()[:16].hex()
     requests = [_request(r) for r in REQUESTS]
@@ -126,14 +139,32 @@ def main() -> None:
             "body": body.hex(), "operator_sig": op_sig.hex(), "engine_sig": engine_sig.hex(),
             "discharge": envelope.hex(),
         })
+    entry = {
+        "v": "chit-call-log/2", "seq": 7, "prev": bytes(range(32)), "time": 1_796_014_836,
+        "agent": "(operator)", "chain": [], "session": "s-7f3a9c", "tool": "chit approve",
+        "arguments": {
+            "approval": "apr_" + ("a" * 13) + ("2" * 13), "request": requests[0]["hash"],
+            "tool": "commit", "agent": "docs-bot", "operator": "alice",
+            "operator_key": operator_kid, "note": "deploy window 14:00",
+        },
+        "decision": "allowed", "code": None, "policy_hash": "sha256:" + "ab" * 32,
+        "catalog_hash": None, "repo": "app",
+    }
+    entry_bytes = cbor2.dumps(entry, canonical=True)
     out = {
         "format": "chit-approval/1",
         "engine": {"seed": ENGINE_SEED.hex(), "public": _public(ENGINE_SEED).hex(),
                    "kid": ENGINE_KID},
         "operator": {"name": "alice", "seed": OPERATOR_SEED.hex(),
                      "public": operator_public.hex(), "key_id": operator_kid},
+        "change": {"entries": [[p, m, None if d is None else d.decode()] for p, m, d in CHANGE],
+                   "digest": _change()},
         "requests": requests,
         "decisions": decisions,
+        "calllog_entry": {"seq": 7, "prev": bytes(range(32)).hex(), "time": 1_796_014_836,
+                          "session": "s-7f3a9c", "policy_hash": "sha256:" + "ab" * 32,
+                          "hex": entry_bytes.hex(),
+                          "sha256": hashlib.sha256(entry_bytes).hexdigest()},
     }
     path = Path(__file__).resolve().parent / "approval.json"
     path.write_text(json.dumps(out, indent=2, ensure_ascii=True) + "\n", "utf-8")

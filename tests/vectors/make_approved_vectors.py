@@ -41,7 +41,15 @@ SESSION = "5d1c7b0e9a8f4e3d2c1b0a9f8e7d6c5b"
 TOKEN = "0f1e2d3c4b5a69788796a5b4c3d2e1f0"
 TREE = "6a09e667bb67ae853c6ef372a54ff53a510e527f"
 PARENT = "bb67ae8584caa73b3c6ef372fe94f82ba54ff53a"
-BLOB = "3c6ef372fe94f82ba54ff53a5f1d36f1510e527f"
+CONTENT = b"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPZ deploy@example\n"
+
+
+def git_blob_id(data: bytes) -> str:
+    """A git blob's id: SHA-1 over ``blob <size>\\0`` and the content."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+BLOB = git_blob_id(CONTENT)
 MESSAGE = "Rotate the deploy key"
 CATALOG = {
     "hash": "sha256:de6f87e2144ca5d44e097c12753e03af8293d6ae07e4a8bbe4c57f50231c4480",
@@ -70,9 +78,9 @@ def key_id(public: bytes) -> str:
     return hashlib.sha256(public).digest()[:16].hex()
 
 
-def change_bytes(*, base: str = PARENT, blob: str = BLOB) -> bytes:
-    return det({"v": 1, "base": base,
-                "changes": [{"path": "deploy/key.pub", "blob": blob, "mode": 33188}]})
+def change_bytes(*, content: bytes = CONTENT, mode: int = 33188) -> bytes:
+    """docs/approvals.md: the array, sorted by path, of [path, mode, SHA-256 of content]."""
+    return det([["deploy/key.pub", mode, hashlib.sha256(content).digest()]])
 
 
 def request_bytes(*, change: bytes | None = None, message: str = MESSAGE,
@@ -166,14 +174,14 @@ def main() -> None:
     def add(name: str, stage: str, check: str, rec: dict[str, Any], **kw: Any) -> None:
         invalid.append((name, stage, check, envelope(rec, **kw)))
 
-    other_blob = change_bytes(blob="0" * 39 + "1")
+    other_blob = change_bytes(content=b"ssh-ed25519 AAAA attacker@example\n")
     other_content = request_bytes(change=other_blob)
     add("approved other content for the path", "check_approval", "approval",
         record(approval(other_content, discharge(other_content), other_blob)))
-    other_base = change_bytes(base="0" * 39 + "2")
-    on_other_base = request_bytes(change=other_base)
-    add("approved the change on another base", "check_approval", "approval",
-        record(approval(on_other_base, discharge(on_other_base), other_base)))
+    other_mode = change_bytes(mode=33261)
+    in_other_mode = request_bytes(change=other_mode)
+    add("approved the path in another mode", "check_approval", "approval",
+        record(approval(in_other_mode, discharge(in_other_mode), other_mode)))
     add("recorded change swapped for another", "check_approval", "approval",
         record(approval(good_request, discharge(good_request), other_blob)))
     other_message = request_bytes(message="Rotate every key")
@@ -227,6 +235,7 @@ def main() -> None:
             "envelope_sha256": digest,
             "signed_part": signed_part(),
             "message": signed_part() + f"Chit-Provenance: sha256:{digest}\n",
+            "blobs": {BLOB: CONTENT.hex()},
             "approval": {"id": APPROVAL_ID, "operator": "alice",
                          "operator_key": key_id(public_of(OPERATOR_SEED)),
                          "decided_at": NOW - 600, "expires_at": NOW + 3000,

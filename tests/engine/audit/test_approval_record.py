@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from engine.audit import provenance
 from engine.audit.approval import ApprovalProblem, approval_entry, check_approval
 from engine.audit.recordshape import shape_problem
-from engine.auth import cbor, signkeys
+from engine.auth import cbor, sealing, signkeys
 
 ROOT = Path(__file__).resolve().parents[3]
 VECTORS = json.loads((ROOT / "tests" / "vectors" / "provenance_approved.json").read_text("utf-8"))
@@ -48,25 +48,34 @@ def _signing_key() -> signkeys.SigningKey:
                                seed=bytes.fromhex(engine["seed"]))
 
 
-def _never_sealed(_blob: str) -> bool:
-    return False
+def _blobs(blob_id: str) -> bytes | None:
+    """The repository's blobs as the vector gives them."""
+    data = VECTORS["valid"]["blobs"].get(blob_id)
+    return None if data is None else bytes.fromhex(data)
 
 
 def test_a_sealed_blob_stands_for_its_approved_plaintext() -> None:
-    """A protected file is sealed afresh at commit: the landed blob differs from the approved
-    plaintext blob, and only a sealed blob may (threat: content swapped after approval)."""
+    """A protected file is sealed afresh at commit: its landed blob is ciphertext, checked for
+    path and mode only; any other blob must hash to the approved content (threat: content
+    swapped after the approval)."""
     valid = VECTORS["valid"]
     record = _unhex(valid["record"])
-    landed = "f" * 40
-    record["change"][0]["new"] = landed
+    other = "f" * 40
+    record["change"][0]["new"] = other
+    stored: dict[str, bytes] = {other: b"ssh-ed25519 AAAA attacker@example\n"}
     with pytest.raises(ApprovalProblem, match=r"deploy/key\.pub"):
-        check_approval(record, valid["signed_part"], _engine_keys(), _never_sealed)
-    facts = check_approval(record, valid["signed_part"], _engine_keys(),
-                           lambda blob: blob == landed)
+        check_approval(record, valid["signed_part"], _engine_keys(), stored.get)
+    stored[other] = sealing.MAGIC + b"\x01" + b"\x00" * 40
+    assert sealing.is_sealed(stored[other])
+    facts = check_approval(record, valid["signed_part"], _engine_keys(), stored.get)
     assert facts.operator == "alice"
     record["change"][0]["new_mode"] = 0o100755
     with pytest.raises(ApprovalProblem, match=r"deploy/key\.pub"):
-        check_approval(record, valid["signed_part"], _engine_keys(), lambda blob: True)
+        check_approval(record, valid["signed_part"], _engine_keys(), stored.get)
+    record["change"][0]["new_mode"] = 0o100644
+    del stored[other]  # a blob the repository does not hold
+    with pytest.raises(ApprovalProblem, match=r"deploy/key\.pub"):
+        check_approval(record, valid["signed_part"], _engine_keys(), stored.get)
 
 
 def test_valid_vector_rebuilds_byte_for_byte_and_checks() -> None:
@@ -83,7 +92,7 @@ def test_valid_vector_rebuilds_byte_for_byte_and_checks() -> None:
     signed_part, digest = provenance.split_message(valid["message"])
     assert signed_part == valid["signed_part"]
     assert digest == "sha256:" + valid["envelope_sha256"]
-    facts = check_approval(opened, signed_part, _engine_keys(), _never_sealed)
+    facts = check_approval(opened, signed_part, _engine_keys(), _blobs)
     expected = valid["approval"]
     assert (facts.approval_id, facts.operator, facts.operator_key, facts.decided_at,
             facts.expires_at, facts.note) == (
@@ -102,7 +111,7 @@ def test_invalid_vector_is_refused_with_its_check(vector: dict[str, Any]) -> Non
     assert vector == {**vector, "stage": "check_approval", "check": "approval"}
     record = provenance.open_envelope(envelope, _engine_keys())
     with pytest.raises(ApprovalProblem):
-        check_approval(record, VECTORS["valid"]["signed_part"], _engine_keys(), _never_sealed)
+        check_approval(record, VECTORS["valid"]["signed_part"], _engine_keys(), _blobs)
 
 
 def test_the_commit_message_must_be_the_approved_one() -> None:
@@ -111,7 +120,7 @@ def test_the_commit_message_must_be_the_approved_one() -> None:
     record = provenance.open_envelope(bytes.fromhex(valid["envelope_hex"]), _engine_keys())
     other = valid["signed_part"].replace("Rotate the deploy key", "Rotate the deploy keys")
     with pytest.raises(ApprovalProblem, match="message"):
-        check_approval(record, other, _engine_keys(), _never_sealed)
+        check_approval(record, other, _engine_keys(), _blobs)
 
 
 @pytest.mark.parametrize(
