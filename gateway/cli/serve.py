@@ -132,7 +132,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     session = _read_session(args)
     repos = resolve_repo_specs(home, [args.repo])
     with Engine(home, repos, read_only=args.read_only, state=args.state) as engine:
-        serve_stdio(engine, token, session=session)
+        serve_stdio(engine, token, session=session,
+                    state_keys=admin.request_state_keys(home).keys,
+                    approval_url=admin.approval_url_template(home))
     return EXIT_OK
 
 
@@ -180,12 +182,17 @@ def _mcp_http(args: argparse.Namespace) -> int:
     admin.ensure_home(home)
     repos = resolve_repo_specs(home, [args.repo])
     with Engine(home, repos, read_only=args.read_only, state=args.state) as engine:
-        serve_http(engine, settings)
+        serve_http(engine, settings, state_keys=admin.request_state_keys(home).keys)
     return EXIT_OK
 
 
 def _mcp_remote(args: argparse.Namespace) -> int:
-    """``chit mcp --engine URL``: an edge with no keys, no repository and no home."""
+    """``chit mcp --engine URL``: an edge with no keys, no repository and no home.
+
+    Its ``requestState`` key is its own (one process); ``[approvals] url`` is
+    read from the edge's home's ``engine.toml`` if it has one.
+    """
+    from engine import admin
     from gateway.mcp_server import serve_stdio
     from gateway.remote_engine import RemoteEngine
 
@@ -195,13 +202,15 @@ def _mcp_remote(args: argparse.Namespace) -> int:
     _no_state_with_engine(args)
     token = _read_token(args)
     session = _read_session(args)
+    approval_url = admin.approval_url_template(admin.resolve_home(args.home))
     with RemoteEngine(args.engine) as engine:
         health = engine.health()
         if not health.get("ok"):
             logging.getLogger("chit.gateway").warning(
                 "the engine at %s does not answer yet; calls fail until it does", args.engine
             )
-        serve_stdio(engine, token, repo=args.repo_name, session=session)
+        serve_stdio(engine, token, repo=args.repo_name, session=session,
+                    approval_url=approval_url)
     return EXIT_OK
 
 
