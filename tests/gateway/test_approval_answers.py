@@ -67,7 +67,7 @@ def test_the_input_required_result_carries_the_id_in_its_state_and_the_refusal()
     assert approvals.approval_from_state(types.CallToolRequestParams(name="commit")) is None
 
 
-@pytest.mark.parametrize("state", ["", "not json", '{"v": 2, "approval": "%s"}' % APPROVAL_ID,
+@pytest.mark.parametrize("state", ["", "not json", json.dumps({"v": 2, "approval": APPROVAL_ID}),
                                    '{"v": 1, "approval": "apr_x"}', "[1]"])
 def test_a_state_this_edge_does_not_mint_is_refused(state: str) -> None:
     # Threat: a client-made state reaching the engine as an approval id.
