@@ -189,10 +189,9 @@ def _mcp_http(args: argparse.Namespace) -> int:
 def _mcp_remote(args: argparse.Namespace) -> int:
     """``chit mcp --engine URL``: an edge with no keys, no repository and no home.
 
-    Its ``requestState`` key is its own (one process); ``[approvals] url`` is
-    read from the edge's home's ``engine.toml`` if it has one.
+    Its ``requestState`` key is its own (one process), and with no home it has
+    no ``[approvals] url``: a waiting call is the plain refusal under 2025-11-25.
     """
-    from engine import admin
     from gateway.mcp_server import serve_stdio
     from gateway.remote_engine import RemoteEngine
 
@@ -202,15 +201,13 @@ def _mcp_remote(args: argparse.Namespace) -> int:
     _no_state_with_engine(args)
     token = _read_token(args)
     session = _read_session(args)
-    approval_url = admin.approval_url_template(admin.resolve_home(args.home))
     with RemoteEngine(args.engine) as engine:
         health = engine.health()
         if not health.get("ok"):
             logging.getLogger("chit.gateway").warning(
                 "the engine at %s does not answer yet; calls fail until it does", args.engine
             )
-        serve_stdio(engine, token, repo=args.repo_name, session=session,
-                    approval_url=approval_url)
+        serve_stdio(engine, token, repo=args.repo_name, session=session)
     return EXIT_OK
 
 
