@@ -18,14 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
 import pytest
 import uvicorn
 from mcp.client._input_required import InputRequiredRoundsExceededError
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 
 from engine import admin
-from engine.service import CallAnswer, Engine, Refused, resolve_repo_specs
+from engine.service import CallAnswer, Called, Engine, Refused, resolve_repo_specs
 from gateway.http_edge import HttpEdge, HttpSettings
 from gateway.http_edge.run import bind, uvicorn_config
 from tests.conftest import World
@@ -38,7 +39,11 @@ APPROVAL_ID = "apr_" + "k" * 26
 
 @dataclass
 class Gate:
-    """The real engine, except that ``commit`` waits until :attr:`approved` (an edge's view)."""
+    """The real engine, except that ``commit`` waits until :attr:`approved` (an edge's view).
+
+    ``status`` lists the approval while it is pending, as the engine lists a
+    session's pending approvals.
+    """
 
     engine: Engine
     approved: bool = False
@@ -53,9 +58,17 @@ class Gate:
     def invoke(self, token: str, tool: str, arguments: dict[str, Any] | None, *, session: str,
                offered_catalog_hash: str | None = None, repo: str | None = None,
                approval: str | None = None) -> CallAnswer:
+        if tool == "status":
+            answer = self.engine.invoke(token, tool, arguments, session=session,
+                                        offered_catalog_hash=offered_catalog_hash, repo=repo)
+            if isinstance(answer, Called):  # as the engine lists a session's pending approvals
+                pending = [] if self.approved else [{"id": APPROVAL_ID, "tool": "commit"}]
+                return Called({**answer.result, "approvals": pending})
+            return answer
         if tool == "commit":
             self.echoed.append(approval)
-            if not (self.approved and approval == APPROVAL_ID):
+            # The engine finds an approval by the request; an echoed id must name it.
+            if not self.approved or approval not in (None, APPROVAL_ID):
                 return Refused("approval_required", "this call waits for an approval", {
                     "approval": {"id": APPROVAL_ID, "tool": "commit", "paths": ["src/app.py"],
                                  "approvers": ["ops"], "expires_at": int(time.time()) + 600},
@@ -235,3 +248,69 @@ def test_the_2025_era_without_url_elicitation_gets_the_refusal(world: World) -> 
         result = anyio.run(go)
     assert result.is_error and payload(result)["error"] == "approval_required"
     assert payload(result)["approval"]["id"] == APPROVAL_ID
+
+
+class _Completed:
+    """A client message handler noting ``notifications/elicitation/complete``."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.event = anyio.Event()
+
+    async def __call__(self, message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/elicitation/complete":
+            self.ids.append(message.params.elicitation_id)
+            self.event.set()
+
+
+async def _never(_ctx: Any, _params: Any) -> types.ElicitResult:
+    raise AssertionError("the edge sends no elicitation/create")
+
+
+def test_the_2025_era_with_url_elicitation_is_sent_to_the_page_then_told(
+    world: World,
+) -> None:
+    token = world.mint()
+    bystander = str(admin.inspect_token(world.mint(agent="bob"))["id"])
+    completed = _Completed()
+    with serving(world, None) as (gate, url):
+
+        async def go() -> tuple[UrlElicitationRequiredError, str, dict[str, Any]]:
+            async with http_client(url, token, message_handler=completed,
+                                   elicitation_callback=_never) as (client, http):
+                await _stage(client)
+                with pytest.raises(MCPError) as err:
+                    await client.call_tool("commit", {"message": "m"})
+                assert err.value.error.code == -32042
+                waiting = UrlElicitationRequiredError.from_error(err.value.error)
+                page = (await http.get(waiting.elicitations[0].url)).text
+                # The decision, then any move of the engine's change feed.
+                gate.approved = True
+                await anyio.to_thread.run_sync(lambda: admin.revoke(world.home, bystander))
+                with anyio.fail_after(15):
+                    await completed.event.wait()
+                return waiting, page, payload(await client.call_tool("commit", {"message": "m"}))
+
+        waiting, page, committed = anyio.run(go)
+    [elicitation] = waiting.elicitations
+    assert elicitation.elicitation_id == APPROVAL_ID and elicitation.mode == "url"
+    assert elicitation.url == url.removesuffix("/mcp") + f"/approvals/{APPROVAL_ID}"
+    assert "commit" in elicitation.message and "ops" in elicitation.message
+    assert "src/app.py" in page and f"chit approve {APPROVAL_ID}" in page
+    assert completed.ids == [APPROVAL_ID]
+    assert committed["commit"] == world.refs()["refs/heads/agent/alice"]
+
+
+def test_the_page_answers_only_for_approval_ids(world: World) -> None:
+    with serving(world, None) as (_gate, url):
+        origin = url.removesuffix("/mcp")
+        with httpx2.Client(timeout=30) as http:
+            unknown = http.get(f"{origin}/approvals/apr_{'z' * 26}")
+            bad = http.get(f"{origin}/approvals/..%2Fmcp")
+            foreign = http.get(f"{origin}/approvals/apr_{'z' * 26}",
+                               headers={"Host": "evil.example:80"})
+    assert unknown.status_code == 200 and "no details" in unknown.text
+    assert unknown.headers["content-security-policy"].startswith("default-src 'none'")
+    assert unknown.headers["cache-control"] == "no-store"
+    assert bad.status_code == 404
+    assert foreign.status_code == 421  # Threat: DNS rebinding reading the page
