@@ -67,7 +67,9 @@ names your session, which a new connection with the same token can resume.
 - A refused call returns isError with JSON {"error": CODE, "message": ...}; codes are stable \
 (for example path_outside_scope, path_forbidden, invalid_argument, not_found, conflict). \
 engine_frozen means the operator made the engine read-only: only read tools work until it \
-is lifted; list tools again then. \
+is lifted; list tools again then. approval_required means the call waits for an operator's \
+approval (nothing was changed): tell the user what `waits` says, and call the tool again \
+with the same arguments once it is approved. \
 Calling a tool you were not offered is an unknown-tool error listing the tools you have.
 """
 
