@@ -46,6 +46,9 @@ CODES: frozenset[str] = frozenset(
         "engine_frozen",
         "seal_invalid",
         "exchange_refused",
+        "approval_required",
+        "approval_denied",
+        "approval_expired",
         "internal_error",
     }
 )
@@ -109,6 +112,10 @@ class RepositoryError(ChitError):
 
 class StateError(ChitError):
     """Engine state forbids the call (``session_token_mismatch``, ``engine_frozen``)."""
+
+
+class ApprovalError(ChitError):
+    """A call an ``[[approval]]`` table holds: waiting, denied or expired (docs/approvals.md)."""
 
 
 class ConfigurationError(Exception):

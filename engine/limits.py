@@ -282,6 +282,22 @@ class Limits:
     issuer_key_file_bytes: int = 1 << 20
     """Bytes of an issuer's key file (JWKS or PEM) read (1 MiB)."""
 
+    # --- approvals and operators (engine/auth/discharge.py, engine/service/approvals.py) --
+    operator_name_chars: int = 64
+    """Characters of an operator's or an operator group's name."""
+    operator_groups: int = 16
+    """Groups one operator belongs to."""
+    operators: int = 1_024
+    """Operators one store registers."""
+    approval_note_chars: int = 500
+    """Characters of an approver's ``--note``."""
+    approval_discharge_bytes: int = 4_096
+    """Bytes of a discharge (``chit-approval/1``) or its decision body decoded."""
+    approvals_pending_per_token: int = 64
+    """Pending approvals one token may have waiting; more are refused with ``limit_exceeded``."""
+    approvals_listed: int = 1_000
+    """Approvals ``chit approvals list`` and ``status`` read at most."""
+
     def __post_init__(self) -> None:
         for field in fields(self):
             kind = type(field.default)

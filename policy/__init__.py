@@ -3,6 +3,7 @@
 Imports nothing from ``engine`` or ``gateway``. See ``docs/policy.md``.
 """
 
+from policy.approval import ApprovalRule, approval_for, approval_match
 from policy.decision import Decision, Request
 from policy.errors import PolicyDeniedError, PolicyError
 from policy.evaluate import enforce, evaluate, rate_limits_for
@@ -28,6 +29,7 @@ __all__ = [
     "MAX_LEEWAY_SECONDS",
     "OPERATIONS",
     "TOOL_OPERATIONS",
+    "ApprovalRule",
     "CommitRules",
     "Decision",
     "Issuer",
@@ -40,6 +42,8 @@ __all__ = [
     "RateLimit",
     "Request",
     "Rule",
+    "approval_for",
+    "approval_match",
     "enforce",
     "evaluate",
     "load",

@@ -41,6 +41,12 @@ from engine.admin.keys import (
     rotate_sealing_key,
     rotate_signing_key,
 )
+from engine.admin.operators import (
+    add_operator,
+    list_operators,
+    load_operator_key,
+    remove_operator,
+)
 from engine.admin.repos import list_lanes, list_repos, repos_status, select_repos
 from engine.admin.seed import create_repository, files_from_directory
 from engine.admin.state import copy_state, migrate_state
@@ -61,6 +67,7 @@ __all__ = [
     "DoctorRepository",
     "RequestStateKeys",
     "TokenExchange",
+    "add_operator",
     "approval_url_template",
     "attenuate_token",
     "call_log_checkpoint",
@@ -78,7 +85,9 @@ __all__ = [
     "inspect_token",
     "list_keys",
     "list_lanes",
+    "list_operators",
     "list_repos",
+    "load_operator_key",
     "load_trusted_keys",
     "migrate_state",
     "mint_token",
@@ -90,6 +99,7 @@ __all__ = [
     "prove_inclusion",
     "provenance_graph",
     "read_checkpoint_file",
+    "remove_operator",
     "render_graph",
     "repos_status",
     "request_state_keys",

@@ -227,6 +227,15 @@ class RemoteState(BaseModel):
     error: str | None = Field(description="Why the last push or fetch failed, if it did.")
 
 
+class PendingApproval(BaseModel):
+    """An approval this session's call waits for (docs/approvals.md)."""
+
+    model_config = _OUT
+    id: str
+    tool: str
+    expires_at: int
+
+
 class Status(BaseModel):
     """The session's staged change and its lane."""
 
@@ -246,6 +255,11 @@ class Status(BaseModel):
     staged: list[StagedEntry]
     staged_bytes: int
     remote: RemoteState | None = Field(description="The remote, if the repository has one.")
+    approvals: list[PendingApproval] = Field(
+        default_factory=list,
+        description="Calls of this session waiting for an operator's approval; retry each "
+        "with the same arguments once approved.",
+    )
 
 
 class FileContent(BaseModel):

@@ -34,19 +34,20 @@ from engine.catalog.declarations import CATALOG_ENCODING, CATALOG_STORE_REF, Too
 from engine.errors import AccessDeniedError, ChitError, ConfigurationError, StoreError, denied
 from engine.semantic.persist import derive_key
 from engine.service.answers import CallAnswer, Called, OfferAnswer, Offered, OfferedTool, Refused
+from engine.service.approvals import ApprovalGate, approver_check
 from engine.service.arguments import parse_arguments, scoped_paths
 from engine.service.check import Checked, check_catalog, check_policy, offered_tool
 from engine.service.logwriter import LogWriter
 from engine.service.placement import Placement, SessionElsewhere
-from engine.service.policyfile import PolicyFile
+from engine.service.policyfile import PolicyFile, PolicySnapshot
 from engine.service.ratelimit import RateLimiter
 from engine.service.recording import CallFacts, Recorder
 from engine.service.repos import RepoSpec
-from engine.service.served import ServedRepos, specs_of
+from engine.service.served import Served, ServedRepos, specs_of
 from engine.service.sessions import check_session_id
 from engine.service.watch import LocalChanges
 from engine.state import FreezeState, Store, open_store, refuse_left_behind, resolve_state_url
-from engine.tools.context import CallContext
+from engine.tools.context import CallContext, Session
 from engine.tools.offer import offer_for
 from engine.tools.semantic.intents import share_staged_paths, staged_paths
 from engine.tools.table import handler_for
@@ -104,8 +105,6 @@ class Engine:
         specs = specs_of(repo)  # names and paths checked before anything opens
         self._log_signer = calllog.LogSigner(home)
         self._keyring = Keyring(home)
-        # Re-read on every call when the file changes; fail closed if it turns invalid.
-        self._policies = PolicyFile(self._home / "policy.toml")
         signkeys.active_signing_key(home)  # refuse to start without a signing key
         # Protected content is sealed in the commit path and opened on reads
         # (docs/sealing.md); protection follows whichever policy is current.
@@ -115,10 +114,14 @@ class Engine:
         try:
             # An engine on a new store must not forget what <home>/state.db holds.
             refuse_left_behind(home, url, self._store)
+            # Re-read on every call when the file changes; fail closed if it turns
+            # invalid, or names an approver the store does not know.
+            self._policies = PolicyFile(self._home / "policy.toml", approver_check(self._store))
         except BaseException:
             self._store.close()
             raise
         self._rates = RateLimiter(self._store)
+        self._approvals = ApprovalGate(self._store)
         try:
             # Each repository has its own git handle, semantic index (protected
             # files are never kept there) and sessions.
@@ -302,6 +305,7 @@ class Engine:
         session: str,
         offered_catalog_hash: str | None = None,
         repo: str | None = None,
+        approval: str | None = None,
     ) -> CallAnswer:
         """Run one tool call through the ordered check and, if it passes, the handler.
 
@@ -317,6 +321,9 @@ class Engine:
                 refuse with ``catalog_changed`` unless it equals the engine's.
             repo: The repository's name, as for :meth:`offer`; the session
                 belongs to that repository (its call-log entry names it).
+            approval: The approval id the client echoed (a 2026-07-28 retry's
+                request state), or ``None``. Only a hint: the approval is found
+                by the call's own request hash (docs/approvals.md).
 
         Returns:
             :class:`Called` with the tool's result, or :class:`Refused` (a tool
@@ -334,7 +341,9 @@ class Engine:
         answer: CallAnswer
         try:
             answer = Called(
-                self._invoke(token, tool, arguments, session, offered_catalog_hash, repo, facts)
+                self._invoke(
+                    token, tool, arguments, session, offered_catalog_hash, repo, facts, approval
+                )
             )
         except ChitError as exc:
             answer = Refused.of(exc)
@@ -406,6 +415,7 @@ class Engine:
         offered_catalog_hash: str | None,
         repo: str | None,
         facts: CallFacts,
+        approval: str | None = None,
     ) -> dict[str, Any]:
         check_session_id(session_id)
         checked = self._check(token, repo)
@@ -440,32 +450,56 @@ class Engine:
                 session.staged.base = None
             else:
                 served.repo.rebase_if_clean(checked.token.agent, session.staged)
-            ctx = CallContext(
-                token=checked.token,
-                session=session,
-                repo=served.repo,
-                repo_name=served.name,
-                policy=current.policy,
-                now=self._now(),
-                offer=checked.offer,
-                catalog_store=CATALOG_STORE_REF,
-                keys=self._keyring.lookup,
-                store=self._store,
-                policy_hash=current.hash,
-                tool=spec.name,
-                signing_key=functools.partial(signkeys.active_signing_key, self._home),
-                public_keys=self._public_keys,
+            # After the policy and the catalog, on the final staged change: an
+            # [[approval]] table holds the call until an operator approved it.
+            gate = self._approvals.hold(
+                current.policy, checked.token, spec, args, paths, session, served.name,
+                now=self._now(), hint=approval,
             )
-            before = () if spec.read_only else staged_paths(session)
-            # A change to the staged change is saved before the call is answered.
-            with served.sessions.saving(
-                session, checked.token, ctx.now, write=not spec.read_only
-            ):
-                result: BaseModel = handler(ctx, args)
-            if not spec.read_only:
-                share_staged_paths(ctx, before)
+            with gate as approved:
+                result = self._run(handler, spec, checked, current, served, session, args,
+                                   approved)
         dumped: dict[str, Any] = result.model_dump(mode="json")
         return dumped
+
+    def _run(
+        self,
+        handler: Callable[[CallContext, Any], BaseModel],
+        spec: ToolSpec,
+        checked: Checked,
+        current: PolicySnapshot,
+        served: Served,
+        session: Session,
+        args: BaseModel,
+        approved: str | None,
+    ) -> BaseModel:
+        """Run the handler in the call's context, saving the staged change it makes."""
+        ctx = CallContext(
+            token=checked.token,
+            session=session,
+            repo=served.repo,
+            repo_name=served.name,
+            policy=current.policy,
+            now=self._now(),
+            offer=checked.offer,
+            catalog_store=CATALOG_STORE_REF,
+            keys=self._keyring.lookup,
+            store=self._store,
+            policy_hash=current.hash,
+            tool=spec.name,
+            signing_key=functools.partial(signkeys.active_signing_key, self._home),
+            public_keys=self._public_keys,
+            approval=approved,
+        )
+        before = () if spec.read_only else staged_paths(session)
+        # A change to the staged change is saved before the call is answered.
+        with served.sessions.saving(
+            session, checked.token, ctx.now, write=not spec.read_only
+        ):
+            result: BaseModel = handler(ctx, args)
+        if not spec.read_only:
+            share_staged_paths(ctx, before)
+        return result
 
 
 def _offered(spec: ToolSpec) -> OfferedTool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,14 +65,24 @@ class PolicyFile:
 
     Args:
         path: The policy file.
+        check: Checks a policy that loaded against what is outside the file
+            (the approvers the store knows); returns why it is unusable, or
+            ``None``. It may raise :class:`~engine.errors.StoreError`: the
+            version is then not taken, and the next call tries again.
 
     Raises:
         ConfigurationError: If the file is missing, unreadable or invalid at
             start: the engine refuses to start.
+        StoreError: If ``check`` could not read the store at start.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        check: Callable[[policy.Policy], str | None] | None = None,
+    ) -> None:
         self._path = Path(path)
+        self._check = check
         self._lock = threading.Lock()
         signature, loaded = self._read()
         if isinstance(loaded, str):
@@ -151,6 +162,9 @@ class PolicyFile:
             return signature, f"the policy {self._path} is not UTF-8"
         except policy.PolicyError as exc:
             return signature, f"invalid policy {self._path}: {exc}"
+        problem = self._check(loaded) if self._check is not None else None
+        if problem is not None:
+            return signature, f"invalid policy {self._path}: {problem}"
         return signature, PolicySnapshot(loaded, provenance.policy_hash(loaded))
 
 

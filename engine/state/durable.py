@@ -1,12 +1,12 @@
 """What of a store is durable: the fixed list of tables and columns ``chit state copy`` moves.
 
-Revocations, delegations, the freeze, the token exchange's replay cache and the
-call log (entries with their signatures, the tree head, checkpoints, the first
-form's chain head) are what an engine must never lose; intents, staged paths,
-rate windows, session placements and the change feed are not copied
-(docs/deployment.md, "Switching stores"). Both stores build their statements
-from this list and nothing else: no table or column name ever comes from
-input, and every value is a bound parameter.
+Revocations, delegations, the freeze, the token exchange's replay cache,
+operators and approvals, and the call log (entries with their signatures, the
+tree head, checkpoints, the first form's chain head) are what an engine must
+never lose; intents, staged paths, rate windows, session placements and the
+change feed are not copied (docs/deployment.md, "Switching stores"). Both
+stores build their statements from this list and nothing else: no table or
+column name ever comes from input, and every value is a bound parameter.
 """
 
 from __future__ import annotations
@@ -76,6 +76,17 @@ DURABLE_TABLES: tuple[DurableTable, ...] = (
     ),
     DurableTable("call_log_head", ("id", "seq", "hash", "head", "sig"),
                  (int, int, bytes, bytes, bytes), ("id",)),
+    DurableTable("operators", ("key_id", "name", "public", "groups", "added_at", "removed_at"),
+                 (str, str, bytes, str, int, int), ("key_id",)),
+    DurableTable(
+        "approvals",
+        ("id", "request", "tool", "agent", "token_id", "session", "repo", "asked", "approvers",
+         "reason", "rule", "created_at", "expires_at", "state", "decision", "decided_by",
+         "decided_at", "note", "used_at"),
+        (str, str, str, str, str, str, str, str, str, str, str, int, int, str, bytes, str, int,
+         str, int),
+        ("id",),
+    ),
 )
 """Every durable table, in the order a copy reads and writes them."""
 

@@ -24,6 +24,7 @@ from engine.errors import StoreError
 from engine.limits import LIMITS
 from engine.state._common import freeze_of
 from engine.state._postgres import connect_kwargs, guard_errors, open_reason, password_in
+from engine.state.postgres_approvals import PostgresApprovals
 from engine.state.postgres_durable import PostgresDurable
 from engine.state.postgres_intents import PostgresIntents
 from engine.state.postgres_log import PostgresCallLog
@@ -42,7 +43,7 @@ _EXPIRED_JTI = (
 
 
 @guard_errors
-class PostgresStore(PostgresCallLog, PostgresIntents, PostgresDurable):
+class PostgresStore(PostgresCallLog, PostgresIntents, PostgresDurable, PostgresApprovals):
     """:class:`~engine.state.store.Store` on PostgreSQL (psycopg 3, a connection pool).
 
     Connections are autocommit, at most ``LIMITS.postgres_pool_connections``

@@ -2,8 +2,8 @@
 
 Versions are numbered as SQLite's (engine/state/sqlite_schema.py): 1 is the
 baseline tables, 2 adds the schema version, rate windows, the change feed and
-engine sessions. A store is migrated forward in one transaction holding an
-advisory lock, so engines that start together never race (docs/deployment.md,
+engine sessions, 3 operators and approvals. A store is migrated forward in one
+transaction holding an advisory lock, so engines that start together never race (docs/deployment.md,
 "Schema versions"). Text that is compared or ordered is ``COLLATE "C"``, so
 orders are bytewise as in SQLite whatever the database's locale.
 """
@@ -123,6 +123,42 @@ CREATE TABLE IF NOT EXISTS engine_sessions (
 CREATE INDEX IF NOT EXISTS engine_sessions_owner ON engine_sessions (owner);
 """
 
+_VERSION_3 = """
+CREATE TABLE IF NOT EXISTS operators (
+    key_id TEXT COLLATE "C" PRIMARY KEY,
+    name TEXT COLLATE "C" NOT NULL,
+    public BYTEA NOT NULL,
+    groups TEXT NOT NULL,
+    added_at BIGINT NOT NULL,
+    removed_at BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS operators_active ON operators (name) WHERE removed_at = 0;
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT COLLATE "C" PRIMARY KEY,
+    request TEXT COLLATE "C" NOT NULL,
+    tool TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    token_id TEXT COLLATE "C" NOT NULL,
+    session TEXT COLLATE "C" NOT NULL,
+    repo TEXT COLLATE "C" NOT NULL,
+    asked TEXT NOT NULL,
+    approvers TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    state TEXT COLLATE "C" NOT NULL,
+    decision BYTEA NOT NULL,
+    decided_by TEXT NOT NULL,
+    decided_at BIGINT NOT NULL,
+    note TEXT NOT NULL,
+    used_at BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS approvals_request ON approvals (request, created_at);
+CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, created_at);
+CREATE INDEX IF NOT EXISTS approvals_token ON approvals (token_id, state);
+"""
+
 
 def _statements(script: str) -> tuple[str, ...]:
     """A script's statements (they hold no ``;`` inside), without comment lines."""
@@ -133,6 +169,7 @@ def _statements(script: str) -> tuple[str, ...]:
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: _statements(_VERSION_1),
     2: _statements(_VERSION_2),
+    3: _statements(_VERSION_3),
 }
 """Statements taking the schema from version ``v - 1`` to ``v``, run in one transaction."""
 if max(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a programming error

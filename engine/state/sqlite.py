@@ -23,6 +23,7 @@ from typing import Any
 from engine.errors import SchemaError, StoreError
 from engine.state._common import freeze_of
 from engine.state._sqlite import guard_errors
+from engine.state.sqlite_approvals import SQLiteApprovals
 from engine.state.sqlite_durable import SQLiteDurable
 from engine.state.sqlite_intents import SQLiteIntents
 from engine.state.sqlite_log import SQLiteCallLog
@@ -41,7 +42,7 @@ _HEX = frozenset("0123456789abcdef")
 
 
 @guard_errors
-class SQLiteStore(SQLiteCallLog, SQLiteIntents, SQLiteDurable):
+class SQLiteStore(SQLiteCallLog, SQLiteIntents, SQLiteDurable, SQLiteApprovals):
     """:class:`~engine.state.store.Store` on SQLite in WAL mode.
 
     Args:

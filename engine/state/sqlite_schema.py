@@ -116,6 +116,42 @@ CREATE TABLE IF NOT EXISTS engine_sessions (
 CREATE INDEX IF NOT EXISTS engine_sessions_owner ON engine_sessions (owner);
 """
 
+_VERSION_3 = """
+CREATE TABLE IF NOT EXISTS operators (
+    key_id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    public BLOB NOT NULL,
+    groups TEXT NOT NULL,
+    added_at INTEGER NOT NULL,
+    removed_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS operators_active ON operators (name) WHERE removed_at = 0;
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT PRIMARY KEY,
+    request TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    token_id TEXT NOT NULL,
+    session TEXT NOT NULL,
+    repo TEXT NOT NULL,
+    asked TEXT NOT NULL,
+    approvers TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    decision BLOB NOT NULL,
+    decided_by TEXT NOT NULL,
+    decided_at INTEGER NOT NULL,
+    note TEXT NOT NULL,
+    used_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS approvals_request ON approvals (request, created_at);
+CREATE INDEX IF NOT EXISTS approvals_state ON approvals (state, created_at);
+CREATE INDEX IF NOT EXISTS approvals_token ON approvals (token_id, state);
+"""
+
 
 def _statements(script: str) -> tuple[str, ...]:
     """A script's statements (they hold no ``;`` inside), without comment lines."""
@@ -126,6 +162,7 @@ def _statements(script: str) -> tuple[str, ...]:
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: _statements(SCHEMA),
     2: _statements(_VERSION_2),
+    3: _statements(_VERSION_3),
 }
 """Statements taking the schema from version ``v - 1`` to ``v``, run in one transaction."""
 if max(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a programming error

@@ -2,8 +2,9 @@
 
 What the engine keeps between calls and shares between processes and hosts:
 revocations, issued delegations, the engine's mode (frozen or not), the call
-log, the token exchange's replay cache of JWT ``jti`` values, sessions' declared
-intents and staged paths, rate-limit windows, where each engine session is
+log, operators and approvals (engine/state/approvals.py), the token
+exchange's replay cache of JWT ``jti`` values, sessions' declared intents and
+staged paths, rate-limit windows, where each engine session is
 served, and the change feed. engine/state/sqlite.py implements it on one host,
 engine/state/postgres.py for several (docs/deployment.md, docs/architecture.md).
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from engine.limits import LIMITS
+from engine.state.approvals import ApprovalStore
 
 __all__ = [
     "CHANGE_KINDS",
@@ -42,7 +44,7 @@ GENESIS = bytes(32)
 """``prev`` of the first call-log entry: 32 zero bytes."""
 MAX_JTI_KEEP_UNTIL = 2**62
 """Latest time a replay-cache entry may name (SQLite integers are 64-bit)."""
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The newest schema version this chit knows; every store numbers its migrations alike."""
 CHANGE_KINDS: frozenset[str] = frozenset({"revocation", "freeze", "keys", "policy"})
 """What the change feed announces: each can change what a token is offered."""
@@ -263,7 +265,7 @@ class LogRow(NamedTuple):
     sig: Any
 
 
-class Store(Protocol):
+class Store(ApprovalStore, Protocol):
     """What the engine needs from its state store.
 
     Every method may raise :class:`~engine.errors.StoreError` when the

@@ -78,6 +78,7 @@ class CallContext:
     policy_hash: str = ""
     tool: str = ""  # the tool called: what a listing's paths are evaluated as (a read)
     repo_name: str = ""  # the repository the call acts on (inside the token's repos scope)
+    approval: str | None = None  # the approval the call runs under (docs/approvals.md)
     signing_key: Callable[[], SigningKey] | None = field(default=None, repr=False)
     public_keys: Callable[[], Mapping[str, Ed25519PublicKey]] | None = field(
         default=None, repr=False

@@ -42,6 +42,7 @@ def status(ctx: CallContext, _args: s.NoArgs) -> s.Status:
     info = ctx.repo.status(ctx.token.agent, ctx.session.staged)
     staged = [s.StagedEntry(**e) for e in info["staged"] if ctx.visible(e["path"])]
     remote = ctx.repo.remote_report(ctx.token.agent)
+    waiting = ctx.store.approvals(now=ctx.now, session=(ctx.session.session_id, ctx.repo_name))
     return s.Status(
         session=ctx.session.session_id,
         lane=info["lane"],
@@ -61,4 +62,6 @@ def status(ctx: CallContext, _args: s.NoArgs) -> s.Status:
             checked=remote["checked_at"] is not None,
             error=remote["error"],
         ),
+        approvals=[s.PendingApproval(id=a.id, tool=a.tool, expires_at=a.expires_at)
+                   for a in waiting],
     )

@@ -7,7 +7,18 @@ from __future__ import annotations
 
 import argparse
 
-from gateway.cli import audit, doctor, freeze, keys, repos, serve, setup, state, tokens
+from gateway.cli import (
+    audit,
+    doctor,
+    freeze,
+    keys,
+    operators,
+    repos,
+    serve,
+    setup,
+    state,
+    tokens,
+)
 
 __all__ = ["build_parser"]
 
@@ -41,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     repos.add_repos(sub, common)
     repos.add_lanes(sub, common)
     freeze.add_freeze(sub, common)
+    operators.add_operators(sub, common)
     state.add_state(sub, common)
     audit.add_audit(sub, common)
     doctor.add_doctor(sub, common)

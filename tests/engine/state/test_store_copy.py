@@ -21,6 +21,7 @@ from engine.audit import tlog
 from engine.audit.calllog import LogSigner
 from engine.errors import StoreError
 from engine.state import Delegation, Intent, RateWindow, Store, open_store
+from engine.state.approvals import Approval, Operator
 from tests.engine.state.storekit import raw
 from tests.engine.state.test_store_log import record, verified
 from tests.pgserver import PostgresServer
@@ -40,6 +41,10 @@ DURABLE = {
     "call_log_tree": ("id, origin, size, last, frontier, signed, signed_at", "id",
                       " WHERE origin IS NOT NULL"),
     "call_log_head": ("id, seq, hash, head, sig", "id", ""),
+    "operators": ("key_id, name, public, groups, added_at, removed_at", "key_id", ""),
+    "approvals": ("id, request, tool, agent, token_id, session, repo, asked, approvers, reason, "
+                  "rule, created_at, expires_at, state, decision, decided_by, decided_at, note, "
+                  "used_at", "id", ""),
 }
 EPHEMERAL = ("intents", "staged_paths", "rate_events", "engine_sessions")
 
@@ -109,6 +114,15 @@ def fill(store: Store, url: str, home: Path) -> None:
                      staged=True)
     assert store.admit_rate([RateWindow("k", 5, 60)], now=float(NOW)) is None
     store.place_session("sess", "worker-1", now=NOW)
+    store.add_operator(Operator("alice", "a" * 32, b"\x00" * 31 + b"\xff", ("release",), NOW))
+    store.add_operator(Operator("bob", "b" * 32, b"\x01" * 32, (), NOW))
+    store.remove_operator("bob", now=NOW + 1)
+    approval = Approval("apr_" + "a" * 26, "c" * 64, "commit", "alice", "d" * 32, "s1", "app",
+                        {"tool": "commit", "paths": ["deploy/x"]}, ("alice",), "why",
+                        "approval[0]", NOW, NOW + 600)
+    store.create_approval(approval, now=NOW)
+    store.decide_approval(approval.id, state="approved", decision=b"\x00\xffsigned",
+                          decided_by="alice", decided_at=NOW + 1, note="fine")
 
 
 def fill_log(store: Store, home: Path) -> None:
@@ -206,6 +220,11 @@ def test_a_destination_holding_any_durable_state_is_refused_and_unchanged(
             store_url, "INSERT INTO call_log_tree VALUES (1, 'o', 0, ?, ?, 0, 0)", (b"", b"")),
         "call_log_head": lambda: raw(store_url, "INSERT INTO call_log_head VALUES (1, 1, ?, ?, ?)",
                                      (b"h", b"h", b"s")),
+        "operators": lambda: destination.add_operator(
+            Operator("zed", "9" * 32, b"\x09" * 32, (), NOW)),
+        "approvals": lambda: destination.create_approval(
+            Approval("apr_" + "z" * 26, "9" * 64, "commit", "x", "8" * 32, "s", "r", {}, ("zed",),
+                     "", "approval[0]", NOW, NOW + 60), now=NOW),
     }
     one_row[held]()
     assert destination.durable_state() == {held}
@@ -222,7 +241,7 @@ def test_an_empty_store_holds_no_durable_state_and_a_filled_one_says_what(
     assert store.durable_state() == frozenset()
     fill(store, store_url, home)
     assert store.durable_state() == {"revocations", "delegations", "engine_mode", "exchange_jti",
-                                     "call_log", "call_log_head"}
+                                     "call_log", "call_log_head", "operators", "approvals"}
     fill_log(store, home)
     assert "call_log_tree" in store.durable_state()
 
