@@ -216,6 +216,7 @@ class _Edge:
         self._inline = inline
         self._approval_url = approval_url  # the [approvals] url template, with {id}
         self.waits = approvals.Waits()  # approvals sent as URL elicitations, until decided
+        self._hold = approvals.Hold(engine)  # 2026-07-28 retries of a pending approval
         self._principal: str | None = None
         # A resumed session's id, else a new random one (the engine decides
         # whether this token may use it: session_token_mismatch otherwise).
@@ -284,16 +285,19 @@ class _Edge:
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         approval = approvals.approval_from_state(params)
-        try:
-            if params.name in self._inline:
-                answer = self._call(params.name, params.arguments, approval)
-            else:
-                answer = await anyio.to_thread.run_sync(
+
+        async def ask() -> CallAnswer:
+            try:
+                if params.name in self._inline:
+                    return self._call(params.name, params.arguments, approval)
+                return await anyio.to_thread.run_sync(
                     self._call, params.name, params.arguments, approval, limiter=self._limiter
                 )
-        except Exception:
-            logger.exception("edge failed to reach the engine")
-            answer = ENGINE_UNAVAILABLE
+            except Exception:
+                logger.exception("edge failed to reach the engine")
+                return ENGINE_UNAVAILABLE
+
+        answer = await self._hold.again(await ask(), approval, ask)
 
         def elicited(hints: dict[str, Any]) -> None:
             self._elicited(hints, ctx)

@@ -6,7 +6,8 @@ an input-required result whose sealed ``requestState`` carries the id
 (``state``); under 2025-11-25, for a client that declared ``elicitation.url``,
 into the error -32042 with one URL-mode elicitation, and into
 ``notifications/elicitation/complete`` once the approval is decided
-(``answers``, ``waits``); otherwise the ``isError`` result every refusal gets.
+(``answers``, ``waits``); a retry whose approval is still pending is held
+a few seconds (``hold``); otherwise the ``isError`` result every refusal gets.
 docs/approvals.md, "MCP clients".
 """
 
@@ -20,6 +21,7 @@ from gateway.approvals.answers import (
     takes_url_elicitation,
     url_elicitation,
 )
+from gateway.approvals.hold import HOLD_SECONDS, MAX_HOLDS, Hold
 from gateway.approvals.state import (
     AUDIENCE,
     REQUEST_STATE_SECONDS,
@@ -34,9 +36,12 @@ from gateway.approvals.waits import MAX_WAITS, Waits, pending_in_status
 __all__ = [
     "APPROVAL_REQUIRED",
     "AUDIENCE",
+    "HOLD_SECONDS",
+    "MAX_HOLDS",
     "MAX_WAITS",
     "REQUEST_STATE_SECONDS",
     "URL_ELICITATION_REQUIRED",
+    "Hold",
     "Waits",
     "approval_from_state",
     "approval_of",

@@ -28,6 +28,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.service import validate_repo_name
+from gateway.approvals import Hold
 from gateway.feed import FeedFollower
 from gateway.http_edge.approval_page import APPROVALS_PATH, ApprovalBook, page_path
 from gateway.http_edge.connections import REPO_KEY, Connections, Principal
@@ -147,7 +148,8 @@ class HttpEdge:
         on_listed = workers.announce_listed if workers is not None else None
         self.book = ApprovalBook()
         handlers = Handlers(calls, self._connections, on_listed, state_keys=state_keys,
-                            page_url=self.approval_url, book=self.book)
+                            page_url=self.approval_url, book=self.book,
+                            hold=Hold(engine))
         self.server = handlers.build_server()
         self._manager = StreamableHTTPSessionManager(
             app=self.server,

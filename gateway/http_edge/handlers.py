@@ -18,6 +18,7 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 
+from engine.service import CallAnswer
 from gateway import approvals
 from gateway.http_edge.approval_page import ApprovalBook
 from gateway.http_edge.connections import (
@@ -67,6 +68,7 @@ class Handlers:
         page_url: The URL of an approval's page (``GET /approvals/<id>``), or
             ``None`` for no URL elicitation.
         book: Where the approvals relayed are remembered for their pages.
+        hold: Holds 2026-07-28 retries of a pending approval (``None``: never).
     """
 
     def __init__(
@@ -78,6 +80,7 @@ class Handlers:
         state_keys: Sequence[bytes] | None = None,
         page_url: Callable[[str], str | None] | None = None,
         book: ApprovalBook | None = None,
+        hold: approvals.Hold | None = None,
     ) -> None:
         self._engine = engine
         self._connections = connections
@@ -85,6 +88,7 @@ class Handlers:
         self._state_keys = state_keys
         self._page_url = page_url or (lambda _id: None)
         self.book = book if book is not None else ApprovalBook()
+        self._hold = hold
 
     def __repr__(self) -> str:
         return "Handlers()"
@@ -159,15 +163,22 @@ class Handlers:
         URL elicitation follows the approval for ``elicitation/complete``.
         """
         request = self._request(ctx)
-        answer = await self._engine.invoke(
-            request.token,
-            params.name,
-            params.arguments,
-            session=request.engine_session,
-            offered_catalog_hash=request.state.listed_hash,
-            repo=request.repo,
-            approval=approvals.approval_from_state(params),
-        )
+        echoed = approvals.approval_from_state(params)
+
+        async def ask() -> CallAnswer:
+            return await self._engine.invoke(
+                request.token,
+                params.name,
+                params.arguments,
+                session=request.engine_session,
+                offered_catalog_hash=request.state.listed_hash,
+                repo=request.repo,
+                approval=echoed,
+            )
+
+        answer = await ask()
+        if self._hold is not None:
+            answer = await self._hold.again(answer, echoed, ask)
         hints = approvals.approval_of(answer)
         if hints is not None:
             self.book.note(hints)

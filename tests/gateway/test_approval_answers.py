@@ -164,3 +164,33 @@ def test_the_book_forgets_the_oldest() -> None:
     book.note(_hints())
     book.note(_hints(id=OTHER_ID))
     assert book.get(APPROVAL_ID) is None and book.get(OTHER_ID) is not None
+
+
+class _Moving:
+    """A change feed that has moved each time it is asked."""
+
+    def wait_change(self, after: int, timeout: float) -> int:
+        return after + 1
+
+
+def test_a_retry_is_held_only_for_its_own_pending_approval_and_within_bounds() -> None:
+    asked: list[str] = []
+
+    async def ask() -> Called:
+        asked.append("again")
+        return Called({"commit": "c"})
+
+    async def go() -> list[Any]:
+        hold, full = approvals.Hold(_Moving()), approvals.Hold(_Moving(), limit=0)
+        return [
+            await hold.again(_waiting(), None, ask),  # not a retry
+            await hold.again(_waiting(), OTHER_ID, ask),  # a retry of another approval
+            await hold.again(Refused("approval_denied", "no"), APPROVAL_ID, ask),
+            await full.again(_waiting(), APPROVAL_ID, ask),  # no hold free
+            await hold.again(_waiting(), APPROVAL_ID, ask),  # held, then asked again
+        ]
+
+    answers = anyio.run(go)
+    assert [a.code for a in answers[:4]] == [
+        "approval_required", "approval_required", "approval_denied", "approval_required"]
+    assert answers[4] == Called({"commit": "c"}) and asked == ["again"]

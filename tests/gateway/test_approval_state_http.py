@@ -22,7 +22,6 @@ import httpx2
 import mcp_types as types
 import pytest
 import uvicorn
-from mcp.client._input_required import InputRequiredRoundsExceededError
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 
 from engine import admin
@@ -48,6 +47,7 @@ class Gate:
     engine: Engine
     approved: bool = False
     echoed: list[str | None] = field(default_factory=list)
+    held: threading.Event = field(default_factory=threading.Event)  # a retry found it pending
 
     def offer(self, token: str, *, repo: str | None = None) -> Any:
         return self.engine.offer(token, repo=repo)
@@ -69,6 +69,8 @@ class Gate:
             self.echoed.append(approval)
             # The engine finds an approval by the request; an echoed id must name it.
             if not self.approved or approval not in (None, APPROVAL_ID):
+                if approval is not None:
+                    self.held.set()
                 return Refused("approval_required", "this call waits for an approval", {
                     "approval": {"id": APPROVAL_ID, "tool": "commit", "paths": ["src/app.py"],
                                  "approvers": ["ops"], "expires_at": int(time.time()) + 600},
@@ -116,33 +118,35 @@ async def _waiting(client: Any, message: str = "m") -> types.InputRequiredResult
     return result
 
 
-def test_the_official_client_retries_until_the_approval_lands(
+def test_the_official_client_retries_and_a_held_retry_lands_once_approved(
     world: World, keys: list[bytes],
 ) -> None:
     token = world.mint()
+    bystander = str(admin.inspect_token(world.mint(agent="bob"))["id"])
     with serving(world, keys) as (gate, url):
 
         async def go() -> dict[str, Any]:
             async with http_client(url, token, mode=MODERN) as (client, _):
                 await _stage(client)
-                # Unapproved, the client's own driver retries a state-only
-                # input-required result a few times, then gives up.
-                with pytest.raises(InputRequiredRoundsExceededError):
-                    await client.call_tool("commit", {"message": "m"})
+
                 async def approve() -> None:
-                    await anyio.sleep(0.3)
+                    # Once a retry with the state is held as pending, decide,
+                    # and move the engine's change feed (a decision moves it).
+                    await anyio.to_thread.run_sync(gate.held.wait, 60)
                     gate.approved = True
+                    await anyio.to_thread.run_sync(lambda: admin.revoke(world.home, bystander))
 
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(approve)
+                    # The client's own driver retries the input-required result.
                     result = await client.call_tool("commit", {"message": "m"})
                 return payload(result)
 
         committed = anyio.run(go)
     assert committed["commit"] == world.refs()["refs/heads/agent/alice"]
-    # The first call of each round carries no state; every retry echoes the id.
-    assert gate.echoed[0] is None and gate.echoed[-1] == APPROVAL_ID
-    assert set(gate.echoed[1:]) <= {None, APPROVAL_ID} and APPROVAL_ID in gate.echoed[1:]
+    # The first call carries no state; the retry echoed the id, was held, and
+    # was asked again once the feed moved: it landed without another round.
+    assert gate.echoed == [None, APPROVAL_ID, APPROVAL_ID]
 
 
 def test_the_state_is_sealed_and_a_client_passes_it_back(
