@@ -16,6 +16,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from engine.admin.approvals import (
+    ApprovalRefusedError,
+    decide_approval,
+    list_approvals,
+    show_approval,
+)
 from engine.admin.audit import provenance_graph, render_graph, verify_lanes
 from engine.admin.calllog import (
     call_log_checkpoint,
@@ -64,6 +70,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LIMITS",
+    "ApprovalRefusedError",
     "DoctorRepository",
     "RequestStateKeys",
     "TokenExchange",
@@ -76,6 +83,7 @@ __all__ = [
     "check_policy",
     "copy_state",
     "create_repository",
+    "decide_approval",
     "diagnose",
     "ensure_home",
     "export_public",
@@ -83,6 +91,7 @@ __all__ = [
     "freeze_status",
     "init_home",
     "inspect_token",
+    "list_approvals",
     "list_keys",
     "list_lanes",
     "list_operators",
@@ -111,6 +120,7 @@ __all__ = [
     "rotate_signing_key",
     "select_repos",
     "set_freeze",
+    "show_approval",
     "verify_call_log",
     "verify_lanes",
 ]

@@ -14,10 +14,12 @@ from typing import Any
 
 import policy
 from engine import git
+from engine.admin.state import state_store
 from engine.auth.rootkeys import create_keyring
 from engine.auth.sealkeys import create_sealing_key
 from engine.auth.signkeys import create_signing_key
 from engine.errors import ConfigurationError
+from engine.service.approvals import unknown_approvers
 from engine.service.policyfile import check_file, load_policy
 
 __all__ = ["check_policy", "ensure_home", "init_home", "open_repository", "resolve_home"]
@@ -92,11 +94,22 @@ def open_repository(path: str | os.PathLike[str], *, base: str | None = None) ->
     return git.Repository(path, base=base)
 
 
-def check_policy(path: str | os.PathLike[str]) -> dict[str, object]:
+def check_policy(
+    path: str | os.PathLike[str],
+    home: str | os.PathLike[str] | None = None,
+    *,
+    state: str | None = None,
+) -> dict[str, object]:
     """Check a policy file for ``chit policy check`` (docs/policy.md).
+
+    With ``home``, a policy with ``[[approval]]`` tables is also checked
+    against the operators of the home's state store, as an engine checks it
+    when it loads the policy: an approver or group no operator is, is an error.
 
     Args:
         path: The file to check.
+        home: The chit home whose store holds the operators, or ``None``.
+        state: A state URL (``--state``); ``None``: the home's.
 
     Returns:
         ``{"ok", "file", "errors": [{"location", "line", "message"}],
@@ -106,4 +119,21 @@ def check_policy(path: str | os.PathLike[str]) -> dict[str, object]:
     Raises:
         OSError: If the file cannot be read.
     """
-    return check_file(path)
+    report = check_file(path)
+    if home is None or not report["ok"]:
+        return report
+    text = Path(path).read_text(encoding="utf-8")
+    loaded = policy.load(text)
+    if not loaded.approval:
+        return report
+    try:
+        with state_store(home, state, must_exist=True) as store:
+            operators = store.operators()
+    except ConfigurationError:
+        operators = []  # no store yet: it knows no operator
+    problems = unknown_approvers(loaded, operators)
+    if not problems:
+        return report
+    errors = [{"location": where, "line": policy.locate(text, where), "message": message}
+              for where, message in problems]
+    return {"ok": False, "file": report["file"], "errors": errors}

@@ -27,7 +27,7 @@ from engine.state import Store
 from engine.state.approvals import Approval, Operator
 from engine.tools.context import Session
 
-__all__ = ["ApprovalGate", "approver_check", "unknown_approvers"]
+__all__ = ["ApprovalGate", "approver_check", "unknown_approvers", "wire"]
 
 _COMMIT = "commit"
 _DELEGATE = "issue_sub_token"
@@ -165,6 +165,10 @@ class ApprovalGate:
         arguments: dict[str, Any] = args.model_dump(mode="json")
         staged = session.staged
         if spec.name == _COMMIT:
+            if not all(token.allows_path(p) for p in staged.changes):
+                # Staged by a wider token of the session: the commit refuses it
+                # without naming those paths, and so must this step.
+                return None
             paths = tuple(sorted(staged.changes))
         elif spec.name == _DELEGATE:
             paths = tuple(arguments.get("paths") or ())

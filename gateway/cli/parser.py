@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from gateway.cli import (
+    approvals,
     audit,
     doctor,
     freeze,
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     repos.add_lanes(sub, common)
     freeze.add_freeze(sub, common)
     operators.add_operators(sub, common)
+    approvals.add_approvals(sub, common)
     state.add_state(sub, common)
     audit.add_audit(sub, common)
     doctor.add_doctor(sub, common)

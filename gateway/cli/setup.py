@@ -72,8 +72,9 @@ def add_policy(
 def cmd_policy_check(args: argparse.Namespace) -> int:
     from engine import admin
 
-    path = args.file or str(admin.resolve_home(args.home) / "policy.toml")
-    report = admin.check_policy(path)
+    home = admin.resolve_home(args.home)
+    path = args.file or str(home / "policy.toml")
+    report = admin.check_policy(path, home if home.is_dir() else None, state=args.state)
     if args.json:
         print_json(report)
     else:

@@ -139,6 +139,18 @@ def main() -> None:
             "body": body.hex(), "operator_sig": op_sig.hex(), "engine_sig": engine_sig.hex(),
             "discharge": envelope.hex(),
         })
+    entry = {
+        "v": "chit-call-log/2", "seq": 7, "prev": bytes(range(32)), "time": 1_796_014_836,
+        "agent": "(operator)", "chain": [], "session": "s-7f3a9c", "tool": "chit approve",
+        "arguments": {
+            "approval": "apr_" + ("a" * 13) + ("2" * 13), "request": requests[0]["hash"],
+            "tool": "commit", "agent": "docs-bot", "operator": "alice",
+            "operator_key": operator_kid, "note": "deploy window 14:00",
+        },
+        "decision": "allowed", "code": None, "policy_hash": "sha256:" + "ab" * 32,
+        "catalog_hash": None, "repo": "app",
+    }
+    entry_bytes = cbor2.dumps(entry, canonical=True)
     out = {
         "format": "chit-approval/1",
         "engine": {"seed": ENGINE_SEED.hex(), "public": _public(ENGINE_SEED).hex(),
@@ -149,6 +161,10 @@ def main() -> None:
                    "digest": _change()},
         "requests": requests,
         "decisions": decisions,
+        "calllog_entry": {"seq": 7, "prev": bytes(range(32)).hex(), "time": 1_796_014_836,
+                          "session": "s-7f3a9c", "policy_hash": "sha256:" + "ab" * 32,
+                          "hex": entry_bytes.hex(),
+                          "sha256": hashlib.sha256(entry_bytes).hexdigest()},
     }
     path = Path(__file__).resolve().parent / "approval.json"
     path.write_text(json.dumps(out, indent=2, ensure_ascii=True) + "\n", "utf-8")

@@ -201,3 +201,29 @@ def test_the_change_digest_recomputes_the_vector() -> None:
     assert vector["digest"] in DOC
     changed = [(p, m, b"other" if d else d) for p, m, d in entries]
     assert discharge.change_digest(changed) != vector["digest"]
+
+
+def test_a_decision_call_log_entry_recomputes_the_vector() -> None:
+    """docs/audit.md §8: an operator's decision is a call-log entry of this exact shape."""
+    from engine.admin.approvals import decision_arguments
+    from engine.audit import calllog, redact
+    from engine.state.approvals import Approval
+
+    vector = VECTORS["calllog_entry"]
+    approval = Approval(
+        "apr_" + "a" * 13 + "2" * 13, VECTORS["requests"][0]["hash"], "commit", "docs-bot",
+        "0" * 32, vector["session"], "app", {}, ("alice",), "", "approval[0]",
+        0, 1_796_018_400,
+    )
+    record = calllog.CallRecord(
+        time=vector["time"], agent=calllog.OPERATOR, chain=(), session=vector["session"],
+        tool="chit approve",
+        arguments=redact.redact_arguments(decision_arguments(
+            approval, "alice", VECTORS["operator"]["key_id"], "deploy window 14:00")),
+        decision="allowed", code=None, policy_hash=vector["policy_hash"], catalog_hash=None,
+        repo="app",
+    )
+    encoded = calllog.encode_entry(vector["seq"], bytes.fromhex(vector["prev"]), record)
+    assert encoded.hex() == vector["hex"]
+    assert vector["sha256"] in (ROOT / "docs" / "audit.md").read_text("utf-8")
+    assert calllog.decode_entry(encoded)["agent"] == "(operator)"
