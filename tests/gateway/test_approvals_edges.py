@@ -7,7 +7,11 @@ client in both protocol eras, the operator's real CLI.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +20,15 @@ import anyio.to_thread
 import httpx2
 import mcp_types as types
 import pytest
+import uvicorn
 from mcp import Client
 from mcp.shared.exceptions import MCPError, UrlElicitationRequiredError
 
+from engine import admin
+from engine.service import Engine, resolve_repo_specs
 from gateway.demo import stdio_server_params
+from gateway.http_edge import HttpEdge, HttpSettings
+from gateway.http_edge.run import bind, uvicorn_config
 from tests.conftest import World
 from tests.gateway import procs
 from tests.gateway.approvals_setup import decide, require_approval
@@ -291,3 +300,60 @@ def test_http_page_is_read_only_and_404_for_other_paths(world: World) -> None:
         posted = http.post(f"{running.origin}/approvals/apr_{'a' * 26}")
         other = http.get(f"{running.origin}/approvals/not-an-id")
     assert posted.status_code == 405 and other.status_code == 404
+
+
+def test_http_2026_a_state_past_its_approval_gets_approval_expired(
+    world: World, tmp_path: Path,
+) -> None:
+    """The sealed state lives longer than an approval: the engine's clock decides."""
+    require_approval(world, tmp_path)
+    token = world.mint()
+    clock = _Clock()
+    with Engine(world.home, resolve_repo_specs(world.home, [str(world.repo)]),
+                clock=clock) as engine, \
+            _in_process_edge(engine, admin.request_state_keys(world.home).keys) as url:
+
+        async def go() -> tuple[str, Any, dict[str, Any]]:
+            async with http_client(url, token, mode=MODERN) as (client, _):
+                await _stage(client)
+                waiting = await _waiting(client)
+                clock.now += 601  # the rule's ttl is 600 s
+                expired = await client.call_tool("commit", {"message": "change app"},
+                                                 request_state=waiting.request_state)
+                anew = await _waiting(client)
+                return _id_of(waiting), expired, {"id": _id_of(anew)}
+
+        first, expired, anew = anyio.run(go)
+    assert expired.is_error and payload(expired)["error"] == "approval_expired"
+    assert payload(expired)["approval"]["id"] == first
+    assert anew["id"] != first and LANE not in world.refs()
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = int(time.time())
+
+    def __call__(self) -> float:
+        return float(self.now)
+
+
+@contextlib.contextmanager
+def _in_process_edge(engine: Engine, keys: tuple[bytes, ...]) -> Iterator[str]:
+    """``chit mcp --http``'s app on loopback, served by uvicorn in a thread of this process."""
+    settings = HttpSettings("127.0.0.1", 0)
+    sock = bind(settings)
+    edge = HttpEdge(engine, settings, port=sock.getsockname()[1],
+                    state_keys=keys)
+    server = uvicorn.Server(uvicorn_config(edge.app))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "the edge did not start"
+            time.sleep(0.02)
+        yield edge.resource
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
