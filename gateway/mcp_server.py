@@ -5,7 +5,9 @@ asks the engine for the offer on ``tools/list`` and for the result on
 ``tools/call``, and translates the engine's typed answers into MCP results and
 errors (docs/errors.md). No exception text ever reaches the client. Over stdio
 it follows the engine's change feed and sends ``tools/list_changed`` when the
-token's offer changed (docs/deployment.md, "The change feed").
+token's offer changed (docs/deployment.md, "The change feed"). A call that
+waits for an approval is answered in the client's protocol era
+(:mod:`gateway.approvals`, docs/approvals.md §8).
 """
 
 from __future__ import annotations
@@ -197,7 +199,9 @@ class _Edge:
 
     It also follows the engine's change feed (:meth:`watch`) and tells the
     client when the token's offer is no longer the one it was shown: on the
-    session (2025-11-25) or on its ``subscriptions/listen`` streams (2026-07-28).
+    session (2025-11-25) or on its ``subscriptions/listen`` streams (2026-07-28);
+    and when an approval it sent as a URL elicitation is decided
+    (``notifications/elicitation/complete``, :mod:`gateway.approvals`).
     """
 
     def __init__(
@@ -278,9 +282,6 @@ class _Edge:
             return None
         return self._approval_url.replace("{id}", approval_id)
 
-    def _elicited(self, _approval: dict[str, Any], ctx: Any) -> None:
-        self._peer = ctx.session  # the channel for notifications/elicitation/complete
-
     async def call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
@@ -300,7 +301,7 @@ class _Edge:
         answer = await self._hold.again(await ask(), approval, ask)
 
         def elicited(hints: dict[str, Any]) -> None:
-            self._elicited(hints, ctx)
+            self._peer = ctx.session  # the channel for notifications/elicitation/complete
             self.waits.add(hints)
 
         waiting = approvals.era_answer(ctx, answer, url=self.approval_page, elicited=elicited)
