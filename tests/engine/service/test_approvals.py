@@ -339,3 +339,24 @@ def test_a_narrower_token_of_the_session_learns_no_path_outside_its_scope(
     assert "deploy" not in str(answer)
     with closing(open_store(home, None)) as store:
         assert store.approvals(now=int(time.time()), pending=False) == []
+
+
+def test_two_engines_on_one_postgresql_store_share_approvals(
+    world: World, clock: Clock, postgres_url: str
+) -> None:
+    """An approval asked through one engine is decided from the CLI and used by another."""
+    admin.add_operator(world.home, "alice", state=postgres_url)
+    (world.home / "policy.toml").write_text(POLICY.replace('"bob"', '"alice"').replace(
+        ', "group:release"', ""))
+    token = _token(world)
+    with Engine(world.home, world.repo, clock=clock, state=postgres_url) as first:
+        _stage(first, token, {"deploy/a.toml": "a\n"})
+        asked = refusal(_commit(first, token))["approval"]["id"]
+    admin.decide_approval(world.home, asked, operator="alice", approve=True, now=clock.now,
+                          state=postgres_url)
+    with Engine(world.home, world.repo, clock=clock, state=postgres_url) as second:
+        ok(_commit(second, token))
+        assert refusal(_commit(second, token))["error"] == "invalid_argument"  # nothing staged
+        with closing(open_store(world.home, postgres_url)) as store:
+            used = store.approval(asked)
+    assert used is not None and used.state == "used"
