@@ -9,6 +9,7 @@ UTF-8 only (no byte-order mark), no duplicate object keys, no ``NaN`` or
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "OFFER_PATH",
     "WireError",
     "error",
+    "is_approval_id",
     "loads_strict",
 ]
 
@@ -30,6 +32,16 @@ INVOKE_PATH = f"{PREFIX}/invoke"
 HEALTH_PATH = f"{PREFIX}/health"
 CHANGES_PATH = f"{PREFIX}/changes"
 MAX_DEPTH = 64  # objects and arrays nested deeper than this are refused
+_APPROVAL_ID = re.compile(r"apr_[a-z2-7]{26}")  # docs/approvals.md
+
+
+def is_approval_id(value: object) -> bool:
+    """Whether ``value`` is an approval id: ``apr_`` and 26 lowercase base32 letters.
+
+    ``POST /v1/invoke`` refuses an ``approval`` of any other form before the
+    engine sees it.
+    """
+    return isinstance(value, str) and _APPROVAL_ID.fullmatch(value) is not None
 
 
 class WireError(ValueError):

@@ -5,16 +5,20 @@ asks the engine for the offer on ``tools/list`` and for the result on
 ``tools/call``, and translates the engine's typed answers into MCP results and
 errors (docs/errors.md). No exception text ever reaches the client. Over stdio
 it follows the engine's change feed and sends ``tools/list_changed`` when the
-token's offer changed (docs/deployment.md, "The change feed").
+token's offer changed (docs/deployment.md, "The change feed"). A call that
+waits for an approval is answered in the client's protocol era
+(:mod:`gateway.approvals`, docs/approvals.md §8).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import sys
 import uuid
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import anyio
@@ -28,6 +32,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from engine.service import CallAnswer, Called, OfferAnswer, Offered, Refused
+from gateway import approvals
 from gateway.feed import FeedFollower, OfferState, offer_state
 
 __all__ = [
@@ -36,6 +41,7 @@ __all__ = [
     "EngineClient",
     "build_server",
     "call_result",
+    "invoke_args",
     "listing_result",
     "offered",
     "serve_stdio",
@@ -63,7 +69,9 @@ names your session, which a new connection with the same token can resume.
 - A refused call returns isError with JSON {"error": CODE, "message": ...}; codes are stable \
 (for example path_outside_scope, path_forbidden, invalid_argument, not_found, conflict). \
 engine_frozen means the operator made the engine read-only: only read tools work until it \
-is lifted; list tools again then. \
+is lifted; list tools again then. approval_required means the call waits for an operator's \
+approval (nothing was changed): tell the user what `waits` says, and call the tool again \
+with the same arguments once it is approved. \
 Calling a tool you were not offered is an unknown-tool error listing the tools you have.
 """
 
@@ -83,6 +91,7 @@ class EngineClient(Protocol):
         session: str,
         offered_catalog_hash: str | None = None,
         repo: str | None = None,
+        approval: str | None = None,
     ) -> CallAnswer:
         """See :meth:`engine.service.Engine.invoke`."""
 
@@ -92,6 +101,12 @@ class EngineClient(Protocol):
 
 ENGINE_UNAVAILABLE = Refused("internal_error", "engine unavailable")
 """The answer when the engine could not be asked at all."""
+EXPIRY_CHECK_SECONDS = 30.0  # how often a connection's followed approvals are checked on the clock
+
+
+def invoke_args(approval: str | None) -> dict[str, Any]:
+    """The keyword ``approval=`` for ``invoke``, only when a client echoed one."""
+    return {} if approval is None else {"approval": approval}
 
 
 def offered(answer: OfferAnswer) -> Offered:
@@ -184,7 +199,9 @@ class _Edge:
 
     It also follows the engine's change feed (:meth:`watch`) and tells the
     client when the token's offer is no longer the one it was shown: on the
-    session (2025-11-25) or on its ``subscriptions/listen`` streams (2026-07-28).
+    session (2025-11-25) or on its ``subscriptions/listen`` streams (2026-07-28);
+    and when an approval it sent as a URL elicitation is decided
+    (``notifications/elicitation/complete``, :mod:`gateway.approvals`).
     """
 
     def __init__(
@@ -195,11 +212,16 @@ class _Edge:
         inline: frozenset[str] = frozenset(),
         session: str | None = None,
         repo: str | None = None,
+        approval_url: str | None = None,
     ) -> None:
         self._engine = engine
         self._token = token
         self._repo = repo
         self._inline = inline
+        self._approval_url = approval_url  # the [approvals] url template, with {id}
+        self.waits = approvals.Waits()  # approvals sent as URL elicitations, until decided
+        self._hold = approvals.Hold(engine)  # 2026-07-28 retries of a pending approval
+        self._principal: str | None = None
         # A resumed session's id, else a new random one (the engine decides
         # whether this token may use it: session_token_mismatch otherwise).
         self.session_id = session or uuid.uuid4().hex
@@ -243,22 +265,51 @@ class _Edge:
             self.shown = offer_state(answer)
         return await self._listens(ctx, params)
 
-    async def call_tool(
-        self, _ctx: Any, params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        try:
-            if params.name in self._inline:
-                answer = self._call(params.name, params.arguments)
-            else:
-                answer = await anyio.to_thread.run_sync(
-                    self._call, params.name, params.arguments, limiter=self._limiter
-                )
-        except Exception:
-            logger.exception("edge failed to reach the engine")
-            answer = ENGINE_UNAVAILABLE
-        return call_result(params.name, answer)
+    def principal(self, _ctx: Any) -> str:
+        """The identity a sealed ``requestState`` is bound to: this token in this repository.
 
-    def _call(self, name: str, arguments: dict[str, Any] | None) -> CallAnswer:
+        The token's SHA-256, not its parsed id: an edge of a separate engine
+        parses no token (docs/engine-api.md, "The edge: what it holds").
+        """
+        if self._principal is None:
+            digest = hashlib.sha256(self._token.encode("utf-8", "surrogatepass")).hexdigest()
+            self._principal = approvals.principal_of(f"sha256:{digest}", self._repo)
+        return self._principal
+
+    def approval_page(self, approval_id: str) -> str | None:
+        """Where a person sees an approval: the ``[approvals] url`` template, filled in."""
+        if self._approval_url is None:
+            return None
+        return self._approval_url.replace("{id}", approval_id)
+
+    async def call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        approval = approvals.approval_from_state(params)
+
+        async def ask() -> CallAnswer:
+            try:
+                if params.name in self._inline:
+                    return self._call(params.name, params.arguments, approval)
+                return await anyio.to_thread.run_sync(
+                    self._call, params.name, params.arguments, approval, limiter=self._limiter
+                )
+            except Exception:
+                logger.exception("edge failed to reach the engine")
+                return ENGINE_UNAVAILABLE
+
+        answer = await self._hold.again(await ask(), approval, ask)
+
+        def elicited(hints: dict[str, Any]) -> None:
+            self._peer = ctx.session  # the channel for notifications/elicitation/complete
+            self.waits.add(hints)
+
+        waiting = approvals.era_answer(ctx, answer, url=self.approval_page, elicited=elicited)
+        return waiting if waiting is not None else call_result(params.name, answer)
+
+    def _call(
+        self, name: str, arguments: dict[str, Any] | None, approval: str | None = None
+    ) -> CallAnswer:
         return self._engine.invoke(
             self._token,
             name,
@@ -266,11 +317,48 @@ class _Edge:
             session=self.session_id,
             offered_catalog_hash=self.listed_hash,
             repo=self._repo,
+            **invoke_args(approval),
         )
 
     async def watch(self) -> None:
-        """Follow the engine's change feed until cancelled (the client disconnected)."""
-        await FeedFollower(self._engine).run(self.check_offer)
+        """Follow the engine's change feed until cancelled (the client disconnected).
+
+        On each move it checks the token's offer and the approvals this
+        connection waits for; every :data:`EXPIRY_CHECK_SECONDS` it also lets
+        the clock settle approvals past their time.
+        """
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(FeedFollower(self._engine).run, self.on_change)
+            while True:
+                await anyio.sleep(EXPIRY_CHECK_SECONDS)
+                await self.check_waits(ask=False)
+
+    async def on_change(self) -> None:
+        """The feed moved: check the offer, then the approvals waited for."""
+        await self.check_offer()
+        await self.check_waits()
+
+    async def check_waits(self, *, ask: bool = True) -> list[str]:
+        """Send ``notifications/elicitation/complete`` for each approval decided or expired.
+
+        Args:
+            ask: Ask the engine (``status`` in this session); ``False``: the clock only.
+
+        Returns:
+            The approval ids settled.
+        """
+        if not self.waits:
+            return []
+
+        async def status() -> CallAnswer:
+            return await anyio.to_thread.run_sync(self._call, "status", {},
+                                                  limiter=self._limiter)
+
+        async def notify(approval_id: str) -> None:
+            if self._peer is not None:
+                await self._peer.send_elicit_complete(approval_id)
+
+        return await self.waits.check(status, notify, ask=ask)
 
     async def check_offer(self) -> bool:
         """Ask for the token's offer again; tell the client if it is not the one shown.
@@ -301,7 +389,13 @@ class _Edge:
 
 
 def build_server(
-    engine: EngineClient, token: str, *, repo: str | None = None, session: str | None = None
+    engine: EngineClient,
+    token: str,
+    *,
+    repo: str | None = None,
+    session: str | None = None,
+    state_keys: Sequence[bytes] | None = None,
+    approval_url: str | None = None,
 ) -> Server[Any]:
     """Build the MCP server for one connection holding ``token``.
 
@@ -312,6 +406,12 @@ def build_server(
             only one).
         session: The engine session to resume (already checked with
             :func:`engine.service.validate_session_id`); ``None``: a new one.
+        state_keys: The keys that seal ``requestState`` (newest first, from
+            ``engine.admin.request_state_keys``); ``None``: a key of this
+            process only.
+        approval_url: The ``[approvals] url`` template (``{id}``) a
+            2025-11-25 client that declared URL elicitation is sent to;
+            ``None``: such a client gets the plain refusal.
 
     Returns:
         A low-level ``mcp`` server with ``tools/list``, ``tools/call`` and
@@ -319,17 +419,22 @@ def build_server(
         :data:`INLINE_TOOLS` on its event loop. (:func:`serve_stdio` also
         follows the change feed for it.)
     """
-    return _build(engine, token, repo, session)[0]
+    return _build(engine, token, repo, session, state_keys, approval_url)[0]
 
 
 def _build(
-    engine: EngineClient, token: str, repo: str | None = None, session: str | None = None
+    engine: EngineClient,
+    token: str,
+    repo: str | None = None,
+    session: str | None = None,
+    state_keys: Sequence[bytes] | None = None,
+    approval_url: str | None = None,
 ) -> tuple[Server[Any], _Edge]:
     # An embedded engine's module is loaded already; a separate engine's never is.
     interface = sys.modules.get("engine.service.interface")
     embedded = interface is not None and isinstance(engine, interface.Engine)
     edge = _Edge(engine, token, inline=INLINE_TOOLS if embedded else frozenset(), repo=repo,
-                 session=session)
+                 session=session, approval_url=approval_url)
     from gateway import __version__
 
     server: Server[Any] = Server(
@@ -340,11 +445,18 @@ def _build(
         on_call_tool=edge.call_tool,
         on_subscriptions_listen=edge.listen,
     )
+    approvals.install_boundary(server, approvals.state_security(state_keys, edge.principal))
     return server, edge
 
 
 def serve_stdio(
-    engine: EngineClient, token: str, *, repo: str | None = None, session: str | None = None
+    engine: EngineClient,
+    token: str,
+    *,
+    repo: str | None = None,
+    session: str | None = None,
+    state_keys: Sequence[bytes] | None = None,
+    approval_url: str | None = None,
 ) -> None:
     """Serve MCP over stdio until the client closes the connection.
 
@@ -362,8 +474,10 @@ def serve_stdio(
         repo: The repository (``None``: the engine's only one).
         session: The engine session to resume (``chit mcp --session``), or
             ``None`` for a new one.
+        state_keys: The keys that seal ``requestState`` (see :func:`build_server`).
+        approval_url: The ``[approvals] url`` template (see :func:`build_server`).
     """
-    server, edge = _build(engine, token, repo, session)
+    server, edge = _build(engine, token, repo, session, state_keys, approval_url)
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
 
     async def main() -> None:

@@ -180,21 +180,23 @@ class RemoteEngine:
         session: str,
         offered_catalog_hash: str | None = None,
         repo: str | None = None,
+        approval: str | None = None,
     ) -> CallAnswer:
-        """See :meth:`engine.service.Engine.invoke`; never raises."""
-        doc = self._post(
-            _wire.INVOKE_PATH,
-            _with_repo(
-                {
-                    "token": token,
-                    "tool": tool,
-                    "arguments": arguments,
-                    "session": session,
-                    "offered_catalog_hash": offered_catalog_hash,
-                },
-                repo,
-            ),
-        )
+        """See :meth:`engine.service.Engine.invoke`; never raises.
+
+        ``approval`` travels only when given (as ``repo``), so an engine that
+        predates the field is still asked as before.
+        """
+        body: dict[str, Any] = {
+            "token": token,
+            "tool": tool,
+            "arguments": arguments,
+            "session": session,
+            "offered_catalog_hash": offered_catalog_hash,
+        }
+        if approval is not None:
+            body["approval"] = approval
+        doc = self._post(_wire.INVOKE_PATH, _with_repo(body, repo))
         if isinstance(doc, Refused):
             return doc
         try:

@@ -35,6 +35,7 @@ from engine.admin.calllog import (
     verify_call_log,
 )
 from engine.admin.doctor import DoctorRepository, diagnose
+from engine.admin.edgesettings import RequestStateKeys, approval_url_template, request_state_keys
 from engine.admin.freeze import freeze_status, set_freeze
 from engine.admin.home import check_policy, ensure_home, init_home, open_repository, resolve_home
 from engine.admin.keys import (
@@ -71,8 +72,10 @@ __all__ = [
     "LIMITS",
     "ApprovalRefusedError",
     "DoctorRepository",
+    "RequestStateKeys",
     "TokenExchange",
     "add_operator",
+    "approval_url_template",
     "attenuate_token",
     "call_log_checkpoint",
     "call_log_entries",
@@ -108,6 +111,7 @@ __all__ = [
     "remove_operator",
     "render_graph",
     "repos_status",
+    "request_state_keys",
     "resolve_home",
     "retire_key",
     "revoke",

@@ -9,6 +9,7 @@ operator entry.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import unicodedata
@@ -22,7 +23,7 @@ from engine.admin.operators import default_key_file, load_operator_key
 from engine.admin.state import state_store
 from engine.audit import calllog, provenance, redact, tlog
 from engine.auth import discharge, signkeys
-from engine.errors import ConfigurationError
+from engine.errors import ConfigurationError, StoreError
 from engine.limits import LIMITS
 from engine.service.policyfile import load_policy
 from engine.state import Store
@@ -36,6 +37,8 @@ __all__ = [
     "list_approvals",
     "show_approval",
 ]
+
+logger = logging.getLogger("chit.admin")
 
 REFUSALS: Final = frozenset(
     {"unknown_approval", "unknown_operator", "not_an_approver", "wrong_key", "already_decided",
@@ -172,11 +175,24 @@ def decide_approval(
             _check_open(now_seen or approval, at)
             raise ApprovalRefusedError("already_decided", f"{approval.id} was just decided")
         logged = _log(home, store, approval, decision, operator, registered.key_id, text, at)
+        _announce_decision(store, at)
     return {
         "id": approval.id, "decision": decision, "operator": operator,
         "operator_key": registered.key_id, "decided_at": at, "expires_at": approval.expires_at,
         "note": text, "logged": logged,
     }
+
+
+def _announce_decision(store: Store, at: int) -> None:
+    """Move the change feed: edges tell clients waiting on a URL elicitation (docs/approvals.md §8).
+
+    The decision stands if this fails; a client retries on its own.
+    """
+    try:
+        store.announce("approval", now=at)
+    except StoreError:
+        logger.warning("the decision could not be announced on the change feed; waiting "
+                       "clients learn of it when they retry")
 
 
 def _check_open(approval: Approval, at: int) -> None:

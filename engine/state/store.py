@@ -46,7 +46,9 @@ MAX_JTI_KEEP_UNTIL = 2**62
 """Latest time a replay-cache entry may name (SQLite integers are 64-bit)."""
 SCHEMA_VERSION = 3
 """The newest schema version this chit knows; every store numbers its migrations alike."""
-CHANGE_KINDS: frozenset[str] = frozenset({"revocation", "freeze", "keys", "policy"})
+CHANGE_KINDS: frozenset[str] = frozenset(
+    {"revocation", "freeze", "keys", "policy", "approval"}
+)
 """What the change feed announces: each can change what a token is offered."""
 
 

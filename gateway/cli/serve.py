@@ -132,7 +132,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     session = _read_session(args)
     repos = resolve_repo_specs(home, [args.repo])
     with Engine(home, repos, read_only=args.read_only, state=args.state) as engine:
-        serve_stdio(engine, token, session=session)
+        serve_stdio(engine, token, session=session,
+                    state_keys=admin.request_state_keys(home).keys,
+                    approval_url=admin.approval_url_template(home))
     return EXIT_OK
 
 
@@ -180,12 +182,16 @@ def _mcp_http(args: argparse.Namespace) -> int:
     admin.ensure_home(home)
     repos = resolve_repo_specs(home, [args.repo])
     with Engine(home, repos, read_only=args.read_only, state=args.state) as engine:
-        serve_http(engine, settings)
+        serve_http(engine, settings, state_keys=admin.request_state_keys(home).keys)
     return EXIT_OK
 
 
 def _mcp_remote(args: argparse.Namespace) -> int:
-    """``chit mcp --engine URL``: an edge with no keys, no repository and no home."""
+    """``chit mcp --engine URL``: an edge with no keys, no repository and no home.
+
+    Its ``requestState`` key is its own (one process), and with no home it has
+    no ``[approvals] url``: a waiting call is the plain refusal under 2025-11-25.
+    """
     from gateway.mcp_server import serve_stdio
     from gateway.remote_engine import RemoteEngine
 

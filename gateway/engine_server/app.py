@@ -114,7 +114,7 @@ def create_app(
         call = functools.partial(
             engine.invoke, asked.token, asked.tool, asked.arguments,
             session=asked.session, offered_catalog_hash=asked.offered_catalog_hash,
-            repo=asked.repo,
+            repo=asked.repo, **({} if asked.approval is None else {"approval": asked.approval}),
         )
         if sessions is not None:
             return await sessions.invoke(asked, doc, functools.partial(run, call))

@@ -32,7 +32,7 @@ __all__ = [
 
 HEADERS = {"cache-control": "no-store", "x-content-type-options": "nosniff"}
 _INVOKE_FIELDS = frozenset(
-    {"token", "tool", "arguments", "session", "offered_catalog_hash", "repo"}
+    {"token", "tool", "arguments", "session", "offered_catalog_hash", "repo", "approval"}
 )
 _OFFER_FIELDS = frozenset({"token", "repo"})
 _CHANGES_FIELDS = frozenset({"after", "timeout"})
@@ -131,6 +131,7 @@ class InvokeRequest:
     session: str
     offered_catalog_hash: str | None
     repo: str | None = None
+    approval: str | None = None  # the approval id a client echoed (docs/approvals.md)
 
 
 def offer_request(doc: dict[str, Any]) -> tuple[str, str | None]:
@@ -149,7 +150,8 @@ def invoke_request(doc: dict[str, Any]) -> InvokeRequest:
 
     Raises:
         RequestError: 400 ``invalid_argument`` (``fields``) for an unknown,
-            missing or mistyped field.
+            missing or mistyped field, or an ``approval`` that is not an
+            approval id.
     """
     _fields(doc, required={"token", "tool", "session"}, allowed=_INVOKE_FIELDS)
     token, tool, session = (_string(doc, k) for k in ("token", "tool", "session"))
@@ -165,7 +167,13 @@ def invoke_request(doc: dict[str, Any]) -> InvokeRequest:
             400, "invalid_argument", "offered_catalog_hash must be a string or null",
             fields=["offered_catalog_hash"],
         )
-    return InvokeRequest(token, tool, arguments, session, listed, _repo(doc))
+    approval = doc.get("approval")
+    if approval is not None and not _wire.is_approval_id(approval):
+        raise RequestError(
+            400, "invalid_argument", "approval must be an approval id (apr_...) or null",
+            fields=["approval"],
+        )
+    return InvokeRequest(token, tool, arguments, session, listed, _repo(doc), approval)
 
 
 def changes_request(doc: dict[str, Any]) -> tuple[int, float]:

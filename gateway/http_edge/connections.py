@@ -19,6 +19,7 @@ from typing import Any
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 
+from gateway.approvals import Waits
 from gateway.feed import OfferState, offer_state
 
 __all__ = [
@@ -95,6 +96,12 @@ class BoundSession(EngineSession):
     peer: ServerSession | None = field(default=None, repr=False)
     inflight: int = 0
     idle_since: float = field(default_factory=time.monotonic)
+    waits: Waits = field(default_factory=Waits)  # approvals sent as URL elicitations
+
+    async def complete(self, approval_id: str) -> None:
+        """Send ``notifications/elicitation/complete`` for ``approval_id`` on the session."""
+        if self.peer is not None:
+            await self.peer.send_elicit_complete(approval_id)
 
     async def notify(self) -> None:
         """Send ``notifications/tools/list_changed`` on the session, if it is still open."""

@@ -1,10 +1,11 @@
 """:class:`HttpEdge`: the streamable HTTP edge as one ASGI app in front of one engine.
 
 It wires the SDK's session manager behind the gate (``gate``), the MCP handlers
-(``handlers``), the offer watch (``watch``, woken by the engine's change feed)
-and the RFC 9728 protected-resource metadata, all behind DNS-rebinding
-protection (``guard``); as one of several workers (``peers``) it also routes
-requests to the worker they belong to, and has a second app for its private
+(``handlers``), the offer watch (``watch``, woken by the engine's change feed),
+the RFC 9728 protected-resource metadata and the approval pages
+(``approval_page``), all behind DNS-rebinding protection (``guard``); as one of
+several workers (``peers``) it also routes requests to the worker they belong
+to, and has a second app for its private
 socket. Each repository the engine serves is at ``/repos/NAME/mcp``, and
 ``/mcp`` is the engine's only one (docs/http.md, "Several repositories").
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
@@ -27,7 +28,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from engine.service import validate_repo_name
+from gateway.approvals import Hold
 from gateway.feed import FeedFollower
+from gateway.http_edge.approval_page import APPROVALS_PATH, ApprovalBook, page_path
 from gateway.http_edge.connections import REPO_KEY, Connections, Principal
 from gateway.http_edge.engine_calls import EngineCalls
 from gateway.http_edge.gate import Gate, repo_not_found
@@ -117,6 +120,9 @@ class HttpEdge:
         workers: This worker among several (``chit mcp --http --workers N``):
             ``app`` then routes each request to the worker it belongs to, and
             ``private_app`` serves the worker's private socket.
+        state_keys: The keys that seal ``requestState`` (newest first): the
+            home's (``engine.admin.request_state_keys``) or the ones a
+            supervisor shares with its workers; ``None``: this process's own.
 
     Raises:
         ConfigurationError: If ``settings.public_url`` is not an origin, or
@@ -130,6 +136,7 @@ class HttpEdge:
         *,
         port: int,
         workers: EdgeWorkers | None = None,
+        state_keys: Sequence[bytes] | None = None,
     ) -> None:
         check_authorization_server(settings)
         self._settings = settings
@@ -139,7 +146,11 @@ class HttpEdge:
         self.resource = resource_url(settings, port)
         self.metadata_url = self.resource.removesuffix(MCP_PATH) + METADATA_PATH + MCP_PATH
         on_listed = workers.announce_listed if workers is not None else None
-        self.server = Handlers(calls, self._connections, on_listed).build_server()
+        self.book = ApprovalBook()
+        handlers = Handlers(calls, self._connections, on_listed, state_keys=state_keys,
+                            page_url=self.approval_url, book=self.book,
+                            hold=Hold(engine))
+        self.server = handlers.build_server()
         self._manager = StreamableHTTPSessionManager(
             app=self.server,
             security_settings=TransportSecuritySettings(
@@ -159,6 +170,7 @@ class HttpEdge:
             Route(METADATA_PATH, endpoint=self._metadata, methods=["GET"]),
             Route(METADATA_PATH + MCP_PATH, endpoint=self._metadata, methods=["GET"]),
             Route(METADATA_PATH + REPO_MCP_PATH, endpoint=self._metadata, methods=["GET"]),
+            Route(APPROVALS_PATH, endpoint=self.book.endpoint, methods=["GET"]),
         ]
         guard = [Middleware(HostOriginGuard, hosts=hosts, origins=origins)]
         shared = gate
@@ -180,6 +192,10 @@ class HttpEdge:
 
     def __repr__(self) -> str:
         return f"HttpEdge({self.resource})"
+
+    def approval_url(self, approval_id: str) -> str:
+        """The URL of an approval's page, as agents reach the edge (``public_url`` if set)."""
+        return self.resource.removesuffix(MCP_PATH) + page_path(approval_id)
 
     def metadata(self, repo: str | None = None) -> dict[str, Any]:
         """The RFC 9728 protected-resource metadata document (of ``/repos/REPO/mcp`` if given)."""

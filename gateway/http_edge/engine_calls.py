@@ -16,7 +16,7 @@ import anyio.to_thread
 
 from engine.service import CallAnswer, OfferAnswer
 from gateway.http_edge.connections import OfferState, offer_state
-from gateway.mcp_server import ENGINE_UNAVAILABLE, EngineClient
+from gateway.mcp_server import ENGINE_UNAVAILABLE, EngineClient, invoke_args
 
 __all__ = ["ENGINE_THREADS", "EngineCalls", "Watched"]
 
@@ -60,8 +60,12 @@ class EngineCalls:
         session: str,
         offered_catalog_hash: str | None,
         repo: str | None,
+        approval: str | None = None,
     ) -> CallAnswer:
-        """The engine's answer to one call; ``internal_error`` if it could not answer."""
+        """The engine's answer to one call; ``internal_error`` if it could not answer.
+
+        ``approval`` is the approval id a client echoed in its ``requestState``.
+        """
         call = functools.partial(
             self._engine.invoke,
             token,
@@ -70,6 +74,7 @@ class EngineCalls:
             session=session,
             offered_catalog_hash=offered_catalog_hash,
             repo=repo,
+            **invoke_args(approval),
         )
         try:
             return await anyio.to_thread.run_sync(call, limiter=self._limiter)

@@ -8,7 +8,7 @@ listing is computed per request from the presented token and marked
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -18,6 +18,9 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 
+from engine.service import CallAnswer
+from gateway import approvals
+from gateway.http_edge.approval_page import ApprovalBook
 from gateway.http_edge.connections import (
     BoundSession,
     Connections,
@@ -60,6 +63,12 @@ class Handlers:
         on_listed: Awaited after a 2026-07-28 ``tools/list``, before it is
             answered, with the identity, the repository and the catalog hash it
             was shown (a worker tells the other workers).
+        state_keys: The keys that seal ``requestState`` (newest first), shared
+            by every edge process of a home; ``None``: this process's own.
+        page_url: The URL of an approval's page (``GET /approvals/<id>``), or
+            ``None`` for no URL elicitation.
+        book: Where the approvals relayed are remembered for their pages.
+        hold: Holds 2026-07-28 retries of a pending approval (``None``: never).
     """
 
     def __init__(
@@ -67,10 +76,19 @@ class Handlers:
         engine: EngineCalls,
         connections: Connections,
         on_listed: Callable[[Principal, str | None, str], Awaitable[None]] | None = None,
+        *,
+        state_keys: Sequence[bytes] | None = None,
+        page_url: Callable[[str], str | None] | None = None,
+        book: ApprovalBook | None = None,
+        hold: approvals.Hold | None = None,
     ) -> None:
         self._engine = engine
         self._connections = connections
         self._on_listed = on_listed
+        self._state_keys = state_keys
+        self._page_url = page_url or (lambda _id: None)
+        self.book = book if book is not None else ApprovalBook()
+        self._hold = hold
 
     def __repr__(self) -> str:
         return "Handlers()"
@@ -94,7 +112,18 @@ class Handlers:
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
         )
         server.middleware.append(self.note_peer)
+        approvals.install_boundary(
+            server, approvals.state_security(self._state_keys, self.principal))
         return server
+
+    def principal(self, ctx: Any) -> str:
+        """The identity a sealed ``requestState`` is bound to: the token's, in the repository.
+
+        Raises:
+            MCPError: If the request has no credentials (the state is refused).
+        """
+        request = self._request(ctx)
+        return approvals.principal_of(request.principal.token_id, request.repo)
 
     @staticmethod
     def _request(ctx: Any) -> Credentials:
@@ -126,18 +155,41 @@ class Handlers:
 
     async def call_tool(
         self, ctx: Any, params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        """``tools/call``: one engine call in the request's engine session."""
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """``tools/call``: one engine call in the request's engine session.
+
+        A call that waits for an approval is answered in the client's era
+        (:func:`gateway.approvals.era_answer`); a 2025-11-25 session sent a
+        URL elicitation follows the approval for ``elicitation/complete``.
+        """
         request = self._request(ctx)
-        answer = await self._engine.invoke(
-            request.token,
-            params.name,
-            params.arguments,
-            session=request.engine_session,
-            offered_catalog_hash=request.state.listed_hash,
-            repo=request.repo,
-        )
-        return call_result(params.name, answer)
+        echoed = approvals.approval_from_state(params)
+
+        async def ask() -> CallAnswer:
+            return await self._engine.invoke(
+                request.token,
+                params.name,
+                params.arguments,
+                session=request.engine_session,
+                offered_catalog_hash=request.state.listed_hash,
+                repo=request.repo,
+                approval=echoed,
+            )
+
+        answer = await ask()
+        if self._hold is not None:
+            answer = await self._hold.again(answer, echoed, ask)
+        hints = approvals.approval_of(answer)
+        if hints is not None:
+            self.book.note(hints)
+
+        def elicited(approval: dict[str, Any]) -> None:
+            if isinstance(request.state, BoundSession):
+                request.state.peer = ctx.session
+                request.state.waits.add(approval)
+
+        waiting = approvals.era_answer(ctx, answer, url=self._page_url, elicited=elicited)
+        return waiting if waiting is not None else call_result(params.name, answer)
 
     async def listen(
         self, ctx: Any, params: types.SubscriptionsListenRequestParams

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import socket
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from engine.errors import ConfigurationError
@@ -48,11 +49,13 @@ def bind(settings: HttpSettings) -> socket.socket:
     return sock
 
 
-def serve_http(engine: EngineClient, settings: HttpSettings) -> None:
+def serve_http(
+    engine: EngineClient, settings: HttpSettings, *, state_keys: Sequence[bytes] | None = None
+) -> None:
     """Serve MCP over streamable HTTP until interrupted (SIGINT or SIGTERM).
 
     Prints ``chit: MCP over streamable HTTP at URL`` to stderr once the socket
-    listens.
+    listens. ``state_keys`` seal ``requestState`` (see :class:`HttpEdge`).
 
     Raises:
         ConfigurationError: A non-loopback address without ``allow_non_loopback``,
@@ -64,7 +67,7 @@ def serve_http(engine: EngineClient, settings: HttpSettings) -> None:
     check_settings(settings)
     sock = bind(settings)
     try:
-        edge = HttpEdge(engine, settings, port=sock.getsockname()[1])
+        edge = HttpEdge(engine, settings, port=sock.getsockname()[1], state_keys=state_keys)
         print(f"chit: MCP over streamable HTTP at {edge.resource}", file=sys.stderr, flush=True)
         uvicorn.Server(uvicorn_config(edge.app)).run(sockets=[sock])
     finally:

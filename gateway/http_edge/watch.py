@@ -4,7 +4,9 @@ Each time the engine's change feed moves, and every ``watch_interval`` seconds
 as a fallback, the edge asks the engine for each connected token's offer again
 and notifies only the connections (a session, or a ``subscriptions/listen``
 stream) whose offer changed: the token or a parent revoked, a freeze, a policy
-change, a retired key (docs/http.md).
+change, a retired key (docs/http.md). On the same beat it sends
+``notifications/elicitation/complete`` for the approvals a session waits for
+that were decided or expired (docs/approvals.md, "MCP clients").
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 
 import anyio
 
+from engine.service import CallAnswer
 from gateway.feed import FeedFollower
 from gateway.http_edge.connections import BoundSession, Connections, Listen
 from gateway.http_edge.engine_calls import EngineCalls
@@ -62,17 +65,43 @@ class OfferWatch:
         """
         async with anyio.create_task_group() as tg:
             if self._feed is not None:
-                tg.start_soon(self._feed.run, self._check)
+                tg.start_soon(self._feed.run, self._on_change)
             while True:
                 await anyio.sleep(self._interval)
-                await self._check()
+                await self._check(ask=False)
 
-    async def _check(self) -> None:
+    async def _on_change(self) -> None:
+        await self._check(ask=True)
+
+    async def _check(self, *, ask: bool) -> None:
         try:
             self._connections.forget_idle(self._idle_limit)
             await self.check_offers()
+            await self.check_waits(ask=ask)
         except Exception:
             logger.exception("the offer check failed; retrying on the next change or interval")
+
+    async def check_waits(self, *, ask: bool = True) -> int:
+        """Tell each session of the approvals it waits for that were decided or expired.
+
+        Args:
+            ask: Ask the engine (``status`` in each waiting session, with its
+                token): the feed moved. ``False``: only the clock settles.
+
+        Returns:
+            How many ``notifications/elicitation/complete`` were sent (or tried).
+        """
+        sent = 0
+        for session in [s for s in self._connections.sessions.values() if s.waits]:
+
+            async def status(session: BoundSession = session) -> CallAnswer:
+                return await self._engine.invoke(
+                    session.token, "status", {}, session=session.engine_session,
+                    offered_catalog_hash=session.listed_hash, repo=session.repo,
+                )
+
+            sent += len(await session.waits.check(status, session.complete, ask=ask))
+        return sent
 
     async def check_offers(self) -> int:
         """Ask the engine for every connected token's offer; notify where it changed.

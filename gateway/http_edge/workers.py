@@ -11,6 +11,7 @@ docs/http.md, "Workers".
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import sys
 from pathlib import Path
 from typing import Any
@@ -44,10 +45,15 @@ def serve_http_workers(engine_url: str, settings: HttpSettings, count: int, *,
     port = sock.getsockname()[1]
     folder = _workers.RunFolder()
 
+    # One requestState key for every worker (a retry may reach another one),
+    # made here: an edge of a separate engine holds none of the home's keys.
+    # It travels in the workers' settings pipe, never in argv or the environment.
+    state_key = secrets.token_hex(32)
+
     def config(index: int) -> dict[str, Any]:
         return {"engine": engine_url, "settings": dataclasses.asdict(settings), "port": port,
                 "listen_fd": sock.fileno(), "index": index, "count": count,
-                "folder": str(folder.path), "verbose": verbose}
+                "folder": str(folder.path), "verbose": verbose, "state_key": state_key}
 
     spec = _workers.WorkerSpec("gateway.http_edge.workers", config, (sock.fileno(),),
                                float(DRAIN_SECONDS))
@@ -89,7 +95,8 @@ def _serve(config: dict[str, Any]) -> int:
     private = bind_unix(workers.socket_path(index))
     try:
         with RemoteEngine(config["engine"]) as remote:
-            edge = HttpEdge(remote, settings, port=port, workers=workers)
+            edge = HttpEdge(remote, settings, port=port, workers=workers,
+                            state_keys=[bytes.fromhex(str(config["state_key"]))])
             private_app = edge.private_app
             if private_app is None:  # an edge made with workers always has one
                 raise RuntimeError("the edge has no app for its private socket")

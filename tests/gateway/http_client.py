@@ -108,11 +108,13 @@ async def http_client(
     headers: dict[str, str] | None = None,
     fresh: bool = False,
     event_hooks: dict[str, list[Any]] | None = None,
+    elicitation_callback: Any = None,
 ) -> AsyncIterator[tuple[Client, httpx2.AsyncClient]]:
     """The official client over streamable HTTP, with the token as a bearer header.
 
     ``fresh``: a new connection for every request (none is kept alive), so the
-    kernel picks a worker for each (``--workers``).
+    kernel picks a worker for each (``--workers``). ``elicitation_callback``:
+    the client declares the ``elicitation`` capability (form and url).
     """
     sent = dict(headers or {})
     if token is not None:
@@ -121,5 +123,6 @@ async def http_client(
     async with httpx2.AsyncClient(headers=sent, timeout=httpx2.Timeout(30, read=60),
                                   limits=limits, event_hooks=event_hooks) as http:
         transport = streamable_http_client(url, http_client=http)
-        async with Client(transport, mode=mode, message_handler=message_handler) as client:
+        async with Client(transport, mode=mode, message_handler=message_handler,
+                          elicitation_callback=elicitation_callback) as client:
             yield client, http

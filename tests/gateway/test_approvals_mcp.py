@@ -3,7 +3,10 @@
 Over stdio (``chit mcp`` subprocesses) and streamable HTTP (``chit mcp --http``
 on loopback), an operator decides with the real CLI in another process. The
 expiry case runs the HTTP edge in this process (real uvicorn on loopback) so
-that the engine's clock can be moved instead of sleeping.
+that the engine's clock can be moved instead of sleeping. These clients speak
+2025-11-25 without URL elicitation, so a waiting call is the ``isError``
+refusal; the other answers (input-required, URL elicitation) are tested in
+test_approvals_edges.py.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ def test_stdio_required_then_approved_from_the_cli_then_the_retry_lands(
     out: dict[str, Any] = {}
 
     async def body() -> None:
-        async with Client(stdio_server_params(home, world.repo, token)) as client:
+        params = stdio_server_params(home, world.repo, token)
+        async with Client(params, mode="legacy") as client:
             asked = await _ask(client)
             out["asked"] = asked
             approval = asked["approval"]["id"]
@@ -111,7 +115,8 @@ def test_stdio_denied_with_the_note(world: World, home: Path) -> None:
     out: dict[str, Any] = {}
 
     async def body() -> None:
-        async with Client(stdio_server_params(home, world.repo, token)) as client:
+        params = stdio_server_params(home, world.repo, token)
+        async with Client(params, mode="legacy") as client:
             approval = (await _ask(client))["approval"]["id"]
             await anyio.to_thread.run_sync(
                 lambda: cli(world, "deny", approval, "--as", "alice", "--note", "not today"))
@@ -133,7 +138,8 @@ def test_stdio_approval_survives_the_engine_and_resumes_in_a_new_process(
     out: dict[str, Any] = {}
 
     async def first() -> None:
-        async with Client(stdio_server_params(home, world.repo, token)) as client:
+        params = stdio_server_params(home, world.repo, token)
+        async with Client(params, mode="legacy") as client:
             out["approval"] = (await _ask(client))["approval"]["id"]
             out["session"] = payload(await client.call_tool("status", {}))["session"]
 
@@ -143,7 +149,7 @@ def test_stdio_approval_survives_the_engine_and_resumes_in_a_new_process(
     params = params.model_copy(update={"args": [*params.args, "--session", out["session"]]})
 
     async def second() -> None:
-        async with Client(params) as client:
+        async with Client(params, mode="legacy") as client:
             await client.list_tools()
             landed = await client.call_tool("commit", COMMIT)
             out["landed"] = (landed.is_error, payload(landed))
