@@ -57,7 +57,8 @@ def preview(ctx: CallContext, args: BaseModel) -> dict[str, Any]:
     Returns:
         ``{"tool", ...}`` with, by tool: ``write_file`` ``path``, ``bytes``
         (decoded), ``exists`` (true: it replaces a file); ``delete_file``
-        ``path``, ``exists``, ``size`` (bytes, ``None`` if absent);
+        ``path``, ``exists``, ``size`` (bytes; ``None`` if absent, or if
+        the caller may not read it);
         ``move_file`` ``source``, ``destination``; ``resolve_conflict``
         ``path``, ``resolution``; ``discard`` ``staged`` (``[{"path",
         "change"}]``), ``hidden`` (staged paths not shown), ``conflicts``;
@@ -74,12 +75,20 @@ def preview(ctx: CallContext, args: BaseModel) -> dict[str, Any]:
     return {"tool": ctx.tool, **body}
 
 
-def _size(ctx: CallContext, path: str) -> int | None:
+def _size(ctx: CallContext, path: str) -> tuple[bool, int | None]:
+    """Whether ``path`` exists in the session's view, and its size if the caller may read it.
+
+    The size says something of the content, so a token without ``read`` (or
+    one the policy does not let read the path) is told only that it exists,
+    which a staging write tells it anyway (``added`` or ``modified``).
+    """
+    if "read" not in ctx.token.operations or not ctx.visible(path):
+        return ctx.repo.exists(ctx.token.agent, ctx.session.staged, path), None
     try:
-        return len(ctx.repo.view_read(ctx.token.agent, ctx.session.staged, path))
+        return True, len(ctx.repo.view_read(ctx.token.agent, ctx.session.staged, path))
     except RepositoryError as exc:
         if exc.code == "not_found":
-            return None
+            return False, None
         raise
 
 
@@ -97,8 +106,8 @@ def _write_file(ctx: CallContext, args: Any) -> dict[str, Any]:
 
 
 def _delete_file(ctx: CallContext, args: Any) -> dict[str, Any]:
-    size = _size(ctx, args.path)
-    return {"path": args.path, "exists": size is not None, "size": size}
+    exists, size = _size(ctx, args.path)
+    return {"path": args.path, "exists": exists, "size": size}
 
 
 def _move_file(_ctx: CallContext, args: Any) -> dict[str, Any]:

@@ -308,3 +308,22 @@ def test_the_refusal_is_in_the_call_log(world: World, engine: Engine) -> None:
         ("refused", "confirmation_required"), ("allowed", None)
     ]
     assert entries[1]["arguments"]["confirm"] is True
+
+
+def test_a_token_that_cannot_read_is_not_told_the_size(world: World, engine: Engine) -> None:
+    """Threat: a token learns something of content it may not read."""
+    confirm_policy(
+        world, ["delete_file"],
+        extra="[[rules]]\neffect = 'deny'\noperations = ['read']\npaths = ['src/api/**']\n",
+    )
+    writer = Agent(engine, world.mint(agent="wendy", ops="write"))
+    assert writer.asked("delete_file", path="src/app.py") == {
+        "tool": "delete_file", "path": "src/app.py", "exists": True, "size": None
+    }
+    assert writer.asked("delete_file", path="src/gone.py")["exists"] is False
+    alice = Agent(engine, world.mint(), session="s2")
+    assert alice.asked("delete_file", path="src/app.py")["size"] == 25
+    # The policy lets alice delete under src/api/ but not read there.
+    assert alice.asked("delete_file", path="src/api/v1.py") == {
+        "tool": "delete_file", "path": "src/api/v1.py", "exists": True, "size": None
+    }
