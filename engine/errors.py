@@ -38,6 +38,7 @@ CODES: frozenset[str] = frozenset(
         "tool_not_offered",
         "policy_denied",
         "catalog_changed",
+        "confirmation_required",
         "session_token_mismatch",
         "conflict",
         "not_found",
@@ -109,6 +110,13 @@ class RepositoryError(ChitError):
 
 class StateError(ChitError):
     """Engine state forbids the call (``session_token_mismatch``, ``engine_frozen``)."""
+
+
+class ConfirmationError(ChitError):
+    """A call the policy's ``[confirm]`` lists that did not say ``"confirm": true``.
+
+    Carries ``preview``: what the call would have done (nothing was changed).
+    """
 
 
 class ConfigurationError(Exception):

@@ -3,6 +3,7 @@
 Imports nothing from ``engine`` or ``gateway``. See ``docs/policy.md``.
 """
 
+from policy.confirm import Confirm
 from policy.decision import Decision, Request
 from policy.errors import PolicyDeniedError, PolicyError
 from policy.evaluate import enforce, evaluate, rate_limits_for
@@ -29,6 +30,7 @@ __all__ = [
     "OPERATIONS",
     "TOOL_OPERATIONS",
     "CommitRules",
+    "Confirm",
     "Decision",
     "Issuer",
     "IssuerMapping",

@@ -28,8 +28,10 @@ from pydantic_core import PydanticCustomError
 
 from policy._agents import validate_agent_pattern
 from policy._pattern import compile_message_pattern
+from policy.confirm import Confirm
 from policy.errors import PolicyError
 from policy.paths import validate_glob
+from policy.tools import OPERATIONS, TOOL_OPERATIONS
 
 __all__ = [
     "DEFAULT_POLICY_TOML",
@@ -52,36 +54,6 @@ __all__ = [
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-TOOL_OPERATIONS: dict[str, str] = {
-    "effective_scope": "none",
-    "status": "read",
-    "read_file": "read",
-    "list_conflicts": "read",
-    "log": "read",
-    "diff": "read",
-    "symbol_context": "read",
-    "symbol_relations": "read",
-    "search_symbols": "read",
-    "change_impact": "read",
-    "project_context": "read",
-    "provenance_graph": "read",
-    "write_file": "write",
-    "delete_file": "write",
-    "move_file": "write",
-    "resolve_conflict": "write",
-    "discard": "write",
-    "commit": "commit",
-    "issue_sub_token": "sub-token:issue",
-}
-"""Every tool a rule may name, with the operation it needs (``none``: always offered).
-
-The engine's catalog is the source of truth; a test keeps this copy equal to it
-(``policy`` imports nothing from ``engine``).
-"""
-
-OPERATIONS = frozenset(TOOL_OPERATIONS.values())
-"""Operations a rule may name: ``none``, ``read``, ``write``, ``commit``, ``sub-token:issue``."""
 
 MAX_RULES = 4096
 """Most ``[[rules]]`` entries in one policy."""
@@ -441,6 +413,9 @@ class Policy(BaseModel):
     issuers: Annotated[tuple[Issuer, ...], BeforeValidator(_array)] = Field(
         default=(), max_length=MAX_ISSUERS, exclude_if=lambda value: not value
     )
+    # Left out of the dump (so of the policy hash) when it lists no tool:
+    # policies without confirmation keep the hash they had before it existed.
+    confirm: Confirm = Field(default=Confirm(), exclude_if=lambda value: not value.tools)
     _index: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")

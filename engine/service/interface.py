@@ -30,6 +30,7 @@ from engine.auth import sealing, signkeys
 from engine.auth import verify as tokens
 from engine.auth.rootkeys import Keyring
 from engine.auth.sealkeys import SealingKeyring
+from engine.catalog.confirmation import confirmed
 from engine.catalog.declarations import CATALOG_ENCODING, CATALOG_STORE_REF, ToolSpec, tool_by_name
 from engine.errors import AccessDeniedError, ChitError, ConfigurationError, StoreError, denied
 from engine.semantic.persist import derive_key
@@ -38,16 +39,17 @@ from engine.service.arguments import parse_arguments, scoped_paths
 from engine.service.check import Checked, check_catalog, check_policy, offered_tool
 from engine.service.logwriter import LogWriter
 from engine.service.placement import Placement, SessionElsewhere
-from engine.service.policyfile import PolicyFile
+from engine.service.policyfile import PolicyFile, PolicySnapshot
 from engine.service.ratelimit import RateLimiter
 from engine.service.recording import CallFacts, Recorder
 from engine.service.repos import RepoSpec
-from engine.service.served import ServedRepos, specs_of
+from engine.service.served import Served, ServedRepos, specs_of
 from engine.service.sessions import check_session_id
 from engine.service.watch import LocalChanges
 from engine.state import FreezeState, Store, open_store, refuse_left_behind, resolve_state_url
-from engine.tools.context import CallContext
+from engine.tools.context import CallContext, Session
 from engine.tools.offer import offer_for
+from engine.tools.preview import confirmation_required
 from engine.tools.semantic.intents import share_staged_paths, staged_paths
 from engine.tools.table import handler_for
 from policy.paths import deny_matches
@@ -389,9 +391,11 @@ class Engine:
         # the read-only tools among them.
         mode = modes[-1] if modes else self._store.freeze_state()
         frozen = self._read_only or mode.frozen
+        # The policy's [confirm] adds the confirm argument to the tools it lists.
+        confirm = frozenset(current.policy.confirm.tools)
         return Checked(
             verified,
-            offer_for(verified.operations, verified.delegable, frozen),
+            offer_for(verified.operations, verified.delegable, frozen, confirm),
             frozen,
             current,
             served,
@@ -421,6 +425,12 @@ class Engine:
             raise ConfigurationError("no repository resolved")
         session = served.sessions.bind(session_id, checked.token)
         served.sweeper.maybe_sweep(self._clock())
+        if current.policy.confirm.covers(spec.name) and not confirmed(args):
+            # Before the rate limit: a call that changes nothing uses none of it.
+            with session.lock:
+                self._follow_lane(served, session, checked.token, spec)
+                ctx = self._context(checked, served, session, current, spec)
+                raise confirmation_required(ctx, args)
         # Rate limits count only calls that get this far (docs/policy.md).
         limited = self._rates.admit(current.policy, checked.token.agent, spec.name, self._clock())
         if limited is not None:
@@ -431,31 +441,8 @@ class Engine:
                 "tool_not_offered", "tool withheld", offered=checked.offer.names()
             )
         with session.lock:
-            if not spec.read_only:  # built on the saved staged change, never a stale copy
-                served.sessions.check_current(session)
-            # The session's view follows its lane as far as it can without
-            # changing what the staged change means: fully when nothing is
-            # staged, else onto the lane head when no staged path moved there.
-            if session.staged.is_empty():
-                session.staged.base = None
-            else:
-                served.repo.rebase_if_clean(checked.token.agent, session.staged)
-            ctx = CallContext(
-                token=checked.token,
-                session=session,
-                repo=served.repo,
-                repo_name=served.name,
-                policy=current.policy,
-                now=self._now(),
-                offer=checked.offer,
-                catalog_store=CATALOG_STORE_REF,
-                keys=self._keyring.lookup,
-                store=self._store,
-                policy_hash=current.hash,
-                tool=spec.name,
-                signing_key=functools.partial(signkeys.active_signing_key, self._home),
-                public_keys=self._public_keys,
-            )
+            self._follow_lane(served, session, checked.token, spec)
+            ctx = self._context(checked, served, session, current, spec)
             before = () if spec.read_only else staged_paths(session)
             # A change to the staged change is saved before the call is answered.
             with served.sessions.saving(
@@ -466,6 +453,47 @@ class Engine:
                 share_staged_paths(ctx, before)
         dumped: dict[str, Any] = result.model_dump(mode="json")
         return dumped
+
+    @staticmethod
+    def _follow_lane(
+        served: Served, session: Session, token: tokens.VerifiedToken, spec: ToolSpec
+    ) -> None:
+        """Bring the session up to date before a call acts on it (under its lock)."""
+        if not spec.read_only:  # built on the saved staged change, never a stale copy
+            served.sessions.check_current(session)
+        # The session's view follows its lane as far as it can without
+        # changing what the staged change means: fully when nothing is
+        # staged, else onto the lane head when no staged path moved there.
+        if session.staged.is_empty():
+            session.staged.base = None
+        else:
+            served.repo.rebase_if_clean(token.agent, session.staged)
+
+    def _context(
+        self,
+        checked: Checked,
+        served: Served,
+        session: Session,
+        current: PolicySnapshot,
+        spec: ToolSpec,
+    ) -> CallContext:
+        """What the call's handler (or its preview) is given."""
+        return CallContext(
+            token=checked.token,
+            session=session,
+            repo=served.repo,
+            repo_name=served.name,
+            policy=current.policy,
+            now=self._now(),
+            offer=checked.offer,
+            catalog_store=CATALOG_STORE_REF,
+            keys=self._keyring.lookup,
+            store=self._store,
+            policy_hash=current.hash,
+            tool=spec.name,
+            signing_key=functools.partial(signkeys.active_signing_key, self._home),
+            public_keys=self._public_keys,
+        )
 
 
 def _offered(spec: ToolSpec) -> OfferedTool:
