@@ -38,6 +38,7 @@ CODES: frozenset[str] = frozenset(
         "tool_not_offered",
         "policy_denied",
         "catalog_changed",
+        "confirmation_required",
         "session_token_mismatch",
         "conflict",
         "not_found",
@@ -116,6 +117,13 @@ class StateError(ChitError):
 
 class ApprovalError(ChitError):
     """A call an ``[[approval]]`` table holds: waiting, denied or expired (docs/approvals.md)."""
+
+
+class ConfirmationError(ChitError):
+    """A call the policy's ``[confirm]`` lists that did not say ``"confirm": true``.
+
+    Carries ``preview``: what the call would have done (nothing was changed).
+    """
 
 
 class ConfigurationError(Exception):

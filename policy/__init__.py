@@ -4,6 +4,7 @@ Imports nothing from ``engine`` or ``gateway``. See ``docs/policy.md``.
 """
 
 from policy.approval import ApprovalRule, approval_for, approval_match
+from policy.confirm import Confirm
 from policy.decision import Decision, Request
 from policy.errors import PolicyDeniedError, PolicyError
 from policy.evaluate import enforce, evaluate, rate_limits_for
@@ -31,6 +32,7 @@ __all__ = [
     "TOOL_OPERATIONS",
     "ApprovalRule",
     "CommitRules",
+    "Confirm",
     "Decision",
     "Issuer",
     "IssuerMapping",

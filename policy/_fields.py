@@ -16,36 +16,7 @@ from pydantic_core import PydanticCustomError
 
 from policy._agents import validate_agent_pattern
 from policy.paths import validate_glob
-
-TOOL_OPERATIONS: dict[str, str] = {
-    "effective_scope": "none",
-    "status": "read",
-    "read_file": "read",
-    "list_conflicts": "read",
-    "log": "read",
-    "diff": "read",
-    "symbol_context": "read",
-    "symbol_relations": "read",
-    "search_symbols": "read",
-    "change_impact": "read",
-    "project_context": "read",
-    "provenance_graph": "read",
-    "write_file": "write",
-    "delete_file": "write",
-    "move_file": "write",
-    "resolve_conflict": "write",
-    "discard": "write",
-    "commit": "commit",
-    "issue_sub_token": "sub-token:issue",
-}
-"""Every tool a rule may name, with the operation it needs (``none``: always offered).
-
-The engine's catalog is the source of truth; a test keeps this copy equal to it
-(``policy`` imports nothing from ``engine``).
-"""
-
-OPERATIONS = frozenset(TOOL_OPERATIONS.values())
-"""Operations a rule may name: ``none``, ``read``, ``write``, ``commit``, ``sub-token:issue``."""
+from policy.tools import OPERATIONS, TOOL_OPERATIONS
 
 MAX_SELECTORS = 256
 """Most entries in one rule's ``agents``, ``tools``, ``operations`` or ``paths``."""

@@ -26,7 +26,6 @@ from policy._agents import agent_matches
 from policy._fields import (
     MAX_REASON_CHARS,
     MAX_SELECTORS,
-    TOOL_OPERATIONS,
     _Agents,
     _array,
     _distinct,
@@ -39,6 +38,7 @@ from policy._fields import (
 )
 from policy.decision import Request
 from policy.paths import _fold_glob, deny_matches, fold_path
+from policy.tools import TOOL_OPERATIONS
 
 __all__ = [
     "APPROVER",

@@ -26,8 +26,6 @@ from pydantic import (
 from policy._fields import (
     MAX_REASON_CHARS,
     MAX_SELECTORS,
-    OPERATIONS,
-    TOOL_OPERATIONS,
     _Agents,
     _array,
     _distinct,
@@ -43,7 +41,9 @@ from policy._fields import (
 )
 from policy._pattern import compile_message_pattern
 from policy.approval import MAX_APPROVALS, ApprovalRule
+from policy.confirm import Confirm
 from policy.errors import PolicyError
+from policy.tools import OPERATIONS, TOOL_OPERATIONS
 
 __all__ = [
     "DEFAULT_POLICY_TOML",
@@ -332,6 +332,9 @@ class Policy(BaseModel):
     approval: Annotated[tuple[ApprovalRule, ...], BeforeValidator(_array)] = Field(
         default=(), max_length=MAX_APPROVALS, exclude_if=lambda value: not value
     )
+    # Left out of the dump (so of the policy hash) when it lists no tool:
+    # policies without confirmation keep the hash they had before it existed.
+    confirm: Confirm = Field(default=Confirm(), exclude_if=lambda value: not value.tools)
     _index: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")

@@ -70,6 +70,9 @@ PURE = [
     "policy/_agents.py",
     "policy/_pattern.py",
     "policy/_pathindex.py",
+    "policy/confirm.py",
+    "policy/tools.py",
+    "engine/catalog/confirmation.py",
 ]
 IO_MODULES = {
     "os",

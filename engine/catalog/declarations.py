@@ -9,6 +9,7 @@ docs/tools.md; the encoding: docs/catalog-encoding.md.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from pydantic import BaseModel
 
 from engine.auth import cbor
 from engine.catalog import schemas as s
+from engine.catalog.confirmation import confirmable
 from engine.limits import LIMITS
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "hash_catalog",
     "offer_of",
     "tool_by_name",
+    "with_confirm",
 ]
 
 CATALOG_ENCODING = "chit-catalog/1"
@@ -336,13 +339,30 @@ class Offer:
         return None
 
 
+def with_confirm(spec: ToolSpec) -> ToolSpec:
+    """``spec`` as offered where the policy's ``[confirm]`` lists it.
+
+    Its input model takes an optional ``confirm`` boolean (``engine.catalog.confirmation``).
+    """
+    return dataclasses.replace(spec, input_model=confirmable(spec.input_model))
+
+
 @lru_cache(maxsize=LIMITS.catalog_cache_entries)
-def offer_of(names: tuple[str, ...]) -> Offer:
+def offer_of(names: tuple[str, ...], confirm: tuple[str, ...] = ()) -> Offer:
     """The :class:`Offer` of the declared tools named in ``names`` (sorted, each declared).
+
+    Args:
+        names: The offered tools' names, sorted.
+        confirm: Names among ``names`` whose calls must carry ``"confirm":
+            true`` (the policy's ``[confirm]``), sorted: those tools are
+            offered :func:`with_confirm`. Empty: the catalog is exactly the
+            one without confirmation.
 
     Raises:
         KeyError: If a name is not declared (a caller bug).
     """
-    tools = tuple(_BY_NAME[n] for n in names)
+    tools = tuple(
+        with_confirm(_BY_NAME[n]) if n in confirm else _BY_NAME[n] for n in names
+    )
     data = encode_catalog(tools)
     return Offer(tools, hash_catalog(data), data, len(TOOLS) - len(tools))

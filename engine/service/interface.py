@@ -30,6 +30,7 @@ from engine.auth import sealing, signkeys
 from engine.auth import verify as tokens
 from engine.auth.rootkeys import Keyring
 from engine.auth.sealkeys import SealingKeyring
+from engine.catalog.confirmation import confirmed
 from engine.catalog.declarations import CATALOG_ENCODING, CATALOG_STORE_REF, ToolSpec, tool_by_name
 from engine.errors import AccessDeniedError, ChitError, ConfigurationError, StoreError, denied
 from engine.semantic.persist import derive_key
@@ -47,8 +48,9 @@ from engine.service.served import Served, ServedRepos, specs_of
 from engine.service.sessions import check_session_id
 from engine.service.watch import LocalChanges
 from engine.state import FreezeState, Store, open_store, refuse_left_behind, resolve_state_url
-from engine.tools.context import ApprovedRequest, CallContext, Session
+from engine.tools.context import CallContext, Session
 from engine.tools.offer import offer_for
+from engine.tools.preview import confirmation_required
 from engine.tools.semantic.intents import share_staged_paths, staged_paths
 from engine.tools.table import handler_for
 from policy.paths import deny_matches
@@ -398,9 +400,11 @@ class Engine:
         # the read-only tools among them.
         mode = modes[-1] if modes else self._store.freeze_state()
         frozen = self._read_only or mode.frozen
+        # The policy's [confirm] adds the confirm argument to the tools it lists.
+        confirm = frozenset(current.policy.confirm.tools)
         return Checked(
             verified,
-            offer_for(verified.operations, verified.delegable, frozen),
+            offer_for(verified.operations, verified.delegable, frozen, confirm),
             frozen,
             current,
             served,
@@ -431,50 +435,72 @@ class Engine:
             raise ConfigurationError("no repository resolved")
         session = served.sessions.bind(session_id, checked.token)
         served.sweeper.maybe_sweep(self._clock())
-        # Rate limits count only calls that get this far (docs/policy.md).
-        limited = self._rates.admit(current.policy, checked.token.agent, spec.name, self._clock())
-        if limited is not None:
-            raise denied(limited)
+        if current.policy.confirm.covers(spec.name) and not confirmed(args):
+            # Before the rate limit: a call that changes nothing uses none of it.
+            with session.lock:
+                self._follow_lane(served, session, checked.token, spec)
+                ctx = self._context(checked, served, session, current, spec)
+                raise confirmation_required(ctx, args)
         handler = handler_for(spec.name)
         if handler is None:  # unreachable: offers hold only tools with handlers
             raise AccessDeniedError(
                 "tool_not_offered", "tool withheld", offered=checked.offer.names()
             )
         with session.lock:
-            if not spec.read_only:  # built on the saved staged change, never a stale copy
-                served.sessions.check_current(session)
-            # The session's view follows its lane as far as it can without
-            # changing what the staged change means: fully when nothing is
-            # staged, else onto the lane head when no staged path moved there.
-            if session.staged.is_empty():
-                session.staged.base = None
-            else:
-                served.repo.rebase_if_clean(checked.token.agent, session.staged)
-            # After the policy and the catalog, on the final staged change: an
-            # [[approval]] table holds the call until an operator approved it.
-            gate = self._approvals.hold(
+            self._follow_lane(served, session, checked.token, spec)
+            ctx = self._context(checked, served, session, current, spec)
+            # After the policy, the catalog and the confirmation, on the final
+            # staged change: an [[approval]] table holds the call until an
+            # operator approved exactly it (put back if the call then fails).
+            with self._approvals.hold(
                 current.policy, checked.token, spec, args, paths, session, served.name,
-                now=self._now(), hint=approval,
-            )
-            with gate as approved:
-                result = self._run(handler, spec, checked, current, served, session, args,
-                                   approved)
+                now=ctx.now, hint=approval,
+            ) as approved:
+                # Rate limits count only calls that get this far (docs/policy.md):
+                # a call waiting for an approval, like one asking for
+                # confirmation, uses none of it.
+                limited = self._rates.admit(
+                    current.policy, checked.token.agent, spec.name, self._clock()
+                )
+                if limited is not None:
+                    raise denied(limited)
+                ctx.approval = approved
+                before = () if spec.read_only else staged_paths(session)
+                # A change to the staged change is saved before the call is answered.
+                with served.sessions.saving(
+                    session, checked.token, ctx.now, write=not spec.read_only
+                ):
+                    result: BaseModel = handler(ctx, args)
+                if not spec.read_only:
+                    share_staged_paths(ctx, before)
         dumped: dict[str, Any] = result.model_dump(mode="json")
         return dumped
 
-    def _run(
+    @staticmethod
+    def _follow_lane(
+        served: Served, session: Session, token: tokens.VerifiedToken, spec: ToolSpec
+    ) -> None:
+        """Bring the session up to date before a call acts on it (under its lock)."""
+        if not spec.read_only:  # built on the saved staged change, never a stale copy
+            served.sessions.check_current(session)
+        # The session's view follows its lane as far as it can without
+        # changing what the staged change means: fully when nothing is
+        # staged, else onto the lane head when no staged path moved there.
+        if session.staged.is_empty():
+            session.staged.base = None
+        else:
+            served.repo.rebase_if_clean(token.agent, session.staged)
+
+    def _context(
         self,
-        handler: Callable[[CallContext, Any], BaseModel],
-        spec: ToolSpec,
         checked: Checked,
-        current: PolicySnapshot,
         served: Served,
         session: Session,
-        args: BaseModel,
-        approved: ApprovedRequest | None,
-    ) -> BaseModel:
-        """Run the handler in the call's context, saving the staged change it makes."""
-        ctx = CallContext(
+        current: PolicySnapshot,
+        spec: ToolSpec,
+    ) -> CallContext:
+        """What the call's handler (or its preview) is given."""
+        return CallContext(
             token=checked.token,
             session=session,
             repo=served.repo,
@@ -489,17 +515,7 @@ class Engine:
             tool=spec.name,
             signing_key=functools.partial(signkeys.active_signing_key, self._home),
             public_keys=self._public_keys,
-            approval=approved,
         )
-        before = () if spec.read_only else staged_paths(session)
-        # A change to the staged change is saved before the call is answered.
-        with served.sessions.saving(
-            session, checked.token, ctx.now, write=not spec.read_only
-        ):
-            result: BaseModel = handler(ctx, args)
-        if not spec.read_only:
-            share_staged_paths(ctx, before)
-        return result
 
 
 def _offered(spec: ToolSpec) -> OfferedTool:

@@ -18,17 +18,25 @@ __all__ = ["Offer", "markdown_table", "offer_for"]
 
 
 @lru_cache(maxsize=LIMITS.offer_cache_entries)
-def offer_for(operations: frozenset[str], delegable: bool, read_only: bool = False) -> Offer:
+def offer_for(
+    operations: frozenset[str],
+    delegable: bool,
+    read_only: bool = False,
+    confirm: frozenset[str] = frozenset(),
+) -> Offer:
     """Compute the offer for a token's operations and delegation flag.
 
     A tool is offered iff it has a handler and every requirement is held, and,
     when the engine is frozen or serves a read-only edge, it is marked read-only.
-    ``effective_scope`` requires nothing and is always offered.
+    ``effective_scope`` requires nothing and is always offered. An offered tool
+    named in ``confirm`` takes the ``confirm`` argument (its schema says so,
+    and so the catalog hash); names not offered change nothing.
 
     Args:
         operations: The verified token's effective operations.
         delegable: The verified token's delegation flag.
         read_only: Offer only tools marked read-only (the engine's read-only mode).
+        confirm: The tools the policy's ``[confirm]`` lists (docs/policy.md).
 
     Returns:
         The :class:`Offer`.
@@ -41,7 +49,7 @@ def offer_for(operations: frozenset[str], delegable: bool, read_only: bool = Fal
             if t.name in HANDLERS and t.requires <= held and (t.read_only or not read_only)
         )
     )
-    return offer_of(names)
+    return offer_of(names, tuple(n for n in names if n in confirm))
 
 
 def markdown_table() -> str:

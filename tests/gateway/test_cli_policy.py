@@ -107,3 +107,15 @@ def test_a_bad_issuer_setting_is_reported_with_its_line_and_field(
     assert out.stdout.splitlines() == [
         f"{path}:6: issuers[0].require_jti: Input should be a valid boolean"
     ]
+
+
+def test_an_unknown_confirm_tool_is_reported_with_its_line(world: World, tmp_path: Path) -> None:
+    """``[confirm]`` with a misspelt tool: the file is invalid, never half applied."""
+    path = tmp_path / "policy.toml"
+    path.write_text('version = 1\n[confirm]\ntools = ["commit", "delete"]\n')
+    out = run(world, "policy", "check", str(path))
+    assert out.returncode == 1, out
+    assert out.stdout.splitlines() == [
+        f"{path}:3: confirm.tools[1]: unknown tool 'delete'; known: "
+        + ", ".join(sorted(policy.TOOL_OPERATIONS))
+    ]

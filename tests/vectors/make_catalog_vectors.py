@@ -153,27 +153,37 @@ def _refused() -> list[dict[str, Any]]:
     ]
 
 
-CASES = [
-    ("effective_scope only (no operations)", [], False),
-    ("read", ["read"], False),
-    ("read, write, commit", ["commit", "read", "write"], False),
+CASES: list[tuple[str, list[str], bool, list[str]]] = [
+    ("effective_scope only (no operations)", [], False, []),
+    ("read", ["read"], False, []),
+    ("read, write, commit", ["commit", "read", "write"], False, []),
     (
         "all operations and the delegation flag",
         ["commit", "read", "sub-token:issue", "write"],
         True,
+        [],
+    ),
+    # The policy's [confirm] lists delete_file and commit (docs/policy.md):
+    # those two input schemas gain the optional "confirm" boolean.
+    (
+        "read, write, commit; [confirm] tools = delete_file, commit",
+        ["commit", "read", "write"],
+        False,
+        ["commit", "delete_file"],
     ),
 ]
 
 
 def main() -> None:
     offers = []
-    for name, ops, delegable in CASES:
-        offer = offer_for(frozenset(ops), delegable)
+    for name, ops, delegable, confirm in CASES:
+        offer = offer_for(frozenset(ops), delegable, confirm=frozenset(confirm))
+        case: dict[str, Any] = {"name": name, "operations": ops, "delegable": delegable}
+        if confirm:  # absent from the cases without: they stay as they were
+            case["confirm"] = confirm
         offers.append(
-            {
-                "name": name,
-                "operations": ops,
-                "delegable": delegable,
+            case
+            | {
                 "tools": offer.names(),
                 "catalog_hash": offer.catalog_hash,
                 "size": len(offer.catalog_bytes),

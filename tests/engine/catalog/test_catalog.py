@@ -115,7 +115,8 @@ def test_catalog_vectors() -> None:
     vectors = json.loads(VECTORS.read_text())
     assert vectors["encoding"] == CATALOG_ENCODING
     for case in vectors["offers"]:
-        offer = offer_for(frozenset(case["operations"]), case["delegable"])
+        confirm = frozenset(case.get("confirm", ()))
+        offer = offer_for(frozenset(case["operations"]), case["delegable"], confirm=confirm)
         assert offer.names() == case["tools"]
         assert offer.catalog_bytes.hex() == case["hex"], case["name"]
         assert offer.catalog_hash == case["catalog_hash"]
