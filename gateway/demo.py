@@ -1,10 +1,10 @@
 """``chit demo``: the main job, end to end, on real code (README.md, "The two commands").
 
 A temporary repository holding the installed ``starlette`` sources; the real CLI
-as subprocesses (``chit init``, ``mint``, ``mcp``, ``audit verify``, ``audit
-graph``, ``revoke``) and the official MCP client over stdio for the lead agent
-and its helper. Each step is narrated and checked: the demo fails if one did not
-behave as expected.
+as subprocesses (``chit init``, ``operators add``, ``mint``, ``mcp``,
+``approve``, ``audit verify``, ``audit graph``, ``revoke``) and the official MCP
+client over stdio for the lead agent and its helper. Each step is narrated and
+checked: the demo fails if one did not behave as expected.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 import pygit2
-from mcp import Client
+from mcp import Client, types
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -35,6 +35,17 @@ HELPER = "docs-bot.gzip"
 HELPER_SCOPE = "src/starlette/middleware/gzip.py"
 IN_SCOPE = "src/starlette/middleware/cors.py"
 OUT_OF_SCOPE = "src/starlette/routing.py"
+PROTECTED = "src/starlette/middleware/deploy-keys.toml"
+OPERATOR = "ops-lead"
+APPROVAL_POLICY = f"""
+# Added by chit demo: a commit touching the protected file waits for a person.
+[[approval]]
+tools = ["commit"]
+paths = ["{PROTECTED}"]
+approvers = ["{OPERATOR}"]
+ttl = 900
+reason = "protected files change only with an operator's approval"
+"""
 
 
 def _say(text: str = "") -> None:
@@ -52,6 +63,17 @@ def _chit(
     return subprocess.run(  # noqa: S603 - fixed argv of our own CLI
         cmd, capture_output=True, text=True, env=env, timeout=120, check=False
     )
+
+
+def _run(fn: Any, *args: Any) -> Any:
+    """``anyio.run``, with the first error of a task group raised as itself (for the report)."""
+    try:
+        return anyio.run(fn, *args)
+    except BaseExceptionGroup as group:
+        leaf: BaseException = group
+        while isinstance(leaf, BaseExceptionGroup) and leaf.exceptions:
+            leaf = leaf.exceptions[0]
+        raise leaf from None
 
 
 def _result(res: Any) -> dict[str, Any]:
@@ -79,7 +101,57 @@ def stdio_server_params(home: Path, repo: Path, token: str) -> StdioServerParame
     )
 
 
-async def _agent_session(home: Path, repo: Path, token: str) -> str:
+def _require_approval(home: Path, key: Path) -> None:
+    """Operator: register an approver and make the protected file need one (docs/approvals.md)."""
+    added = _chit(home, "operators", "add", OPERATOR, "--key-out", str(key))
+    if added.returncode != 0:
+        raise RuntimeError(added.stderr.strip())
+    policy = home / "policy.toml"
+    text = policy.read_text(encoding="utf-8")
+    if "protected = []" not in text:
+        raise RuntimeError("chit init wrote no [paths] protected list")
+    text = text.replace("protected = []", f'protected = ["{PROTECTED}"]')
+    policy.write_text(text + APPROVAL_POLICY, encoding="utf-8")
+    checked = _chit(home, "policy", "check")
+    if checked.returncode != 0:
+        raise RuntimeError(checked.stdout.strip() + checked.stderr.strip())
+    _say(f"    chit operators add {OPERATOR} --key-out {key.name} (its Ed25519 key, mode 0600)")
+    _say(f"    policy: {PROTECTED} protected (sealed at rest); a commit touching it "
+         f"waits for {OPERATOR}")
+
+
+async def _approved_commit(client: Client, home: Path, key: Path) -> None:
+    """A commit touching the protected file waits; the operator approves; the retry lands."""
+    content = 'signing_key_id = "deploy-2026-12"\n'
+    await client.call_tool("write_file", {"path": PROTECTED, "content": content})
+    message = {"message": "Pin the deploy signing key id"}
+    waiting = await client.session.call_tool("commit", message, allow_input_required=True)
+    if not isinstance(waiting, types.InputRequiredResult):
+        raise RuntimeError(f"the protected commit did not wait: {waiting}")
+    asked = (waiting.meta or {}).get("chit/approval") or {}
+    approval = asked.get("approval") or {}
+    _say(f"    commit -> input required ({asked.get('error')}), approval {approval.get('id')}")
+    _say(f"    asks {', '.join(approval.get('approvers', []))}: {approval.get('summary')}")
+    _say("    nothing landed; the client keeps the request state to retry with")
+
+    def operator() -> subprocess.CompletedProcess[str]:
+        return _chit(home, "approve", str(approval.get("id")), "--as", OPERATOR,
+                     "--key", str(key), "--note", "key id checked against the vault")
+
+    approved = await anyio.to_thread.run_sync(operator)
+    if approved.returncode != 0:
+        raise RuntimeError(approved.stderr.strip())
+    _say(f"    operator: chit approve {approval.get('id')} --as {OPERATOR} --key {key.name}")
+    _say(textwrap.indent(approved.stdout.rstrip(), "      "))
+    landed = await client.call_tool("commit", message, request_state=waiting.request_state)
+    committed = _result(landed)
+    if landed.is_error:
+        raise RuntimeError(f"the approved commit was refused: {committed}")
+    _say(f"    retried with the request state: {committed['commit'][:12]} on "
+         f"{committed['lane']} (the file stored sealed, the approval in its provenance)")
+
+
+async def _agent_session(home: Path, repo: Path, token: str, operator_key: Path) -> str:
     async with Client(stdio_server_params(home, repo, token)) as client:
         _say(f"    connected over stdio, protocol {client.protocol_version}")
         listed = await client.list_tools()
@@ -126,7 +198,11 @@ async def _agent_session(home: Path, repo: Path, token: str) -> str:
         for key, value in committed["trailers"].items():
             _say(f"    {key}: {value}")
 
-        _step(8, f"delegation: {AGENT} hands a narrower token to a helper agent")
+        _step(8, f"a commit touching the protected {PROTECTED.rsplit('/', 1)[1]} waits for "
+                 "an operator's approval")
+        await _approved_commit(client, home, operator_key)
+
+        _step(9, f"delegation: {AGENT} hands a narrower token to a helper agent")
         wide = _result(
             await client.call_tool(
                 "issue_sub_token",
@@ -230,11 +306,13 @@ def run_demo(*, keep: bool = False) -> int:
         main_id = create_repository(repo, files, message="Import starlette sources")
         _say(f"    {repo}: {len(files)} files, main at {main_id[:12]}")
 
-        _step(2, "operator: chit init, then mint a token for one agent limited to a sub-folder")
+        _step(2, "operator: chit init, an approver, then a token for one agent on a sub-folder")
         init = _chit(home, "init", "--repo", str(repo))
         if init.returncode != 0:
             raise RuntimeError(init.stderr.strip())
         _say(textwrap.indent(init.stdout.rstrip(), "    "))
+        key = workdir / f"{OPERATOR}.key"
+        _require_approval(home, key)
         mint = _chit(
             home,
             "mint",
@@ -259,10 +337,10 @@ def run_demo(*, keep: bool = False) -> int:
              "(text form: chit_..., never logged)")
 
         _step(3, "agent host: start `chit mcp` and connect with the official MCP client")
-        child_token = anyio.run(_agent_session, home, repo, minted["token"])
+        child_token = _run(_agent_session, home, repo, minted["token"], key)
 
-        _step(9, "the helper connects with its own token and commits on its own lane")
-        helper_id = anyio.run(_helper_session, home, repo, child_token)
+        _step(10, "the helper connects with its own token and commits on its own lane")
+        helper_id = _run(_helper_session, home, repo, child_token)
 
         git = pygit2.Repository(str(repo))
         base = str(git.references["HEAD"].target)  # the base branch: the one HEAD names
@@ -272,7 +350,7 @@ def run_demo(*, keep: bool = False) -> int:
         if main_now != main_id:
             raise RuntimeError("the base branch moved")
 
-        _step(10, "auditor: chit audit verify with the engine's public keys only")
+        _step(11, "auditor: chit audit verify with the engine's public keys only")
         public = repo.parent / "engine-keys.json"
         exported = _chit(home, "keys", "export-public", "--out", str(public))
         if exported.returncode != 0:
@@ -280,24 +358,27 @@ def run_demo(*, keep: bool = False) -> int:
         _say(f"    operator: chit keys export-public --out {public.name} (no secret in it)")
         audit = _chit(home, "audit", "verify", "--repo", str(repo), "--keys", str(public))
         _say(textwrap.indent(audit.stdout.rstrip(), "    "))
-        if audit.returncode != 0 or "verified: 2/2 commits" not in audit.stdout:
-            raise RuntimeError("audit did not verify both commits")
+        if audit.returncode != 0 or "verified: 3/3 commits" not in audit.stdout:
+            raise RuntimeError("audit did not verify the three commits")
+        if f"by {OPERATOR} at" not in audit.stdout:
+            raise RuntimeError("the audit does not name the approver")
         _say(f"    auditor: chit audit graph {minted['token_id']} --format mermaid")
         drawn = _chit(home, "audit", "graph", minted["token_id"], "--repo", str(repo),
                       "--keys", str(public), "--format", "mermaid")
         _say(textwrap.indent(drawn.stdout.rstrip(), "    "))
-        if drawn.returncode != 0 or "-->|delegated|" not in drawn.stdout:
+        if (drawn.returncode != 0 or "-->|delegated|" not in drawn.stdout
+                or "-->|approved|" not in drawn.stdout):
             raise RuntimeError("the provenance graph does not show the delegation")
 
-        _step(11, "operator: chit revoke the helper's token; its next call fails")
+        _step(12, "operator: chit revoke the helper's token; its next call fails")
         revoke = _chit(home, "revoke", helper_id)
         _say(textwrap.indent(revoke.stdout.rstrip(), "    "))
-        code = anyio.run(_revoked_call, home, repo, child_token)
+        code = _run(_revoked_call, home, repo, child_token)
         _say(f"    the helper's next call -> {code}")
         if code != "token_revoked":
             raise RuntimeError("the revoked token still worked")
 
-        _step(12, "a read-only token is offered only the read tools")
+        _step(13, "a read-only token is offered only the read tools")
         reader = _chit(
             home,
             "mint",
@@ -314,9 +395,9 @@ def run_demo(*, keep: bool = False) -> int:
         )
         if reader.returncode != 0:
             raise RuntimeError(reader.stderr.strip())
-        anyio.run(_reader_session, home, repo, reader.stdout.strip())
+        _run(_reader_session, home, repo, reader.stdout.strip())
 
-        _step(13, "auditor: the call log of every call above, verified against its checkpoint")
+        _step(14, "auditor: the call log of every call above, verified against its checkpoint")
         _call_log(home, public)
 
         _say("\ndemo complete: every step behaved as expected")

@@ -20,7 +20,11 @@ def test_the_demo_runs_every_step(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert out.stdout.rstrip().endswith("demo complete: every step behaved as expected")
-    for step in range(1, 14):
+    for step in range(1, 15):
         assert f"\n[{step}] " in out.stdout
-    assert "verified: 2/2 commits" in out.stdout
+    assert "verified: 3/3 commits" in out.stdout
+    # The protected commit waited, an operator approved it, the audit names the approver.
+    assert "input required (approval_required)" in out.stdout
+    assert "approved by ops-lead" in out.stdout
+    assert "by ops-lead at " in out.stdout and "-->|approved|" in out.stdout
     assert "chit/call-log/" in out.stdout and "in the tree of" in out.stdout
