@@ -153,10 +153,23 @@ def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
     hops = provenance.delegation_chain(ctx.token, issued)
 
     approval = ctx.approval
+    base = str(ctx.session.staged.base)
 
     def seal(facts: dict[str, Any]) -> bytes:
         commit = {k: facts[k] for k in ("tree", "parents", "author", "committer")}
         commit["message"] = provenance.message_digest(facts["message"])
+        if approval is not None and commit["parents"] != [base]:
+            # The lane moved under staged paths since the call began: a merge
+            # would land other content than was approved. Nothing is written,
+            # and the approval is put back for the retry.
+            raise RepositoryError(
+                "conflict",
+                "your lane changed a staged path since the approval was asked, so merging "
+                "would land other content than was approved; nothing was committed. Read "
+                "the path from your lane, write your change again and commit: that asks "
+                "for a new approval",
+                lane=ctx.token.lane,
+            )
         record: dict[str, Any] = {
             "v": provenance.RECORD_VERSION,
             "kid": key.key_id,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import time
+from contextlib import closing
 from typing import Any
 
 import pygit2
@@ -23,6 +24,7 @@ from engine.audit import provenance
 from engine.audit.graph import build_graph, collect
 from engine.auth import discharge, sealing, signkeys
 from engine.service import Engine
+from engine.state import open_store
 from tests.conftest import World
 from tests.engine.audit.test_verify import audit, decode, findings, forge_head, fresh_key
 from tests.engine.engine_calls import call, ok, refusal
@@ -100,6 +102,37 @@ def test_an_approved_commit_audits_with_its_approver(
     assert {"source": approval[0]["id"], "target": f"commit:{commit}", "kind": "approved"} in (
         graph["edges"])
     assert unverified == 0
+
+
+def test_an_approved_commit_refuses_to_merge_onto_a_lane_that_changed_its_path(
+    world: World, engine: Engine, clock: Clock
+) -> None:
+    """Threat: a merge landing content nobody approved (the lane changed the approved path)."""
+    token = world.mint(agent="alice", paths="**")
+    path, message = "deploy/prod.toml", {"message": "Scale up"}
+    lines = [f"key{i} = {i}\n" for i in range(12)]
+    _approved_commit(world, engine, clock, token, {path: "".join(lines)}, session="s0",
+                     message="Add the deploy settings")
+    mine = lines[:-1] + ["key11 = 99\n"]  # the last line: a clean merge with the first
+    ok(call(engine, token, "write_file", {"path": path, "content": "".join(mine)}, "s1"))
+    listed = engine.offer(token).get("catalog_hash")
+    asked = refusal(engine.invoke(token, "commit", message, session="s1",
+                                  offered_catalog_hash=listed))
+    approval_id = asked["approval"]["id"]
+    admin.decide_approval(world.home, approval_id, operator="alice", approve=True,
+                          now=clock.now)
+    # Another session of the same agent lands a change to the path's first line first.
+    theirs = ["key0 = 42\n", *lines[1:]]
+    other = _approved_commit(world, engine, clock, token, {path: "".join(theirs)},
+                             session="s2", message="Scale further")
+    refused = refusal(engine.invoke(token, "commit", message, session="s1",
+                                    offered_catalog_hash=listed))
+    assert refused["error"] == "conflict"
+    assert world.refs()["refs/heads/agent/alice"] == other  # nothing landed
+    with closing(open_store(world.home, None)) as store:
+        kept = store.approval(approval_id)
+        assert kept is not None and kept.state == "approved"  # put back, not spent
+    assert audit(world)["ok"]
 
 
 def test_a_commit_without_an_approval_stays_chit_provenance_1(
