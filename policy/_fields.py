@@ -117,3 +117,21 @@ def _safe_text(value: str) -> str:
 def _located(where: str, message: str) -> PydanticCustomError:
     """A model-level problem that belongs to one field (reported at ``where``)."""
     return PydanticCustomError("policy_located", "{message}", {"where": where, "message": message})
+
+
+def check_can_match(
+    tools: tuple[str, ...] | None, operations: tuple[str, ...] | None, noun: str
+) -> None:
+    """Refuse selectors that can never match: no listed tool needs a listed operation.
+
+    Raises:
+        PydanticCustomError: Located at ``operations``, naming the ``noun``
+            (``rule`` or ``table``).
+    """
+    if tools is not None and operations is not None:
+        needed = {TOOL_OPERATIONS[t] for t in tools}
+        if not needed & set(operations):
+            raise _located(
+                "operations",
+                f"no listed tool needs a listed operation, so this {noun} can never match",
+            )

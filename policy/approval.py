@@ -29,16 +29,15 @@ from policy._fields import (
     _Agents,
     _array,
     _distinct,
-    _located,
     _non_empty,
     _Operations,
     _RuleGlobs,
     _safe_text,
     _Tools,
+    check_can_match,
 )
 from policy.decision import Request
 from policy.paths import _fold_glob, deny_matches, fold_path
-from policy.tools import TOOL_OPERATIONS
 
 __all__ = [
     "APPROVER",
@@ -108,13 +107,7 @@ class ApprovalRule(BaseModel):
 
     @model_validator(mode="after")
     def _can_match(self) -> ApprovalRule:
-        if self.tools is not None and self.operations is not None:
-            needed = {TOOL_OPERATIONS[t] for t in self.tools}
-            if not needed & set(self.operations):
-                raise _located(
-                    "operations",
-                    "no listed tool needs a listed operation, so this table can never match",
-                )
+        check_can_match(self.tools, self.operations, "table")
         return self
 
     def operators(self) -> tuple[str, ...]:

@@ -38,6 +38,7 @@ from policy._fields import (
     _RuleGlobs,
     _safe_text,
     _Tools,
+    check_can_match,
 )
 from policy._pattern import compile_message_pattern
 from policy.approval import MAX_APPROVALS, ApprovalRule
@@ -176,13 +177,7 @@ class Rule(BaseModel):
 
     @model_validator(mode="after")
     def _can_match(self) -> Rule:
-        if self.tools is not None and self.operations is not None:
-            needed = {TOOL_OPERATIONS[t] for t in self.tools}
-            if not needed & set(self.operations):
-                raise _located(
-                    "operations",
-                    "no listed tool needs a listed operation, so this rule can never match",
-                )
+        check_can_match(self.tools, self.operations, "rule")
         return self
 
 
