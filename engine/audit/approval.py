@@ -160,7 +160,7 @@ def _change(data: bytes) -> dict[str, tuple[int, bytes] | None]:
 
 def _landed_as_approved(
     record: Mapping[str, Any], paths: Mapping[str, tuple[int, bytes] | None],
-    blob: Callable[[str], bytes | None],
+    blob: Callable[[str], bytes | None], at_path: Callable[[str], tuple[int, str] | None],
 ) -> str | None:
     """The first path where the commit differs from the approved change, if any.
 
@@ -176,9 +176,12 @@ def _landed_as_approved(
             continue  # staged but written back unchanged: not a change
         landed[entry["path"]] = None if new[0] is None else (int(new[1] or 0), str(new[0]))
     for path in sorted(set(landed) | set(paths)):
-        if path not in landed or path not in paths:
-            return path
-        approved, actual = paths[path], landed[path]
+        if path not in paths:
+            return path  # a change nobody approved
+        # An approved path the commit did not change already held the approved
+        # content on the lane (the merge kept it): compare the commit's tree.
+        approved = paths[path]
+        actual = landed[path] if path in landed else at_path(path)
         if approved is None or actual is None:
             if (approved is None) != (actual is None):
                 return path
@@ -205,6 +208,7 @@ def check_approval(
     signed_part: str,
     engine_keys: Mapping[str, Ed25519PublicKey],
     blob: Callable[[str], bytes | None],
+    at_path: Callable[[str], tuple[int, str] | None],
 ) -> ApprovalFacts:
     """Check the approval a verified ``chit-provenance/2`` record names.
 
@@ -215,6 +219,8 @@ def check_approval(
             discharge's countersignature must verify under one of them).
         blob: The repository's blob of this id (hex), or ``None`` if it has
             none.
+        at_path: ``(mode, blob id hex)`` of a path in the commit's tree, or
+            ``None`` if the tree has no file there.
 
     Returns:
         The approval's facts.
@@ -251,7 +257,7 @@ def check_approval(
         raise ApprovalProblem(f"approval {aid} was for another session or token")
     if hashlib.sha256(entry["change"]).hexdigest() != request["change"]:
         raise ApprovalProblem(f"the recorded change is not the one approval {aid} covers")
-    differs = _landed_as_approved(record, _change(entry["change"]), blob)
+    differs = _landed_as_approved(record, _change(entry["change"]), blob, at_path)
     if differs is not None:
         raise ApprovalProblem(
             f"the commit changed {differs!r} otherwise than approval {aid} covers"

@@ -293,6 +293,17 @@ def _requires(tool: Mapping[str, Any]) -> set[str]:
     return set(tool.get("requires") or ()) | (set(known.requires) if known else set())
 
 
+def _file_at(tree: pygit2.Tree, path: str) -> tuple[int, str] | None:
+    """``(mode, blob id hex)`` of a file in a tree, or ``None``."""
+    try:
+        entry = tree[path]
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    if entry.type_str != "blob":
+        return None
+    return int(entry.filemode), str(entry.id)
+
+
 def _signature(sig: pygit2.Signature) -> dict[str, Any]:
     return {"name": sig.name, "email": sig.email, "time": int(sig.time), "offset": int(sig.offset)}
 
@@ -398,8 +409,10 @@ class Auditor:
         self._check_change(commit, record, fail)
         if record["v"] == provenance.RECORD_VERSION_APPROVED:
             try:
-                report.approval = check_approval(record, signed_part, self.public_keys,
-                                                 self._blob)
+                report.approval = check_approval(
+                    record, signed_part, self.public_keys, self._blob,
+                    lambda path: _file_at(commit.tree, path),
+                )
             except ApprovalProblem as exc:
                 fail("approval", exc.reason)
 

@@ -19,6 +19,7 @@ from engine.catalog import schemas as s
 from engine.catalog.declarations import CATALOG_ENCODING
 from engine.errors import (
     AccessDeniedError,
+    ChitError,
     ConfigurationError,
     InvalidRequestError,
     RepositoryError,
@@ -108,6 +109,7 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     ctx.repo.put_blob_in_store(
         ctx.catalog_store, ctx.offer.catalog_hash.removeprefix("sha256:"), ctx.offer.catalog_bytes
     )
+    seal = _sealer(ctx)  # an approved change that cannot land as approved is refused here
     try:
         oid = ctx.repo.commit(
             ctx.token.agent,
@@ -117,7 +119,7 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
             author_email=f"{ctx.token.agent}@agents.chit.invalid",
             time=ctx.now,
             merge=True,
-            seal=_sealer(ctx),
+            seal=seal,
         )
     except RepositoryError as exc:
         if exc.code == "conflict" and staged.conflicts:
@@ -143,6 +145,45 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     )
 
 
+def _content(ctx: CallContext, view: git.StagedChange | None, path: str) -> bytes | None:
+    """A path's plaintext in a view of the caller's lane (``None``: the lane head), or None."""
+    try:
+        return ctx.repo.view_read(ctx.token.agent, view, path)
+    except ChitError:
+        return None
+
+
+def _approved_parent(ctx: CallContext) -> str:
+    """The commit an approved change may land on: one where it lands exactly as approved.
+
+    The staged base, or the lane head when every staged path the lane changed
+    since the base holds there what is staged (a merge then lands the staged
+    content at every staged path).
+
+    Raises:
+        RepositoryError: ``conflict`` if the lane holds other content at a
+            staged path: merging would land what nobody approved.
+    """
+    staged = ctx.session.staged
+    agent = ctx.token.agent
+    head = ctx.repo.head_for(agent)
+    if staged.base is None or head.id == staged.base:
+        return str(staged.base)
+    at_base = git.StagedChange(base=staged.base)
+    for path in ctx.repo.staged_paths_changed_on_lane(agent, staged):
+        on_lane, before = _content(ctx, None, path), _content(ctx, at_base, path)
+        if on_lane != before and on_lane != staged.changes.get(path):
+            raise RepositoryError(
+                "conflict",
+                "your lane changed a staged path since the approval was asked, so merging "
+                "would land other content than was approved; nothing was committed. Read "
+                "the path from your lane, write your change again and commit: that asks "
+                "for a new approval",
+                lane=ctx.token.lane,
+            )
+    return str(head.id)
+
+
 def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
     """The closure that signs this commit's provenance record (docs/provenance-format.md)."""
     if ctx.signing_key is None:
@@ -153,22 +194,18 @@ def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
     hops = provenance.delegation_chain(ctx.token, issued)
 
     approval = ctx.approval
-    base = str(ctx.session.staged.base)
+    base = None if approval is None else _approved_parent(ctx)
 
     def seal(facts: dict[str, Any]) -> bytes:
         commit = {k: facts[k] for k in ("tree", "parents", "author", "committer")}
         commit["message"] = provenance.message_digest(facts["message"])
         if approval is not None and commit["parents"] != [base]:
-            # The lane moved under staged paths since the call began: a merge
-            # would land other content than was approved. Nothing is written,
-            # and the approval is put back for the retry.
+            # The lane moved after the check above: what merges now was not
+            # compared with what was approved. Nothing is written, and the
+            # approval is put back for the retry.
             raise RepositoryError(
-                "conflict",
-                "your lane changed a staged path since the approval was asked, so merging "
-                "would land other content than was approved; nothing was committed. Read "
-                "the path from your lane, write your change again and commit: that asks "
-                "for a new approval",
-                lane=ctx.token.lane,
+                "conflict", "your lane moved while this approved commit was being made; nothing "
+                "was committed. Commit again", lane=ctx.token.lane,
             )
         record: dict[str, Any] = {
             "v": provenance.RECORD_VERSION,

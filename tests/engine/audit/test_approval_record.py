@@ -48,6 +48,10 @@ def _signing_key() -> signkeys.SigningKey:
                                seed=bytes.fromhex(engine["seed"]))
 
 
+def _no_file(_path: str) -> tuple[int, str] | None:
+    return None
+
+
 def _blobs(blob_id: str) -> bytes | None:
     """The repository's blobs as the vector gives them."""
     data = VECTORS["valid"]["blobs"].get(blob_id)
@@ -64,18 +68,18 @@ def test_a_sealed_blob_stands_for_its_approved_plaintext() -> None:
     record["change"][0]["new"] = other
     stored: dict[str, bytes] = {other: b"ssh-ed25519 AAAA attacker@example\n"}
     with pytest.raises(ApprovalProblem, match=r"deploy/key\.pub"):
-        check_approval(record, valid["signed_part"], _engine_keys(), stored.get)
+        check_approval(record, valid["signed_part"], _engine_keys(), stored.get, _no_file)
     stored[other] = sealing.MAGIC + b"\x01" + b"\x00" * 40
     assert sealing.is_sealed(stored[other])
-    facts = check_approval(record, valid["signed_part"], _engine_keys(), stored.get)
+    facts = check_approval(record, valid["signed_part"], _engine_keys(), stored.get, _no_file)
     assert facts.operator == "alice"
     record["change"][0]["new_mode"] = 0o100755
     with pytest.raises(ApprovalProblem, match=r"deploy/key\.pub"):
-        check_approval(record, valid["signed_part"], _engine_keys(), stored.get)
+        check_approval(record, valid["signed_part"], _engine_keys(), stored.get, _no_file)
     record["change"][0]["new_mode"] = 0o100644
     del stored[other]  # a blob the repository does not hold
     with pytest.raises(ApprovalProblem, match=r"deploy/key\.pub"):
-        check_approval(record, valid["signed_part"], _engine_keys(), stored.get)
+        check_approval(record, valid["signed_part"], _engine_keys(), stored.get, _no_file)
 
 
 def test_valid_vector_rebuilds_byte_for_byte_and_checks() -> None:
@@ -92,7 +96,7 @@ def test_valid_vector_rebuilds_byte_for_byte_and_checks() -> None:
     signed_part, digest = provenance.split_message(valid["message"])
     assert signed_part == valid["signed_part"]
     assert digest == "sha256:" + valid["envelope_sha256"]
-    facts = check_approval(opened, signed_part, _engine_keys(), _blobs)
+    facts = check_approval(opened, signed_part, _engine_keys(), _blobs, _no_file)
     expected = valid["approval"]
     assert (facts.approval_id, facts.operator, facts.operator_key, facts.decided_at,
             facts.expires_at, facts.note) == (
@@ -111,7 +115,7 @@ def test_invalid_vector_is_refused_with_its_check(vector: dict[str, Any]) -> Non
     assert vector == {**vector, "stage": "check_approval", "check": "approval"}
     record = provenance.open_envelope(envelope, _engine_keys())
     with pytest.raises(ApprovalProblem):
-        check_approval(record, VECTORS["valid"]["signed_part"], _engine_keys(), _blobs)
+        check_approval(record, VECTORS["valid"]["signed_part"], _engine_keys(), _blobs, _no_file)
 
 
 def test_the_commit_message_must_be_the_approved_one() -> None:
@@ -120,7 +124,7 @@ def test_the_commit_message_must_be_the_approved_one() -> None:
     record = provenance.open_envelope(bytes.fromhex(valid["envelope_hex"]), _engine_keys())
     other = valid["signed_part"].replace("Rotate the deploy key", "Rotate the deploy keys")
     with pytest.raises(ApprovalProblem, match="message"):
-        check_approval(record, other, _engine_keys(), _blobs)
+        check_approval(record, other, _engine_keys(), _blobs, _no_file)
 
 
 @pytest.mark.parametrize(

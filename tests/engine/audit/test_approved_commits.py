@@ -113,7 +113,7 @@ def test_an_approved_commit_refuses_to_merge_onto_a_lane_that_changed_its_path(
     lines = [f"key{i} = {i}\n" for i in range(12)]
     _approved_commit(world, engine, clock, token, {path: "".join(lines)}, session="s0",
                      message="Add the deploy settings")
-    mine = lines[:-1] + ["key11 = 99\n"]  # the last line: a clean merge with the first
+    mine = [*lines[:-1], "key11 = 99\n"]  # the last line: a clean merge with the first
     ok(call(engine, token, "write_file", {"path": path, "content": "".join(mine)}, "s1"))
     listed = engine.offer(token).get("catalog_hash")
     asked = refusal(engine.invoke(token, "commit", message, session="s1",
@@ -133,6 +133,29 @@ def test_an_approved_commit_refuses_to_merge_onto_a_lane_that_changed_its_path(
         kept = store.approval(approval_id)
         assert kept is not None and kept.state == "approved"  # put back, not spent
     assert audit(world)["ok"]
+
+
+def test_an_approved_commit_lands_when_the_lane_already_holds_a_staged_file_as_staged(
+    world: World, engine: Engine, clock: Clock
+) -> None:
+    """The lane moved under a staged path, to the very content staged: the merge lands
+    exactly what was approved, so the commit must land (not loop on conflict)."""
+    token = world.mint(agent="alice", paths="**")
+    message = {"message": "Both"}
+    ok(call(engine, token, "write_file", {"path": "deploy/dup.toml", "content": "d = 1\n"}, "s4"))
+    ok(call(engine, token, "write_file", {"path": "deploy/mine.toml", "content": "m\n"}, "s4"))
+    listed = engine.offer(token).get("catalog_hash")
+    asked = refusal(engine.invoke(token, "commit", message, session="s4",
+                                  offered_catalog_hash=listed))
+    admin.decide_approval(world.home, asked["approval"]["id"], operator="alice", approve=True,
+                          now=clock.now)
+    _approved_commit(world, engine, clock, token, {"deploy/dup.toml": "d = 1\n"},
+                     session="s1", message="Dup first")
+    landed = ok(engine.invoke(token, "commit", message, session="s4",
+                              offered_catalog_hash=listed))
+    assert world.refs()["refs/heads/agent/alice"] == landed["commit"]
+    report = audit(world)
+    assert report["ok"], report["findings"]
 
 
 def test_a_commit_without_an_approval_stays_chit_provenance_1(
