@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import git
-from engine.admin.home import ensure_home
+from engine.admin.home import check_policy, ensure_home
 from engine.admin.state import state_store
 from engine.auth.signkeys import active_signing_key
 from engine.catalog.declarations import CATALOG_STORE_REF
@@ -105,6 +105,15 @@ def _home(home: Path) -> str:
 
 def _policy(home: str | os.PathLike[str]) -> str:
     load_policy(home)
+    # An engine also refuses a policy naming approvers its store does not know.
+    checked = check_policy(Path(home) / "policy.toml", home=home)
+    errors: Any = checked.get("errors") or []
+    if not checked["ok"] and errors:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ConfigurationError(
+            f"policy.toml is unusable: {first['location']}: {first['message']}{more}"
+        )
     return "valid"
 
 

@@ -100,3 +100,20 @@ def test_doctor_examines_the_repositories_of_engine_toml(tmp_path: Path) -> None
     (home / "engine.toml").write_text('[[repo]]\nname = "app"\n', encoding="utf-8")
     broken = _doctor(home)
     assert broken.returncode == 1 and "FAIL engine.toml" in broken.stdout
+
+
+def test_doctor_fails_a_policy_naming_an_approver_the_store_does_not_know(
+    tmp_path: Path,
+) -> None:
+    """An engine refuses such a policy; doctor must not call it valid (it did)."""
+    home = tmp_path / "home"
+    admin.init_home(home)
+    admin.add_operator(home, "alice")
+    policy = home / "policy.toml"
+    policy.write_text(policy.read_text() + '\n[[approval]]\ntools = ["commit"]\n'
+                      'approvers = ["alice"]\nttl = 600\n')
+    assert _doctor(home).returncode == 0
+    admin.remove_operator(home, "alice")
+    gone = _doctor(home)
+    assert gone.returncode == 1, gone.stdout
+    assert "FAIL policy" in gone.stdout and "alice" in gone.stdout
