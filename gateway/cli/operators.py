@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway.cli._output import EXIT_OK, print_json, term, when
@@ -77,9 +79,18 @@ def cmd_operators_list(args: argparse.Namespace) -> int:
 def cmd_operators_remove(args: argparse.Namespace) -> int:
     from engine import admin
 
-    info = admin.remove_operator(operator_home(args), args.name, state=args.state)
+    home = operator_home(args)
+    info = admin.remove_operator(home, args.name, state=args.state)
     if args.json:
         print_json(info)
     else:
         print(f"operator {info['name']} removed: it can no longer approve")
+    policy_file = Path(home) / "policy.toml"
+    if policy_file.is_file():
+        checked = admin.check_policy(policy_file, home=home, state=args.state)
+        if not checked["ok"]:
+            # The engine refuses a policy naming approvers the store does not know.
+            print(f"warning: {policy_file} now names approvers no operator is (see "
+                  "`chit policy check`); engines refuse every call until it is fixed",
+                  file=sys.stderr)
     return EXIT_OK

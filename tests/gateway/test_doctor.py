@@ -113,7 +113,10 @@ def test_doctor_fails_a_policy_naming_an_approver_the_store_does_not_know(
     policy.write_text(policy.read_text() + '\n[[approval]]\ntools = ["commit"]\n'
                       'approvers = ["alice"]\nttl = 600\n')
     assert _doctor(home).returncode == 0
-    admin.remove_operator(home, "alice")
+    removed = subprocess.run([sys.executable, "-m", "gateway.cli", "--home", str(home),
+                              "operators", "remove", "alice"],
+                             capture_output=True, text=True, timeout=120, check=False)
+    assert removed.returncode == 0 and "warning:" in removed.stderr  # the engine would refuse
     gone = _doctor(home)
     assert gone.returncode == 1, gone.stdout
     assert "FAIL policy" in gone.stdout and "alice" in gone.stdout
