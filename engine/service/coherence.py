@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.auth.reponames import repo_identity
+from engine.tools.scope import warning_line
 
 __all__ = [
     "Identity",
@@ -187,9 +188,4 @@ def check_remote(report: Mapping[str, Any] | None) -> Signal | None:
 
 def foreign_line(signals: Iterable[Signal]) -> str | None:
     """The one line ``effective_scope`` and the instructions carry on a mismatch, else ``None``."""
-    for signal in signals:
-        if signal.state == "mismatch":
-            return (f"warning: this engine serves an artefact made for something else "
-                    f"({signal.sign}: {signal.reason}); run `chit doctor` and remove or "
-                    "rebuild it. Calls are served as usual.")
-    return None
+    return warning_line([signal.as_dict() for signal in signals])

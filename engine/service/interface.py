@@ -132,6 +132,7 @@ class Engine:
                 sealing=sealing.Sealing(self._sealing_keys, self._protects),
                 shared_lock=self._store.lane_lock,
                 index_key=self._semantic_index_key,
+                key_ids=self._key_ids,
             )
         except BaseException:
             self._store.close()
@@ -255,6 +256,10 @@ class Engine:
     def _semantic_index_key(self) -> bytes:
         """The HMAC key of the persisted semantic index (from the newest sealing key)."""
         return derive_key(self._sealing_keys.sealing_key()[1])
+
+    def _key_ids(self) -> list[str]:
+        """The home's provenance signing key ids (part of a repository's identity)."""
+        return [key.key_id for key in signkeys.signing_keys(self._home)]
 
     def _protects(self, path: str) -> bool:
         """Whether the current policy lists ``path`` under ``[paths] protected``."""
@@ -515,6 +520,7 @@ class Engine:
             tool=spec.name,
             signing_key=functools.partial(signkeys.active_signing_key, self._home),
             public_keys=self._public_keys,
+            coherence=lambda: [sig.as_dict() for sig in self._repos.coherence(served)],
         )
 
 
