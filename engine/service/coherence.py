@@ -23,9 +23,11 @@ __all__ = [
     "check_lane_signers",
     "check_recorded",
     "check_remote",
+    "check_store",
     "foreign_line",
     "identity_record",
     "parse_identity",
+    "store_record",
 ]
 
 
@@ -140,6 +142,56 @@ def check_recorded(sign: str, served: Identity, recorded: Identity | None) -> Si
     if reason is None:
         return Signal(sign, "ok", "made for this repository")
     return Signal(sign, "mismatch", reason, served.describe(), recorded.describe())
+
+
+def store_record(served: Sequence[Identity]) -> dict[str, Any]:
+    """What a state store records of whose it is: the home's keys and the repositories served."""
+    keys = sorted({key for identity in served for key in identity.keys})
+    return {"keys": keys, "repos": [{"name": i.name, "roots": list(i.roots)} for i in served]}
+
+
+def check_store(served: Sequence[Identity], record: object) -> Signal | None:
+    """Compare what a state store records with the engine's repositories and keyring.
+
+    The store is the home's: it is foreign when it records keys and none is in
+    the keyring, or when none of the repositories it records is one served
+    here (same name identity and a root commit in common, or a root in common
+    under another name). A repository added to an engine that serves one the
+    store knows is not foreign.
+
+    Args:
+        served: The identities of the repositories the engine serves.
+        record: The store's record, decoded (untrusted); malformed or ``None``:
+            silent.
+
+    Returns:
+        ``None``, an ``ok`` or a ``mismatch`` signal for ``state_store``.
+    """
+    if not isinstance(record, Mapping) or not served:
+        return None
+    keys, repos = record.get("keys"), record.get("repos")
+    if not isinstance(keys, list) or not isinstance(repos, list):
+        return None
+    recorded = [i for i in (parse_identity(r) for r in repos) if i is not None]
+    ours = {key for identity in served for key in identity.keys}
+    expected = "; ".join(i.describe() for i in served)
+    found = "; ".join(i.describe() for i in recorded) or "no repository"
+    if ours and keys and not ours & {k for k in keys if isinstance(k, str)}:
+        return Signal("state_store", "mismatch",
+                      "made under another home's keyring (no key in common)", expected, found)
+    if recorded and not any(_same_repository(a, b) for a in served for b in recorded):
+        names = ", ".join(i.name for i in recorded)
+        return Signal("state_store", "mismatch",
+                      f"made for repository {names}, serving {', '.join(i.name for i in served)}",
+                      expected, found)
+    return Signal("state_store", "ok", "made for this home and its repositories")
+
+
+def _same_repository(a: Identity, b: Identity) -> bool:
+    shared = bool(set(a.roots) & set(b.roots))
+    if repo_identity(a.name) == repo_identity(b.name):
+        return shared or not a.roots or not b.roots
+    return shared
 
 
 def check_lane_signers(served: Identity, signers: Mapping[str, str]) -> list[Signal]:

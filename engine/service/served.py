@@ -110,6 +110,7 @@ class ServedRepos:
     ) -> None:
         self._served: dict[str, Served] = {}
         self._key_ids = key_ids
+        self.store_sign: coherence.Signal | None = None  # the state store's (the engine sets it)
         common: dict[str, str] = {}
         for spec in specs:
             try:
@@ -158,11 +159,12 @@ class ServedRepos:
             served: One of this engine's repositories.
 
         Returns:
-            The semantic index's sign (``ok`` or ``mismatch``), when its file
-            records an owner; empty otherwise.
+            The state store's sign (set by the engine when it opened the
+            store) and the semantic index's (``ok`` or ``mismatch``), each
+            only when its artefact records an owner.
         """
         identity = self.identity_of(served.name, served.repo)
-        out: list[coherence.Signal] = []
+        out: list[coherence.Signal] = [] if self.store_sign is None else [self.store_sign]
         if served.index is not None:
             recorded = coherence.parse_identity(served.index.recorded_owner())
             signal = coherence.check_recorded("semantic_index", identity, recorded)

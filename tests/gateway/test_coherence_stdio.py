@@ -54,6 +54,10 @@ def _index_of(repo: Path) -> Path:
     return Path(Repository(repo).chit_dir) / DB_NAME
 
 
+def _signs(got: dict[str, Any]) -> dict[str, str]:
+    return {s["sign"]: s["state"] for s in got["status"].get("coherence", [])}
+
+
 def _stable(got: dict[str, Any]) -> list[Any]:
     return [got[name] for name, _args in CALLS]
 
@@ -69,8 +73,7 @@ def test_index_made_for_another_repository_is_named_and_calls_still_answer(
     first = _session(home, a)  # A's own index, made by serving A
     assert _index_of(a).is_file()
     assert "coherence" not in first["before"]  # nothing indexed yet: silent
-    assert first["status"]["coherence"] == [
-        {"sign": "semantic_index", "state": "ok", "reason": "made for this repository"}]
+    assert _signs(first) == {"semantic_index": "ok"}  # the store was new: silent
     assert "warning" not in first["scope"]
     _session(home, b)  # B's index, made by serving B
     shutil.copyfile(_index_of(b), _index_of(a))
@@ -80,7 +83,7 @@ def test_index_made_for_another_repository_is_named_and_calls_still_answer(
             shutil.copyfile(_index_of(b).with_name(DB_NAME + suffix),
                             _index_of(a).with_name(DB_NAME + suffix))
     foreign = _session(home, a)
-    [sign] = foreign["status"]["coherence"]
+    [sign] = [s for s in foreign["status"]["coherence"] if s["sign"] == "semantic_index"]
     assert sign["state"] == "mismatch" and sign["sign"] == "semantic_index"
     assert sign["expected"].startswith("repo-a ") and sign["found"].startswith("repo-b ")
     assert "repo-b" in sign["reason"] and "repo-a" in sign["reason"]
@@ -110,5 +113,28 @@ def test_a_name_with_capitals_and_dashes_is_ok(tmp_path: Path) -> None:
     admin.init_home(home)
     _session(home, repo)
     again = _session(home, repo)
-    assert [s["state"] for s in again["status"]["coherence"]] == ["ok"]
+    assert _signs(again) == {"semantic_index": "ok", "state_store": "ok"}
     assert "warning" not in again["scope"]
+
+
+def test_state_store_made_for_another_repository_is_named(tmp_path: Path) -> None:
+    """Threat: a state store (sessions, intents, call log) of repository B served as A's."""
+    home_a, home_b = tmp_path / "home-a", tmp_path / "home-b"
+    a, b = tmp_path / "repo-a", tmp_path / "repo-b"
+    create_repository(a, FILES)
+    create_repository(b, B_FILES)
+    admin.init_home(home_a)
+    first = _session(home_a, a)
+    shutil.copytree(home_a, home_b)  # the same keys: only the store's repository differs
+    (home_b / "state.db").unlink()
+    _session(home_b, b)  # B's store, made by serving B
+    for suffix in ("", "-wal", "-shm"):
+        (home_a / f"state.db{suffix}").unlink(missing_ok=True)
+        if (home_b / f"state.db{suffix}").exists():
+            shutil.copyfile(home_b / f"state.db{suffix}", home_a / f"state.db{suffix}")
+    foreign = _session(home_a, a)
+    [sign] = [s for s in foreign["status"]["coherence"] if s["sign"] == "state_store"]
+    assert sign["state"] == "mismatch" and "repo-b" in sign["reason"]
+    assert sign["expected"].startswith("repo-a ") and sign["found"].startswith("repo-b ")
+    assert foreign["scope"]["warning"].startswith("warning: ")
+    assert _stable(foreign) == _stable(first)
