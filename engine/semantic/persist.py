@@ -41,6 +41,7 @@ __all__ = [
     "RECORD_VERSION",
     "PersistedIndex",
     "derive_key",
+    "read_owner",
 ]
 
 logger = logging.getLogger("chit.engine.semantic")
@@ -426,3 +427,39 @@ class PersistedIndex:
             self._fail("changed its schema")
         except sqlite3.Error:
             self._fail("cannot be written")
+
+
+def read_owner(folder: str | os.PathLike[str]) -> object | None:
+    """Whose the index in ``folder`` says it is, read only (for ``chit doctor``).
+
+    The file is opened read-only and its schema checked first; nothing is made,
+    migrated or removed.
+
+    Args:
+        folder: ``Repository.chit_dir``.
+
+    Returns:
+        The decoded record (untrusted), or ``None``: no file, no record, a
+        foreign schema, a record over ``LIMITS.identity_record_bytes``, not JSON.
+    """
+    path = Path(folder) / DB_NAME
+    if not path.is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True,
+                             timeout=LIMITS.sqlite_busy_timeout_seconds)
+    except sqlite3.Error:
+        return None
+    try:
+        db.execute("PRAGMA trusted_schema=OFF")
+        check_schema(db)
+        row = db.execute("SELECT value FROM meta WHERE key = 'owner' AND length(value) <= ?",
+                         (LIMITS.identity_record_bytes,)).fetchone()
+        if row is None or not isinstance(row[0], str):
+            return None
+        record: object = json.loads(row[0])
+    except (UntrustedSchemaError, sqlite3.Error, ValueError):
+        return None
+    finally:
+        db.close()
+    return record

@@ -8,7 +8,10 @@ ok; a new repository says nothing; a name with capitals and dashes is ok.
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +141,40 @@ def test_state_store_made_for_another_repository_is_named(tmp_path: Path) -> Non
     assert sign["expected"].startswith("repo-a ") and sign["found"].startswith("repo-b ")
     assert foreign["scope"]["warning"].startswith("warning: ")
     assert _stable(foreign) == _stable(first)
+
+
+def _doctor(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gateway.cli", "--home", str(home), "doctor",
+                           *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_a_lane_signed_by_a_foreign_key_shows_in_doctor(tmp_path: Path) -> None:
+    """Threat: lanes whose provenance a key outside this home's keyring signed, unnoticed."""
+    home, other, repo = tmp_path / "home", tmp_path / "other", tmp_path / "repo"
+    create_repository(repo, FILES)
+    admin.init_home(home)
+    admin.init_home(other)
+    token = str(admin.mint_token(home, agent="alice", operations=["read", "write", "commit"],
+                                 paths=["src/**"], ttl_seconds=900)["token"])
+
+    async def body(client: Client) -> None:
+        await client.list_tools()
+        await client.call_tool("write_file", {"path": "src/app.py", "content": "X = 2\n"})
+        committed = await client.call_tool("commit", {"message": "two"})
+        assert not committed.is_error, payload(committed)
+
+    with_client(home, repo, token, body)
+    own = _doctor(home, "--repo", str(repo), "--json")
+    assert own.returncode == 0, own.stdout + own.stderr
+    [mine] = json.loads(own.stdout)["repositories"]
+    assert {s["sign"]: s["state"] for s in mine["signs"]}["lane_signer"] == "ok"
+    assert "schema version 4" in json.dumps(json.loads(own.stdout)["checks"])
+
+    foreign = _doctor(other, "--repo", str(repo), "--json")
+    assert foreign.returncode == 1, foreign.stdout + foreign.stderr
+    [theirs] = json.loads(foreign.stdout)["repositories"]
+    [lane] = [s for s in theirs["signs"] if s["sign"] == "lane_signer"]
+    assert lane["state"] == "mismatch" and "alice" in lane["reason"]
+    assert lane["found"].startswith("e") and lane["found"] not in lane["expected"]
+    text = _doctor(other, "--repo", str(repo))
+    assert text.returncode == 1 and "lane_signer: mismatch" in text.stdout
