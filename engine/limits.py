@@ -47,6 +47,8 @@ class Limits:
     """Characters of one path glob a token carries: bounds the matcher's worst case."""
     repo_name_chars: int = 64
     """Characters of a repository's name, and of one glob of a ``repos`` caveat."""
+    identity_record_bytes: int = 8_192
+    """Bytes of the identity an artefact records (docs/vital-signs.md); a longer one is ignored."""
     caveat_time_ceiling_seconds: int = 2**37
     """Unix seconds an ``exp`` or ``nbf`` caveat stays below (2**37 is year 6325)."""
     delegation_depth_blocks: int = 3

@@ -3,7 +3,8 @@
 Each check says what it found; a repository with a remote is compared with it
 now (``git ls-remote``, and a ``git push --dry-run`` of what it lacks), so the
 report says which lanes the remote is behind on and why (docs/deployment.md,
-"Lanes on the organisation's remote"). Nothing is changed.
+"Lanes on the organisation's remote"), and each repository's vital signs
+(docs/vital-signs.md). Nothing is changed.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from typing import Any
 from engine import git
 from engine.admin.home import check_policy, ensure_home
 from engine.admin.state import state_store
-from engine.auth.signkeys import active_signing_key
+from engine.audit.provenance import envelope_signer
+from engine.auth.signkeys import active_signing_key, signing_keys
 from engine.catalog.declarations import CATALOG_STORE_REF
 from engine.errors import ChitError, ConfigurationError, StoreError
+from engine.semantic.persist import read_owner
+from engine.service import coherence
 from engine.service.policyfile import load_policy
 from engine.service.repos import repos_from_engine_toml
 from engine.state import resolve_state_url
@@ -59,30 +63,54 @@ def diagnose(
         state: The state URL (``--state``), or ``None`` to resolve it.
 
     Returns:
-        ``{"ok", "checks": [{"check", "ok", "detail"}], "repositories":
-        [{"name", "ok", "base", "base_head", "lanes", "remote"}]}``, where
-        ``remote`` is ``None`` or :meth:`engine.git.Replica.compare`'s report
-        (URL redacted, git's errors scrubbed). ``ok`` is false when a check
-        failed, a repository cannot be opened, or a remote is unreachable or
-        behind on a lane.
+        ``{"ok", "verdict", "checks": [{"check", "ok", "detail"}], "repositories":
+        [{"name", "ok", "base", "base_head", "lanes", "remote", "signs"}]}``,
+        where ``remote`` is ``None`` or :meth:`engine.git.Replica.compare`'s
+        report (URL redacted, git's errors scrubbed) and ``signs`` the
+        repository's vital signs that are not silent (``{sign, state, reason,
+        expected?, found?}``, docs/vital-signs.md). ``ok`` is false when a
+        check failed, a repository cannot be opened, a remote is unreachable
+        or behind on a lane, or a sign is not ``ok``. ``verdict``:
+        ``healthy``, ``wrong`` (something needs the operator) or ``unknown``
+        (nothing found wrong, but the state store could not be read).
     """
     checks = [_check("home", lambda: _home(Path(home))),
-              _check("signing key", lambda: f"active: {active_signing_key(home).key_id}"),
+              _check("signing key", lambda: _keyring(home)),
               _check("policy", lambda: _policy(home)),
               _check("state store", lambda: _state(home, state))]
     if repositories is None:
         configured: list[DoctorRepository] = []
         checks.append(_check("engine.toml", lambda: _configured(home, configured)))
         repositories = configured
-    found = [_repository(spec) for spec in repositories]
+    keys = _key_ids(home)
+    found = [_repository(spec, keys) for spec in repositories]
     ok = all(c["ok"] for c in checks) and all(r["ok"] for r in found)
-    return {"ok": ok, "checks": checks, "repositories": found}
+    unknown = any(c.get("unknown") for c in checks)
+    wrong = any(not c["ok"] and not c.get("unknown") for c in checks) or not all(
+        r["ok"] for r in found)
+    verdict = "wrong" if wrong else "unknown" if unknown else "healthy"
+    return {"ok": ok, "verdict": verdict, "checks": checks, "repositories": found}
+
+
+def _key_ids(home: str | os.PathLike[str]) -> tuple[str, ...]:
+    try:
+        return tuple(key.key_id for key in signing_keys(home))
+    except (ChitError, ConfigurationError, OSError):
+        return ()
+
+
+def _keyring(home: str | os.PathLike[str]) -> str:
+    active = active_signing_key(home).key_id
+    retired = len(signing_keys(home)) - 1
+    return f"active: {active}; {retired} retired"
 
 
 def _check(name: str, run: Any) -> dict[str, Any]:
     try:
         detail = run()
-    except (ChitError, ConfigurationError, StoreError, OSError) as exc:
+    except StoreError as exc:  # the store cannot be read: doctor cannot tell
+        return {"check": name, "ok": False, "detail": _reason(exc), "unknown": True}
+    except (ChitError, ConfigurationError, OSError) as exc:
         return {"check": name, "ok": False, "detail": _reason(exc)}
     return {"check": name, "ok": True, "detail": detail}
 
@@ -123,7 +151,8 @@ def _state(home: str | os.PathLike[str], state: str | None) -> str:
         return f"{url} not created yet (the first engine creates it)"
     with state_store(home, state, must_exist=True) as store:
         store.freeze_state()
-    return f"{url} reachable"
+        version = store.schema_version()
+    return f"{url} reachable, schema version {version}"
 
 
 def _configured(home: str | os.PathLike[str], into: list[DoctorRepository]) -> str:
@@ -132,9 +161,10 @@ def _configured(home: str | os.PathLike[str], into: list[DoctorRepository]) -> s
     return f"{len(specs)} repositories in [[repo]] tables"
 
 
-def _repository(spec: DoctorRepository) -> dict[str, Any]:
+def _repository(spec: DoctorRepository, keys: tuple[str, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {"name": spec.name, "ok": False, "base": spec.base,
-                           "base_head": None, "lanes": 0, "remote": None, "error": None}
+                           "base_head": None, "lanes": 0, "remote": None, "error": None,
+                           "signs": []}
     try:
         repo = git.Repository(spec.path, base=spec.base, remote=spec.remote,
                               pushed_stores=(CATALOG_STORE_REF,))
@@ -145,14 +175,39 @@ def _repository(spec: DoctorRepository) -> dict[str, Any]:
         out["base"] = repo.base
         out["base_head"] = str(repo.base_head().id)
         out["lanes"] = len(repo.lanes())
+        signs = _signs(spec.name, repo, keys)
         if repo.remote is not None:
             report = repo.remote.compare()
             out["remote"] = report
             out["ok"] = bool(report["reachable"]) and not report["behind"]
+            remote = coherence.check_remote(report)
+            if remote is not None:
+                signs.append(remote)
         else:
             out["ok"] = True
+        out["signs"] = [sign.as_dict() for sign in signs]
+        out["ok"] = out["ok"] and all(sign.state == "ok" for sign in signs)
     except ChitError as exc:
         out["error"] = _reason(exc)
     finally:
         repo.close()
+    return out
+
+
+def _signs(name: str, repo: git.Repository, keys: tuple[str, ...]) -> list[coherence.Signal]:
+    """The repository's vital signs that are not silent (its index, its lanes' signers)."""
+    root = repo.history_root()
+    served = coherence.Identity.of(name, () if root is None else (root,), keys)
+    out: list[coherence.Signal] = []
+    index = coherence.check_recorded(
+        "semantic_index", served, coherence.parse_identity(read_owner(repo.chit_dir)))
+    if index is not None:
+        out.append(index)
+    signers: dict[str, str] = {}
+    for agent in repo.lanes():
+        record = repo.provenance_record(agent, str(repo.head_for(agent).id))
+        signer = None if record is None else envelope_signer(record)
+        if signer is not None:
+            signers[agent] = signer
+    out.extend(coherence.check_lane_signers(served, signers))
     return out

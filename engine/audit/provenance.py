@@ -36,6 +36,7 @@ __all__ = [
     "check_chain",
     "delegation_chain",
     "envelope_hash",
+    "envelope_signer",
     "open_envelope",
     "policy_hash",
     "seal",
@@ -207,6 +208,23 @@ def seal(record: Mapping[str, Any], key: SigningKey) -> bytes:
 def envelope_hash(envelope: bytes) -> str:
     """``sha256:<hex>`` of an envelope's bytes: the ``Chit-Provenance`` trailer value."""
     return "sha256:" + hashlib.sha256(envelope).hexdigest()
+
+
+def envelope_signer(untrusted: bytes) -> str | None:
+    """The key id an envelope names, unverified (for ``chit doctor``'s vital signs).
+
+    Args:
+        untrusted: The stored envelope bytes.
+
+    Returns:
+        Its ``kid``, or ``None`` if it is not an envelope of this format.
+    """
+    try:
+        env = cbor.decode(untrusted, max_size=LIMITS.provenance_record_bytes)
+    except ProfileError:
+        return None
+    kid = env.get("kid") if isinstance(env, dict) else None
+    return kid if isinstance(kid, str) else None
 
 
 def open_envelope(

@@ -18,6 +18,7 @@ from policy.segments import segment_contained, segment_matches
 
 __all__ = [
     "repo_glob_contained",
+    "repo_identity",
     "repo_in_scopes",
     "repo_matches",
     "validate_repo_glob",
@@ -51,6 +52,24 @@ def validate_repo_name(name: object) -> str:
             "starting with a letter or digit"
         )
     return name
+
+
+def repo_identity(name: str) -> str:
+    """The form two repository names are compared in when one may stand for the other.
+
+    Case is folded and ``-`` read as ``_`` (``My-Repo`` and ``my_repo`` are one
+    identity): the rule that keeps an engine from serving two names one is
+    easily taken for (engine/service/repos.py) and that compares the name an
+    artefact recorded with the name it is served under (docs/vital-signs.md).
+    Glob matching and ``repos`` caveats still compare names exactly.
+
+    Args:
+        name: A repository name (:func:`validate_repo_name`).
+
+    Returns:
+        Its identity: lower case, ``_`` for ``-``.
+    """
+    return name.casefold().replace("-", "_")
 
 
 def validate_repo_glob(glob: object) -> str:

@@ -17,6 +17,11 @@ from engine.limits import LIMITS
 _IN = ConfigDict(extra="forbid", strict=True, frozen=True)
 _OUT = ConfigDict(extra="forbid", frozen=True)
 
+
+def _absent(value: object) -> bool:
+    """An optional output left out of the answer when it has nothing to say."""
+    return value is None
+
 # Path lengths and forms are checked by engine.paths (path_invalid), not here.
 Path = Field(description="Repository path, '/'-separated.")
 OptPath = Field(default=None, description="Repository path filter.")
@@ -206,6 +211,11 @@ class EffectiveScope(BaseModel):
     withheld: int = Field(description="Declared tools this token is not offered.")
     catalog_hash: str
     catalog_encoding: str
+    warning: str | None = Field(
+        default=None, exclude_if=_absent,
+        description="Present only when this engine serves an artefact made for something "
+        "else (docs/vital-signs.md): what and what to do. Calls are served as usual.",
+    )
 
 
 class StagedEntry(BaseModel):
@@ -225,6 +235,19 @@ class RemoteState(BaseModel):
     lanes_behind: int = Field(description="Lanes of this repository waiting to be pushed.")
     checked: bool = Field(description="The engine has compared its lanes with the remote.")
     error: str | None = Field(description="Why the last push or fetch failed, if it did.")
+
+
+class VitalSign(BaseModel):
+    """One vital sign of the repository's artefacts (docs/vital-signs.md): signal-only."""
+
+    model_config = _OUT
+    sign: str = Field(description="What was checked (semantic_index, ...).")
+    state: str = Field(description="ok, or mismatch: the artefact was made for something else.")
+    reason: str
+    expected: str | None = Field(default=None, exclude_if=_absent,
+                                 description="The identity served, on a mismatch.")
+    found: str | None = Field(default=None, exclude_if=_absent,
+                              description="The identity the artefact records, on a mismatch.")
 
 
 class PendingApproval(BaseModel):
@@ -259,6 +282,12 @@ class Status(BaseModel):
         default_factory=list,
         description="Calls of this session waiting for an operator's approval; retry each "
         "with the same arguments once approved.",
+    )
+    coherence: list[VitalSign] | None = Field(
+        default=None, exclude_if=_absent,
+        description="Vital signs of the artefacts served (absent when there is nothing to "
+        "compare); a mismatch means one was made for another repository or home. "
+        "Calls are served as usual.",
     )
 
 

@@ -76,6 +76,7 @@ class Repository:
         shared_lock: refs.SharedLock | None = None,
     ) -> None:
         self._handle = Handle(path, NO_SEALING if sealing is None else sealing)
+        self._root: str | None = None
         self._ref_locks = refs.RefLocks(self._handle.chit_dir, shared=shared_lock)
         self._handle.base_ref = (
             default_base(self._handle.commondir) if base is None else base_ref(base)
@@ -118,6 +119,25 @@ class Repository:
     def base_head(self) -> pygit2.Commit:
         """The base branch's head as the engine sees it (with a remote: the remote's, fetched)."""
         return base_head(self._handle)
+
+    def history_root(self) -> str | None:
+        """The root commit (hex) of the base branch's first-parent history.
+
+        Part of the repository's identity (docs/vital-signs.md): a fork shares
+        it, another repository does not. Walks the first parents once; cached.
+
+        Returns:
+            The root's id, or ``None`` when the base branch has no commit.
+        """
+        if self._root is None:
+            try:
+                commit = self.base_head()
+            except RepositoryError:
+                return None
+            while commit.parent_ids:
+                commit = self._handle.commit(commit.parent_ids[0])
+            self._root = str(commit.id)
+        return self._root
 
     def remote_report(self, agent: str | None = None) -> dict[str, Any] | None:
         """Where the remote stands (:meth:`Replica.report`); ``None`` without a remote."""

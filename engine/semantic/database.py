@@ -42,6 +42,9 @@ _SCHEMA = (
 )""",
     "CREATE INDEX records_age ON records (stored_at)",
 )
+_META = "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+# The meta table records whose the index is (docs/vital-signs.md); a file made
+# before it existed (the legacy schema) gains it on opening.
 # The outline sits before the payload, and the table has row ids (the key is a
 # separate index): reading outlines never reads a payload's pages.
 
@@ -51,20 +54,22 @@ def _schema_of(db: sqlite3.Connection) -> set[tuple[object, ...]]:
     return set(db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall())
 
 
-def _expected_schema() -> frozenset[tuple[object, ...]]:
+def _expected_schema(statements: tuple[str, ...]) -> frozenset[tuple[object, ...]]:
     # The text SQLite keeps for each statement (it may normalise it), and the
     # index it makes for the UNIQUE constraint.
     db = sqlite3.connect(":memory:")
     try:
-        for statement in _SCHEMA:
+        for statement in statements:
             db.execute(statement)
         return frozenset(_schema_of(db))
     finally:
         db.close()
 
 
-EXPECTED_SCHEMA = _expected_schema()
-"""The objects of a database this module made: the table, its key and its age index."""
+EXPECTED_SCHEMA = _expected_schema((*_SCHEMA, _META))
+"""The objects of a database this module made: the table, its key, its age index, the meta table."""
+
+_LEGACY_SCHEMA = _expected_schema(_SCHEMA)
 
 
 class UntrustedSchemaError(Exception):
@@ -77,7 +82,9 @@ _SQLITE_CANTOPEN = 14
 _SQLITE_NOTADB = 26
 
 
-def check_schema(db: sqlite3.Connection, *, empty_ok: bool = False) -> tuple[int, bool]:
+def check_schema(
+    db: sqlite3.Connection, *, empty_ok: bool = False, legacy_ok: bool = False
+) -> tuple[int, bool]:
     """Check the schema is exactly the expected one, within the caller's transaction.
 
     Reading ``sqlite_master`` parses the schema but runs none of it (no trigger
@@ -86,6 +93,7 @@ def check_schema(db: sqlite3.Connection, *, empty_ok: bool = False) -> tuple[int
     Args:
         db: A connection, inside a transaction.
         empty_ok: Whether a database with no object at all passes.
+        legacy_ok: Whether the schema of before the meta table passes.
 
     Returns:
         ``(schema version, empty)``: the database's ``PRAGMA schema_version``
@@ -100,7 +108,9 @@ def check_schema(db: sqlite3.Connection, *, empty_ok: bool = False) -> tuple[int
     (version,) = db.execute("PRAGMA schema_version").fetchone()
     found = _schema_of(db)
     empty = not found
-    if found != EXPECTED_SCHEMA and not (empty_ok and empty):
+    if found != EXPECTED_SCHEMA and not (empty_ok and empty) and not (
+        legacy_ok and found == _LEGACY_SCHEMA
+    ):
         raise UntrustedSchemaError
     return int(version), empty
 
@@ -188,14 +198,17 @@ def open_database(path: Path) -> tuple[sqlite3.Connection, int]:
         db.execute("PRAGMA trusted_schema=OFF")
         db.execute("PRAGMA cell_size_check=ON")
         with transaction(db, "BEGIN"):
-            cookie, empty = check_schema(db, empty_ok=True)
-        if empty:
+            cookie, empty = check_schema(db, empty_ok=True, legacy_ok=True)
+            legacy = not empty and _schema_of(db) == _LEGACY_SCHEMA
+        if empty or legacy:
             with transaction(db):
-                cookie, empty = check_schema(db, empty_ok=True)  # made meanwhile?
+                cookie, empty = check_schema(db, empty_ok=True, legacy_ok=True)  # meanwhile?
                 if empty:
                     for statement in _SCHEMA:
                         db.execute(statement)
-                    (cookie,) = db.execute("PRAGMA schema_version").fetchone()
+                if empty or _schema_of(db) == _LEGACY_SCHEMA:
+                    db.execute(_META)
+                (cookie,) = db.execute("PRAGMA schema_version").fetchone()
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
     except BaseException:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
 import os
 import sqlite3
@@ -40,6 +41,7 @@ __all__ = [
     "RECORD_VERSION",
     "PersistedIndex",
     "derive_key",
+    "read_owner",
 ]
 
 logger = logging.getLogger("chit.engine.semantic")
@@ -143,11 +145,21 @@ class PersistedIndex:
             ``Repository.chit_dir``.
         key: Returns the current HMAC key (:func:`derive_key`), called once per
             batch so a rotated key applies at once.
+        owner: Returns whose the index is (a JSON-ready object,
+            docs/vital-signs.md), recorded with the first rows a file gets;
+            ``None``: nothing is recorded.
     """
 
-    def __init__(self, folder: str | os.PathLike[str], key: Callable[[], bytes]) -> None:
+    def __init__(
+        self,
+        folder: str | os.PathLike[str],
+        key: Callable[[], bytes],
+        owner: Callable[[], object] | None = None,
+    ) -> None:
         self._path = Path(folder) / DB_NAME
         self._key = key
+        self._owner = owner
+        self._owner_written = False
         self._local = threading.local()
         self._opening = threading.Lock()
         self._opened = False  # a connection was opened and its schema checked
@@ -348,6 +360,10 @@ class PersistedIndex:
                         for path, blob, outline, data in batch
                     ],
                 )
+                if self._owner is not None and not self._owner_written:
+                    db.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('owner', ?)",
+                               (json.dumps(self._owner(), sort_keys=True),))
+                    self._owner_written = True
                 self._writes += len(batch)
                 if self._writes >= LIMITS.semantic_rows // 10:
                     self._writes = 0
@@ -356,6 +372,35 @@ class PersistedIndex:
             self._fail("changed its schema")
         except sqlite3.Error:
             self._fail("cannot be written")
+
+    def recorded_owner(self) -> object | None:
+        """Whose the file says the index is (untrusted JSON), without making the file.
+
+        Returns:
+            The decoded record, or ``None`` when there is no file, no record
+            (a file made before records existed), or it cannot be read (over
+            ``LIMITS.identity_record_bytes``, not JSON, a failing database).
+        """
+        if not self._path.is_file():
+            return None
+        db = self._connect()
+        if db is None:
+            return None
+        try:
+            with transaction(db, "BEGIN"):
+                self._guard(db)
+                row = db.execute("SELECT value FROM meta WHERE key = 'owner' AND"
+                                 " length(value) <= ?",
+                                 (LIMITS.identity_record_bytes,)).fetchone()
+        except (UntrustedSchemaError, sqlite3.Error):
+            return None
+        if row is None or not isinstance(row[0], str):
+            return None
+        try:
+            record: object = json.loads(row[0])
+        except ValueError:
+            return None
+        return record
 
     def _prune(self, db: sqlite3.Connection) -> None:
         """Delete rows of other versions, then the oldest beyond ``LIMITS.semantic_rows``."""
@@ -382,3 +427,39 @@ class PersistedIndex:
             self._fail("changed its schema")
         except sqlite3.Error:
             self._fail("cannot be written")
+
+
+def read_owner(folder: str | os.PathLike[str]) -> object | None:
+    """Whose the index in ``folder`` says it is, read only (for ``chit doctor``).
+
+    The file is opened read-only and its schema checked first; nothing is made,
+    migrated or removed.
+
+    Args:
+        folder: ``Repository.chit_dir``.
+
+    Returns:
+        The decoded record (untrusted), or ``None``: no file, no record, a
+        foreign schema, a record over ``LIMITS.identity_record_bytes``, not JSON.
+    """
+    path = Path(folder) / DB_NAME
+    if not path.is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True,
+                             timeout=LIMITS.sqlite_busy_timeout_seconds)
+    except sqlite3.Error:
+        return None
+    try:
+        db.execute("PRAGMA trusted_schema=OFF")
+        check_schema(db)
+        row = db.execute("SELECT value FROM meta WHERE key = 'owner' AND length(value) <= ?",
+                         (LIMITS.identity_record_bytes,)).fetchone()
+        if row is None or not isinstance(row[0], str):
+            return None
+        record: object = json.loads(row[0])
+    except (UntrustedSchemaError, sqlite3.Error, ValueError):
+        return None
+    finally:
+        db.close()
+    return record

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.auth.reponames import validate_repo_name
+from engine.auth.reponames import repo_identity, validate_repo_name
 from engine.errors import ConfigurationError
 from engine.limits import LIMITS
 from engine.state import ENGINE_TOML, read_engine_toml
@@ -207,8 +207,9 @@ def _spec_of(home: Path, index: int, table: dict[str, Any]) -> RepoSpec:
 def check_specs(specs: Iterable[RepoSpec]) -> list[RepoSpec]:
     """Refuse an empty list and repeated names or paths.
 
-    Names are compared without case too (``App`` and ``app`` are refused
-    together: one is too easily taken for the other, in a URL or a glob);
+    Names are compared by :func:`engine.auth.reponames.repo_identity` (``App``
+    and ``app``, ``my-repo`` and ``my_repo`` are refused together: one is too
+    easily taken for the other, in a URL or a glob);
     paths after resolving links.
 
     Returns:
@@ -226,11 +227,11 @@ def check_specs(specs: Iterable[RepoSpec]) -> list[RepoSpec]:
     names: dict[str, str] = {}
     paths: dict[str, str] = {}
     for spec in listed:
-        folded = spec.name.casefold()
+        folded = repo_identity(spec.name)
         if folded in names:
             raise ConfigurationError(
                 f"two repositories are named {names[folded]!r} and {spec.name!r}: "
-                "names must differ, case aside"
+                "names must differ, case and - or _ aside"
             )
         names[folded] = spec.name
         where = os.path.realpath(spec.path)

@@ -28,6 +28,7 @@ from engine.errors import (
 from engine.git.refs import SharedLock
 from engine.semantic.indexer import indexer_for
 from engine.semantic.persist import PersistedIndex
+from engine.service import coherence
 from engine.service.expiry import SessionSweeper
 from engine.service.placement import Placement
 from engine.service.repos import RepoSpec, check_specs, name_for_path
@@ -43,6 +44,7 @@ class Served:
     Attributes:
         spec: How the operator configured it.
         repo: Its git repository.
+        index: Its persisted semantic index.
         sessions: Its open sessions, saved under its ``refs/chit/sessions/``
             (a session id names a session in one repository only).
         sweeper: Sweeps its expired sessions' saved references.
@@ -50,6 +52,7 @@ class Served:
 
     spec: RepoSpec
     repo: git.Repository = field(repr=False)
+    index: PersistedIndex | None = field(default=None, repr=False)
     sessions: Sessions = field(init=False, repr=False)
     sweeper: SessionSweeper = field(init=False, repr=False)
 
@@ -88,6 +91,8 @@ class ServedRepos:
         sealing: Seals and opens protected content (one keyring for all).
         shared_lock: The state store's lock by name, for lane updates.
         index_key: The persisted semantic index's key (from the sealing key).
+        key_ids: The home's provenance signing key ids (part of each
+            repository's identity, docs/vital-signs.md).
 
     Raises:
         ConfigurationError: If a repository cannot be opened, or two specs are
@@ -101,8 +106,11 @@ class ServedRepos:
         sealing: Sealing,
         shared_lock: SharedLock | None,
         index_key: Callable[[], bytes],
+        key_ids: Callable[[], Sequence[str]] = tuple,
     ) -> None:
         self._served: dict[str, Served] = {}
+        self._key_ids = key_ids
+        self.store_sign: coherence.Signal | None = None  # the state store's (the engine sets it)
         common: dict[str, str] = {}
         for spec in specs:
             try:
@@ -128,8 +136,41 @@ class ServedRepos:
             # The semantic index keeps parsed records beside the lane locks,
             # shared by every engine of this repository, under a key derived
             # from the sealing key (engine/semantic/persist.py).
-            indexer_for(repo).persist_to(PersistedIndex(repo.chit_dir, index_key))
-            self._served[spec.name] = Served(spec, repo)
+            # It records whose it is with its first rows (docs/vital-signs.md).
+            index = PersistedIndex(repo.chit_dir, index_key, self._owner_of(spec.name, repo))
+            indexer_for(repo).persist_to(index)
+            self._served[spec.name] = Served(spec, repo, index)
+
+    def _owner_of(self, name: str, repo: git.Repository) -> Callable[[], object]:
+        return lambda: coherence.identity_record(self.identity_of(name, repo))
+
+    def identity_of(self, name: str, repo: git.Repository) -> coherence.Identity:
+        """A served repository's identity: its name, its history's root, the home's keys."""
+        root = repo.history_root()
+        return coherence.Identity.of(name, () if root is None else (root,), self._key_ids())
+
+    def coherence(self, served: Served) -> list[coherence.Signal]:
+        """The vital signs of one repository's artefacts that are not silent.
+
+        Signal-only (docs/vital-signs.md): reading them changes nothing and
+        never fails a call; an artefact that cannot be read is silent.
+
+        Args:
+            served: One of this engine's repositories.
+
+        Returns:
+            The state store's sign (set by the engine when it opened the
+            store) and the semantic index's (``ok`` or ``mismatch``), each
+            only when its artefact records an owner.
+        """
+        identity = self.identity_of(served.name, served.repo)
+        out: list[coherence.Signal] = [] if self.store_sign is None else [self.store_sign]
+        if served.index is not None:
+            recorded = coherence.parse_identity(served.index.recorded_owner())
+            signal = coherence.check_recorded("semantic_index", identity, recorded)
+            if signal is not None:
+                out.append(signal)
+        return out
 
     def start(self) -> None:
         """Start each remote's background pushes (lanes a failed push left, with backoff)."""

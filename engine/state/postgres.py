@@ -106,6 +106,20 @@ class PostgresStore(PostgresCallLog, PostgresIntents, PostgresDurable, PostgresA
         """The version of the schema the store holds."""
         return self._version
 
+    def record_owner(self, owner: str) -> str:
+        """Record whose the store is, unless it already says (the first engine's record stays)."""
+        with self._tx() as conn:
+            conn.execute("INSERT INTO chit_owner (id, owner) VALUES (1, %s)"
+                         " ON CONFLICT (id) DO NOTHING", (owner,))
+            row = conn.execute("SELECT owner FROM chit_owner WHERE id = 1").fetchone()
+        return owner if row is None else str(row[0])
+
+    def recorded_owner(self) -> str | None:
+        """Whose the store says it is (untrusted JSON text), or ``None`` if it never said."""
+        with self._conn() as conn:
+            row = conn.execute("SELECT owner FROM chit_owner WHERE id = 1").fetchone()
+        return None if row is None else str(row[0])
+
     def close(self) -> None:
         """Stop the change feed's listener and close the pool; idempotent."""
         self._feed.close()

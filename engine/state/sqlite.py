@@ -116,6 +116,18 @@ class SQLiteStore(SQLiteCallLog, SQLiteIntents, SQLiteDurable, SQLiteApprovals):
         """The version of the schema the store holds."""
         return self._version
 
+    def record_owner(self, owner: str) -> str:
+        """Record whose the store is, unless it already says (the first engine's record stays)."""
+        with self._write() as db:
+            db.execute("INSERT OR IGNORE INTO chit_owner (id, owner) VALUES (1, ?)", (owner,))
+            row = db.execute("SELECT owner FROM chit_owner WHERE id = 1").fetchone()
+        return owner if row is None else str(row[0])
+
+    def recorded_owner(self) -> str | None:
+        """Whose the store says it is (untrusted JSON text), or ``None`` if it never said."""
+        row = self._connect().execute("SELECT owner FROM chit_owner WHERE id = 1").fetchone()
+        return None if row is None else str(row[0])
+
     def close(self) -> None:
         """Stop the change feed's watcher and close this thread's connection; idempotent."""
         self._feed.close()

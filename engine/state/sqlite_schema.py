@@ -153,6 +153,15 @@ CREATE INDEX IF NOT EXISTS approvals_token ON approvals (token_id, state);
 """
 
 
+_VERSION_4 = """
+-- Whose the store is (docs/vital-signs.md): written once, by the first engine.
+CREATE TABLE IF NOT EXISTS chit_owner (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    owner TEXT NOT NULL
+);
+"""
+
+
 def _statements(script: str) -> tuple[str, ...]:
     """A script's statements (they hold no ``;`` inside), without comment lines."""
     lines = (line for line in script.splitlines() if not line.lstrip().startswith("--"))
@@ -163,6 +172,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: _statements(SCHEMA),
     2: _statements(_VERSION_2),
     3: _statements(_VERSION_3),
+    4: _statements(_VERSION_4),
 }
 """Statements taking the schema from version ``v - 1`` to ``v``, run in one transaction."""
 if max(MIGRATIONS) != SCHEMA_VERSION:  # pragma: no cover - a programming error

@@ -44,7 +44,7 @@ GENESIS = bytes(32)
 """``prev`` of the first call-log entry: 32 zero bytes."""
 MAX_JTI_KEEP_UNTIL = 2**62
 """Latest time a replay-cache entry may name (SQLite integers are 64-bit)."""
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The newest schema version this chit knows; every store numbers its migrations alike."""
 CHANGE_KINDS: frozenset[str] = frozenset(
     {"revocation", "freeze", "keys", "policy", "approval"}
@@ -376,6 +376,19 @@ class Store(ApprovalStore, Protocol):
 
     def schema_version(self) -> int:
         """The version of the schema the store holds (migrated forward when opened)."""
+
+    def record_owner(self, owner: str) -> str:
+        """Record whose the store is, unless it already says (docs/vital-signs.md).
+
+        Args:
+            owner: The identity (JSON text) of the engine's home and repositories.
+
+        Returns:
+            What the store records now: ``owner``, or what an engine wrote before.
+        """
+
+    def recorded_owner(self) -> str | None:
+        """Whose the store says it is (untrusted JSON text), or ``None`` if it never said."""
 
     def close(self) -> None:
         """Release the store's connections and stop its change watcher; idempotent."""

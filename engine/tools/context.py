@@ -103,6 +103,8 @@ class CallContext:
         default=None, repr=False
     )
     approval: ApprovedRequest | None = None  # the approval this call runs under, if any
+    # The repository's vital signs that are not silent (docs/vital-signs.md).
+    coherence: Callable[[], list[dict[str, str]]] | None = field(default=None, repr=False)
     _visible: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
 
     def visible(self, path: str) -> bool:

@@ -11,7 +11,7 @@ from engine.catalog import schemas as s
 from engine.catalog.declarations import CATALOG_ENCODING
 from engine.tools.context import CallContext
 
-__all__ = ["effective_scope", "status"]
+__all__ = ["effective_scope", "status", "warning_line"]
 
 
 def effective_scope(ctx: CallContext, _args: s.NoArgs) -> s.EffectiveScope:
@@ -34,7 +34,35 @@ def effective_scope(ctx: CallContext, _args: s.NoArgs) -> s.EffectiveScope:
         withheld=ctx.offer.withheld,
         catalog_hash=ctx.offer.catalog_hash,
         catalog_encoding=CATALOG_ENCODING,
+        warning=warning_line(_signs(ctx)),
     )
+
+
+def _signs(ctx: CallContext) -> list[dict[str, str]]:
+    """The repository's vital signs that are not silent (signal-only: never fails a call)."""
+    if ctx.coherence is None:
+        return []
+    try:
+        return ctx.coherence()
+    except Exception:  # a sign that cannot be read is silent
+        return []
+
+
+def warning_line(signs: list[dict[str, str]]) -> str | None:
+    """The one line a mismatch puts in ``effective_scope`` and the instructions.
+
+    Args:
+        signs: Vital signs (``{sign, state, reason, ...}``, docs/vital-signs.md).
+
+    Returns:
+        The line for the first mismatch, or ``None`` when there is none.
+    """
+    for sign in signs:
+        if sign["state"] == "mismatch":
+            return (f"warning: this engine serves an artefact made for something else "
+                    f"({sign['sign']}: {sign['reason']}); run `chit doctor` and remove or "
+                    "rebuild it. Calls are served as usual.")
+    return None
 
 
 def status(ctx: CallContext, _args: s.NoArgs) -> s.Status:
@@ -64,4 +92,5 @@ def status(ctx: CallContext, _args: s.NoArgs) -> s.Status:
         ),
         approvals=[s.PendingApproval(id=a.id, tool=a.tool, expires_at=a.expires_at)
                    for a in waiting],
+        coherence=[s.VitalSign(**sign) for sign in signs] if (signs := _signs(ctx)) else None,
     )

@@ -1,7 +1,7 @@
 """``chit doctor``: is the home usable, and is each repository's remote level with its lanes.
 
 It changes nothing; exit 1 when something needs the operator (docs/deployment.md,
-"Lanes on the organisation's remote").
+"Lanes on the organisation's remote"; docs/vital-signs.md), 2 when it cannot tell.
 """
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from gateway.cli._output import EXIT_FAILED, EXIT_OK, print_json, term
+
+EXIT_UNKNOWN = 2
+"""``chit doctor`` could not tell (the state store could not be read)."""
 
 if TYPE_CHECKING:
     from argparse import _SubParsersAction
@@ -52,8 +55,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"{mark} {check['check']}: {check['detail']}")
         for repo in report["repositories"]:
             _print_repository(repo)
-        print("doctor: " + ("all good" if report["ok"] else "needs attention"))
-    return EXIT_OK if report["ok"] else EXIT_FAILED
+        print("doctor: " + {"healthy": "all good", "wrong": "needs attention",
+                             "unknown": "cannot tell"}[report["verdict"]])
+    return {"healthy": EXIT_OK, "wrong": EXIT_FAILED, "unknown": EXIT_UNKNOWN}[report["verdict"]]
 
 
 def _print_repository(repo: dict[str, Any]) -> None:
@@ -63,6 +67,10 @@ def _print_repository(repo: dict[str, Any]) -> None:
         return
     print(f"{mark} repository {term(repo['name'])}: base {term(repo['base'])} at "
           f"{repo['base_head'][:12]}, {repo['lanes']} lanes")
+    for sign in repo["signs"]:
+        found = f" (expected {term(sign['expected'])}, found {term(sign['found'])})" if (
+            "found" in sign) else ""
+        print(f"     {sign['sign']}: {sign['state']}: {term(sign['reason'])}{found}")
     remote = repo["remote"]
     if remote is None:
         return

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from engine.auth.caveats import interpret
 from engine.auth.reponames import (
     repo_glob_contained,
+    repo_identity,
     repo_in_scopes,
     repo_matches,
     validate_repo_glob,
@@ -101,3 +102,9 @@ def test_a_malformed_repos_caveat_fails_the_token(value: object) -> None:
 def test_repeated_repos_caveats_are_all_kept() -> None:
     caveats = interpret([["repos", ["a*"]], ["repos", ["ab"]]])
     assert caveats.repo_lists == (("a*",), ("ab",))
+
+
+def test_repo_identity_folds_case_and_dash() -> None:
+    assert repo_identity("My-Repo") == repo_identity("my_repo") == "my_repo"
+    assert repo_identity("App.v2") == "app.v2"
+    assert repo_identity("app") != repo_identity("apps")

@@ -356,3 +356,11 @@ repos = {bad}
 max_ttl_seconds = 60
 ''')
     json.dumps(rules.model_dump(mode="json"))
+
+
+def test_names_one_identity_apart_are_refused_together(tmp_path: Path) -> None:
+    """Threat: ``my-repo`` and ``My_Repo`` served side by side, one taken for the other."""
+    from engine.service.repos import RepoSpec, check_specs
+
+    with pytest.raises(ConfigurationError, match="names must differ"):
+        check_specs([RepoSpec("my-repo", tmp_path / "a"), RepoSpec("My_Repo", tmp_path / "b")])

@@ -1,0 +1,243 @@
+"""Coherence: whether the artefacts an engine serves were made for it (docs/vital-signs.md).
+
+Pure: identities and recorded identities in, signals out. Each check answers
+``ok``, ``mismatch`` (naming the identity expected and the one found) or
+nothing at all (silent: nothing to compare yet, or an artefact made before
+artefacts recorded whose they are). A signal never refuses, delays or changes
+a call; it only reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.auth.reponames import repo_identity
+from engine.tools.scope import warning_line
+
+__all__ = [
+    "Identity",
+    "Signal",
+    "check_catalog",
+    "check_lane_signers",
+    "check_recorded",
+    "check_remote",
+    "check_store",
+    "foreign_line",
+    "identity_record",
+    "parse_identity",
+    "store_record",
+]
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Whose an artefact is: a repository's name, its history, and the home's keyring.
+
+    Attributes:
+        name: The repository's name as served (compared through
+            :func:`engine.auth.reponames.repo_identity`, so ``My-Repo`` is
+            ``my_repo``).
+        roots: The root commit ids (hex) of the base branch's history, sorted;
+            empty when the branch has no commit yet.
+        keys: The key ids of the home's provenance signing keys, sorted.
+    """
+
+    name: str
+    roots: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, name: str, roots: Iterable[str] = (), keys: Iterable[str] = ()) -> Identity:
+        """An identity with its roots and keys sorted and deduplicated."""
+        return cls(name, tuple(sorted(set(roots))), tuple(sorted(set(keys))))
+
+    def describe(self) -> str:
+        """One line naming it: ``name (root abc123456789)``."""
+        roots = ",".join(r[:12] for r in self.roots) or "no history"
+        return f"{self.name} (root {roots})"
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One vital sign's answer.
+
+    Attributes:
+        sign: What was checked (``semantic_index``, ``state_store``,
+            ``lane_signer``, ``catalog_store``, ``remote``).
+        state: ``ok`` or ``mismatch`` (``behind`` for a remote).
+        reason: One line for an operator or agent.
+        expected: The identity served, on a mismatch.
+        found: The identity the artefact records, on a mismatch.
+    """
+
+    sign: str
+    state: str
+    reason: str
+    expected: str | None = None
+    found: str | None = None
+
+    def as_dict(self) -> dict[str, str]:
+        """``{sign, state, reason, expected?, found?}``, absent keys left out."""
+        out = {"sign": self.sign, "state": self.state, "reason": self.reason}
+        if self.expected is not None:
+            out["expected"] = self.expected
+        if self.found is not None:
+            out["found"] = self.found
+        return out
+
+
+def identity_record(identity: Identity) -> dict[str, Any]:
+    """What an artefact records of whose it is (JSON-ready), read back by :func:`parse_identity`."""
+    return {"name": identity.name, "roots": list(identity.roots), "keys": list(identity.keys)}
+
+
+def parse_identity(record: object) -> Identity | None:
+    """An identity read from an artefact's record, or ``None`` if it is absent or malformed.
+
+    Args:
+        record: Untrusted: the decoded record (any type).
+
+    Returns:
+        The identity, or ``None`` (which every check reads as silent).
+    """
+    if not isinstance(record, Mapping):
+        return None
+    name, roots, keys = record.get("name"), record.get("roots", []), record.get("keys", [])
+    if not isinstance(name, str) or not name:
+        return None
+    if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
+        return None
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        return None
+    return Identity.of(name, roots, keys)
+
+
+def check_recorded(sign: str, served: Identity, recorded: Identity | None) -> Signal | None:
+    """Compare the identity an artefact recorded with the one served.
+
+    The name is compared through :func:`engine.auth.reponames.repo_identity`;
+    histories when both sides know their roots (they must share one: a fork
+    shares its roots, another repository does not); keyrings when both sides
+    list keys (they must share one: a rotation keeps the retired key).
+
+    Args:
+        sign: The artefact's sign (``semantic_index``, ``state_store``).
+        served: The serving identity.
+        recorded: What the artefact records; ``None``: silent.
+
+    Returns:
+        ``None`` (silent), an ``ok`` or a ``mismatch`` signal.
+    """
+    if recorded is None:
+        return None
+    reason = None
+    if repo_identity(recorded.name) != repo_identity(served.name):
+        reason = f"made for repository {recorded.name}, served as {served.name}"
+    elif served.roots and recorded.roots and not set(served.roots) & set(recorded.roots):
+        reason = "made for another history (no root commit in common)"
+    elif served.keys and recorded.keys and not set(served.keys) & set(recorded.keys):
+        reason = "made under another home's keyring (no key in common)"
+    if reason is None:
+        return Signal(sign, "ok", "made for this repository")
+    return Signal(sign, "mismatch", reason, served.describe(), recorded.describe())
+
+
+def store_record(served: Sequence[Identity]) -> dict[str, Any]:
+    """What a state store records of whose it is: the home's keys and the repositories served."""
+    keys = sorted({key for identity in served for key in identity.keys})
+    return {"keys": keys, "repos": [{"name": i.name, "roots": list(i.roots)} for i in served]}
+
+
+def check_store(served: Sequence[Identity], record: object) -> Signal | None:
+    """Compare what a state store records with the engine's repositories and keyring.
+
+    The store is the home's: it is foreign when it records keys and none is in
+    the keyring, or when none of the repositories it records is one served
+    here (same name identity and a root commit in common, or a root in common
+    under another name). A repository added to an engine that serves one the
+    store knows is not foreign.
+
+    Args:
+        served: The identities of the repositories the engine serves.
+        record: The store's record, decoded (untrusted); malformed or ``None``:
+            silent.
+
+    Returns:
+        ``None``, an ``ok`` or a ``mismatch`` signal for ``state_store``.
+    """
+    if not isinstance(record, Mapping) or not served:
+        return None
+    keys, repos = record.get("keys"), record.get("repos")
+    if not isinstance(keys, list) or not isinstance(repos, list):
+        return None
+    recorded = [i for i in (parse_identity(r) for r in repos) if i is not None]
+    ours = {key for identity in served for key in identity.keys}
+    expected = "; ".join(i.describe() for i in served)
+    found = "; ".join(i.describe() for i in recorded) or "no repository"
+    if ours and keys and not ours & {k for k in keys if isinstance(k, str)}:
+        return Signal("state_store", "mismatch",
+                      "made under another home's keyring (no key in common)", expected, found)
+    if recorded and not any(_same_repository(a, b) for a in served for b in recorded):
+        names = ", ".join(i.name for i in recorded)
+        return Signal("state_store", "mismatch",
+                      f"made for repository {names}, serving {', '.join(i.name for i in served)}",
+                      expected, found)
+    return Signal("state_store", "ok", "made for this home and its repositories")
+
+
+def _same_repository(a: Identity, b: Identity) -> bool:
+    shared = bool(set(a.roots) & set(b.roots))
+    if repo_identity(a.name) == repo_identity(b.name):
+        return shared or not a.roots or not b.roots
+    return shared
+
+
+def check_lane_signers(served: Identity, signers: Mapping[str, str]) -> list[Signal]:
+    """One mismatch per lane whose provenance was signed by a key the keyring lacks.
+
+    Args:
+        served: The serving identity (its ``keys``).
+        signers: Signing key id by lane name (lanes with no provenance left out).
+
+    Returns:
+        The mismatches, by lane name; ``[ok]`` when every lane's signer is
+        known; ``[]`` (silent) when there is no lane or no keyring.
+    """
+    if not signers or not served.keys:
+        return []
+    out = [Signal("lane_signer", "mismatch", f"lane {lane} signed by a key this home lacks",
+                  ", ".join(served.keys), key)
+           for lane, key in sorted(signers.items()) if key not in served.keys]
+    return out or [Signal("lane_signer", "ok", f"{len(signers)} lanes signed by this home")]
+
+
+def check_catalog(served: Identity, recorded: Identity | None) -> Signal | None:
+    """:func:`check_recorded` for the catalog store."""
+    return check_recorded("catalog_store", served, recorded)
+
+
+def check_remote(report: Mapping[str, Any] | None) -> Signal | None:
+    """The remote mirror's sign, from :meth:`engine.git.Replica.compare`'s report.
+
+    Args:
+        report: The report (``reachable``, ``behind`` lanes), or ``None`` when
+            the repository has no remote (silent).
+
+    Returns:
+        ``None``, an ``ok``, an ``unreachable`` or a ``behind`` signal.
+    """
+    if report is None:
+        return None
+    if not report.get("reachable"):
+        return Signal("remote", "unreachable", "the remote cannot be reached")
+    behind: Sequence[Any] = report.get("behind") or []
+    if behind:
+        return Signal("remote", "behind", f"the remote lacks {len(behind)} lanes' commits")
+    return Signal("remote", "ok", "the remote has every lane commit")
+
+
+def foreign_line(signals: Iterable[Signal]) -> str | None:
+    """The one line ``effective_scope`` and the instructions carry on a mismatch, else ``None``."""
+    return warning_line([signal.as_dict() for signal in signals])

@@ -1,0 +1,75 @@
+"""The coherence check's three answers (engine/service/coherence.py, docs/vital-signs.md)."""
+
+from __future__ import annotations
+
+from engine.service.coherence import (
+    Identity,
+    check_lane_signers,
+    check_recorded,
+    check_remote,
+    foreign_line,
+    identity_record,
+    parse_identity,
+)
+
+A = Identity.of("repo-a", ["a" * 40], ["e-key1"])
+
+
+def test_own_artefact_is_ok() -> None:
+    signal = check_recorded("semantic_index", A, parse_identity(identity_record(A)))
+    assert signal is not None and signal.state == "ok"
+    assert foreign_line([signal]) is None
+
+
+def test_capitals_and_dashes_are_the_same_repository() -> None:
+    recorded = Identity.of("Repo_A", ["a" * 40], ["e-key1"])
+    signal = check_recorded("state_store", A, recorded)
+    assert signal is not None and signal.state == "ok"
+
+
+def test_another_repository_is_a_mismatch_naming_both() -> None:
+    """Threat: an index copied from repository B served silently as A's."""
+    b = Identity.of("repo-b", ["b" * 40], ["e-key1"])
+    signal = check_recorded("semantic_index", A, b)
+    assert signal is not None and signal.state == "mismatch"
+    assert signal.expected is not None and "repo-a" in signal.expected
+    assert signal.found is not None and "repo-b" in signal.found
+    line = foreign_line([signal])
+    assert line is not None and line.startswith("warning:")
+
+
+def test_same_name_other_history_or_keyring_is_a_mismatch() -> None:
+    fork = Identity.of("repo-a", ["c" * 40], ["e-key1"])
+    signal = check_recorded("state_store", A, fork)
+    assert signal is not None and signal.state == "mismatch" and "history" in signal.reason
+    other_home = Identity.of("repo-a", ["a" * 40], ["e-other"])
+    signal = check_recorded("state_store", A, other_home)
+    assert signal is not None and signal.state == "mismatch" and "keyring" in signal.reason
+
+
+def test_no_record_is_silent() -> None:
+    assert check_recorded("semantic_index", A, None) is None
+    bad_records: list[object] = [None, "x", {}, {"name": 3}, {"name": "a", "roots": "x"},
+                                 {"name": "a", "keys": [1]}]
+    for bad in bad_records:
+        assert parse_identity(bad) is None
+
+
+def test_lane_signed_by_a_foreign_key() -> None:
+    [signal] = check_lane_signers(A, {"lane/x": "e-foreign"})
+    assert signal.state == "mismatch" and signal.found == "e-foreign"
+    [ok] = check_lane_signers(A, {"lane/x": "e-key1"})
+    assert ok.state == "ok"
+    assert check_lane_signers(A, {}) == []
+
+
+def test_remote_signs() -> None:
+    assert check_remote(None) is None
+    assert check_remote({"reachable": False}).state == "unreachable"  # type: ignore[union-attr]
+    assert check_remote({"reachable": True, "behind": ["lane/x"]}).state == "behind"  # type: ignore[union-attr]
+    assert check_remote({"reachable": True, "behind": []}).state == "ok"  # type: ignore[union-attr]
+
+
+def test_as_dict_leaves_out_absent_identities() -> None:
+    [ok] = check_lane_signers(A, {"lane/x": "e-key1"})
+    assert set(ok.as_dict()) == {"sign", "state", "reason"}
