@@ -78,7 +78,7 @@ def serve_workers(
 
 def main() -> int:
     """A worker process: serve until the supervisor says stop (or dies)."""
-    from gateway import _worker
+    from gateway import _worker, telemetry
     from gateway._reporting import reported
 
     config = _worker.begin()
@@ -93,6 +93,8 @@ def _serve(config: dict[str, Any]) -> int:
     from gateway.engine_server.listeners import bind_unix
     from gateway.engine_server.run import build_app, uvicorn_config
 
+    if telemetry.wanted(False):  # chit engine serve --otel sets CHIT_OTEL for its workers
+        telemetry.enable()
     home = Path(config["home"])
     hosts = config["allowed_hosts"]
     shared = _worker.inherited_socket(int(config["listen_fd"]))
