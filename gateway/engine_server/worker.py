@@ -78,7 +78,7 @@ def serve_workers(
 
 def main() -> int:
     """A worker process: serve until the supervisor says stop (or dies)."""
-    from gateway import _worker, telemetry
+    from gateway import _worker
     from gateway._reporting import reported
 
     config = _worker.begin()
@@ -88,7 +88,7 @@ def main() -> int:
 def _serve(config: dict[str, Any]) -> int:
     from engine import admin
     from engine.service import Engine, RepoSpec
-    from gateway import _worker
+    from gateway import _worker, telemetry
     from gateway.engine_server.forward import Forwarding, Peers, ServeHere
     from gateway.engine_server.listeners import bind_unix
     from gateway.engine_server.run import build_app, uvicorn_config
