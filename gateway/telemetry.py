@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ENV_FLAG", "enable", "enabled", "engine_call", "install", "note_call", "wanted"]
+__all__ = [
+    "ENV_FLAG", "disable", "enable", "enabled", "engine_call", "install", "note_call", "wanted",
+]
 
 logger = logging.getLogger("chit.gateway")
 
@@ -67,13 +70,19 @@ def enable(*, configure: bool = True) -> None:
         raise ConfigurationError("--otel needs the chit[otel] extra") from None
     if configure:
         os.environ.setdefault("OTEL_SERVICE_NAME", "chit")
+        os.environ.setdefault("OTEL_LOGS_EXPORTER", "none")  # chit exports no log records
         try:
             from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+            from opentelemetry.sdk.metrics.export import ConsoleMetricExporter
+            from opentelemetry.sdk.trace.export import ConsoleSpanExporter
         except ImportError:
             raise ConfigurationError(
                 "--otel needs the chit[otel] extra (pip install 'chit[otel]')") from None
+        # stdout is the stdio edge's MCP channel: the console exporters write to stderr.
+        to_stderr = {"out": sys.stderr}
         try:
-            _OTelSDKConfigurator().configure()
+            _OTelSDKConfigurator().configure(exporter_args_map={
+                ConsoleSpanExporter: to_stderr, ConsoleMetricExporter: to_stderr})
         except (ValueError, RuntimeError) as exc:  # an unknown exporter name
             raise ConfigurationError(f"--otel: the OTEL_* settings are unusable: {exc}") from None
     meter = metrics.get_meter(INSTRUMENTATION)
@@ -82,6 +91,11 @@ def enable(*, configure: bool = True) -> None:
         explicit_bucket_boundaries_advisory=list(_BUCKETS),
     )
     logger.info("OpenTelemetry on: traces and metrics per the OTEL_* environment")
+
+
+def disable() -> None:
+    """Stop adding chit's telemetry to new servers and calls (the providers stay as they are)."""
+    _state.clear()
 
 
 class _Middleware:
@@ -115,11 +129,14 @@ class _Middleware:
         except Exception as exc:
             attributes["error.type"] = type(exc).__qualname__
             raise
+        else:
+            # The handler's model, or the dict the SDK made of it (as the SDK's own span reads it).
+            if getattr(result, "is_error", False) is True or (
+                    isinstance(result, dict) and result.get("isError") is True):
+                attributes["error.type"] = "tool_error"
+            return result
         finally:
             _state["histogram"].record(time.perf_counter() - start, attributes)
-        if getattr(result, "is_error", False) is True:
-            attributes["error.type"] = "tool_error"
-        return result
 
 
 def install(server: Any, transport: str) -> None:
