@@ -62,13 +62,12 @@ def enable(*, configure: bool = True) -> None:
         return
     from engine.errors import ConfigurationError
 
-    os.environ[ENV_FLAG] = "1"  # the processes this one starts (engine workers) follow
-
     try:
         from opentelemetry import metrics
     except ImportError:  # pragma: no cover - the api comes with mcp
         raise ConfigurationError("--otel needs the chit[otel] extra") from None
     if configure:
+        os.environ[ENV_FLAG] = "1"  # the processes this one starts (engine workers) follow
         os.environ.setdefault("OTEL_SERVICE_NAME", "chit")
         os.environ.setdefault("OTEL_LOGS_EXPORTER", "none")  # chit exports no log records
         try:

@@ -39,6 +39,7 @@ from gateway.http_edge.run import bind, uvicorn_config
 from gateway.mcp_server import build_server
 from tests.conftest import World
 from tests.gateway.http_client import http_client
+from tests.gateway.mcp_client import engine_server, remote_edge_params
 
 SECRET_CONTENT = "CONTENT_6f1c2a_never_exported = 1\n"
 
@@ -272,18 +273,7 @@ def test_real_stdio_with_console_exporter_writes_spans_to_stderr(
     turn = next(s for s in spans.spans.get_finished_spans() if s.name == "agent turn")
     text = errlog.read_text()
     assert token not in text and "never_exported" not in text
-    decoder = json.JSONDecoder()
-    found: list[dict[str, Any]] = []
-    at = text.find("{")
-    while at != -1:
-        try:
-            doc, end = decoder.raw_decode(text, at)
-        except json.JSONDecodeError:
-            at = text.find("{", at + 1)
-            continue
-        if isinstance(doc, dict) and "attributes" in doc and "kind" in doc:
-            found.append(doc)
-        at = text.find("{", end)
+    found = _console_spans(text)
     calls = [d for d in found if d["name"] == "tools/call write_file"
              and d["kind"] == "SpanKind.SERVER"]
     assert len(calls) == 2
@@ -297,3 +287,58 @@ def test_real_stdio_with_console_exporter_writes_spans_to_stderr(
     for doc in calls:
         assert doc["attributes"]["network.transport"] == "pipe"
         assert doc["attributes"]["chit.agent"] == "alice"
+
+
+def _console_spans(text: str) -> list[dict[str, Any]]:
+    """The span documents the console exporter wrote into ``text`` (among other lines)."""
+    decoder = json.JSONDecoder()
+    found: list[dict[str, Any]] = []
+    at = text.find("{")
+    while at != -1:
+        try:
+            doc, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            at = text.find("{", at + 1)
+            continue
+        if isinstance(doc, dict) and "attributes" in doc and "kind" in doc:
+            found.append(doc)
+        at = text.find("{", end)
+    return found
+
+
+def test_engine_serve_otel_spans_each_invoke(
+    world: World, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = world.mint()
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+    monkeypatch.delenv(telemetry.ENV_FLAG, raising=False)
+    edge_home = tmp_path / "edge-home"
+    with engine_server(world.home, world.repo, "--otel", "--workers", "1") as server:
+
+        async def run() -> None:
+            async with Client(remote_edge_params(server.url, edge_home, token)) as client:
+                await client.list_tools()
+                ok = await client.call_tool(
+                    "write_file", {"path": "src/app.py", "content": SECRET_CONTENT})
+                assert not ok.is_error
+                refused = await client.call_tool(
+                    "write_file", {"path": "docs/x.md", "content": SECRET_CONTENT})
+                assert refused.is_error
+
+        anyio.run(run)
+        deadline = time.monotonic() + 30
+        while len([d for d in _console_spans(server.output())
+                   if d["name"] == "execute_tool write_file"]) < 2:
+            assert time.monotonic() < deadline, server.output()
+            time.sleep(0.05)
+        text = server.output()
+    assert token not in text and "never_exported" not in text
+    calls = {d["attributes"]["chit.decision"]: d["attributes"] for d in _console_spans(text)
+             if d["name"] == "execute_tool write_file"}
+    assert calls["allowed"]["chit.agent"] == "alice"
+    assert calls["allowed"]["chit.token_id"] == admin.inspect_token(token)["id"]
+    assert "error.type" not in calls["allowed"]
+    assert calls["refused"]["chit.code"] == "path_outside_scope"
+    assert calls["refused"]["error.type"] == "tool_error"
