@@ -315,7 +315,7 @@ def test_engine_serve_otel_spans_each_invoke(
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
     monkeypatch.delenv(telemetry.ENV_FLAG, raising=False)
     edge_home = tmp_path / "edge-home"
-    with engine_server(world.home, world.repo, "--otel", "--workers", "1") as server:
+    with engine_server(world.home, world.repo, "--otel", "--workers", "2") as server:
 
         async def run() -> None:
             async with Client(remote_edge_params(server.url, edge_home, token)) as client:
