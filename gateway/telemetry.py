@@ -14,11 +14,12 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = [
-    "ENV_FLAG", "disable", "enable", "enabled", "engine_call", "install", "note_call", "wanted",
+    "ENV_FLAG", "disable", "enable", "enabled", "engine_call", "install", "note_call",
+    "trace_headers", "wanted",
 ]
 
 logger = logging.getLogger("chit.gateway")
@@ -193,13 +194,32 @@ def _identity(token: str) -> dict[str, str]:
     return out
 
 
-def engine_call(tool: str, token: str, call: Callable[[], Any]) -> Callable[[], Any]:
+def trace_headers() -> dict[str, str]:
+    """W3C ``traceparent``/``tracestate`` of the current span, for a request to the engine.
+
+    Returns:
+        The headers to add; ``{}`` when telemetry is off or no span is current.
+    """
+    if not enabled():
+        return {}
+    from opentelemetry.propagate import inject
+
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    return carrier
+
+
+def engine_call(
+    tool: str, token: str, call: Callable[[], Any], headers: Mapping[str, str] | None = None,
+) -> Callable[[], Any]:
     """``call`` (one ``engine.invoke``), inside an ``execute_tool {tool}`` span if enabled.
 
     Args:
         tool: The tool name the edge sent (``gen_ai.tool.name``).
         token: The token text; only its unverified id and agent are read.
         call: The engine's ``invoke``, bound to its arguments.
+        headers: The request's HTTP headers: a ``traceparent`` (the edge's
+            span, :func:`trace_headers`) makes the span its child.
 
     Returns:
         ``call`` itself when telemetry is off, else a callable that runs it in
@@ -209,12 +229,19 @@ def engine_call(tool: str, token: str, call: Callable[[], Any]) -> Callable[[], 
     if not enabled():
         return call
 
-    def traced() -> Any:
-        from opentelemetry import trace
+    from opentelemetry import trace
+    from opentelemetry.propagate import extract
 
+    parent = None
+    if headers is not None and "traceparent" in headers:
+        parent = extract({k: headers[k] for k in ("traceparent", "tracestate") if k in headers})
+
+    def traced() -> Any:
         tracer = trace.get_tracer(INSTRUMENTATION)
         attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
-        with tracer.start_as_current_span(f"execute_tool {tool}", attributes=attributes) as span:
+        with tracer.start_as_current_span(f"execute_tool {tool}", context=parent,
+                                          kind=trace.SpanKind.SERVER,
+                                          attributes=attributes) as span:
             answer = call()
             code = getattr(answer, "code", None)
             span.set_attributes(_identity(token))

@@ -116,7 +116,7 @@ def create_app(
             session=asked.session, offered_catalog_hash=asked.offered_catalog_hash,
             repo=asked.repo, **({} if asked.approval is None else {"approval": asked.approval}),
         )
-        call = telemetry.engine_call(asked.tool, asked.token, call)
+        call = telemetry.engine_call(asked.tool, asked.token, call, request.headers)
         if sessions is not None:
             return await sessions.invoke(asked, doc, functools.partial(run, call))
         return await run(call)

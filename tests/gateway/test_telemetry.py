@@ -307,7 +307,7 @@ def _console_spans(text: str) -> list[dict[str, Any]]:
 
 
 def test_engine_serve_otel_spans_each_invoke(
-    world: World, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    world: World, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, spans: Exported
 ) -> None:
     token = world.mint()
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
@@ -316,15 +316,19 @@ def test_engine_serve_otel_spans_each_invoke(
     monkeypatch.delenv(telemetry.ENV_FLAG, raising=False)
     edge_home = tmp_path / "edge-home"
     with engine_server(world.home, world.repo, "--otel", "--workers", "2") as server:
+        # The edge exports nothing but passes its span on to the engine (traceparent).
+        params = remote_edge_params(server.url, edge_home, token, "--otel")
+        params.env = {**(params.env or {}), "OTEL_TRACES_EXPORTER": "none"}
 
         async def run() -> None:
-            async with Client(remote_edge_params(server.url, edge_home, token)) as client:
+            async with Client(params) as client:
                 await client.list_tools()
                 ok = await client.call_tool(
                     "write_file", {"path": "src/app.py", "content": SECRET_CONTENT})
                 assert not ok.is_error
-                refused = await client.call_tool(
-                    "write_file", {"path": "docs/x.md", "content": SECRET_CONTENT})
+                with trace.get_tracer("test").start_as_current_span("agent turn"):
+                    refused = await client.call_tool(
+                        "write_file", {"path": "docs/x.md", "content": SECRET_CONTENT})
                 assert refused.is_error
 
         anyio.run(run)
@@ -335,8 +339,13 @@ def test_engine_serve_otel_spans_each_invoke(
             time.sleep(0.05)
         text = server.output()
     assert token not in text and "never_exported" not in text
-    calls = {d["attributes"]["chit.decision"]: d["attributes"] for d in _console_spans(text)
-             if d["name"] == "execute_tool write_file"}
+    docs = {d["attributes"]["chit.decision"]: d for d in _console_spans(text)
+            if d["name"] == "execute_tool write_file"}
+    turn = next(s for s in spans.spans.get_finished_spans() if s.name == "agent turn")
+    # agent -> edge (_meta) -> engine (traceparent header): one trace.
+    assert docs["refused"]["context"]["trace_id"] == f"0x{turn.context.trace_id:032x}"
+    assert docs["refused"]["parent_id"] is not None
+    calls = {k: d["attributes"] for k, d in docs.items()}
     assert calls["allowed"]["chit.agent"] == "alice"
     assert calls["allowed"]["chit.token_id"] == admin.inspect_token(token)["id"]
     assert "error.type" not in calls["allowed"]
