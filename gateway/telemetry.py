@@ -1,4 +1,4 @@
-"""OpenTelemetry for the edges: opt-in (``--otel``, ``CHIT_OTEL=1``), off by default.
+"""OpenTelemetry for the edges and the engine: opt-in (``--otel``, ``CHIT_OTEL=1``), off by default.
 
 The ``mcp`` SDK opens one SERVER span per request under the OpenTelemetry
 semantic conventions for MCP; this module configures the SDK's providers from
@@ -118,7 +118,9 @@ class _Middleware:
             attributes["mcp.protocol.version"] = ctx.protocol_version
         name = ctx.params.get("name") if isinstance(ctx.params, dict) else None
         if ctx.method == "tools/call" and isinstance(name, str):
-            attributes["gen_ai.tool.name"] = name
+            # A client names any tool it likes: bounded, as in the unknown-tool error
+            # (and the SDK bounds how many attribute sets a histogram keeps).
+            attributes["gen_ai.tool.name"] = name[:100]
             attributes["gen_ai.operation.name"] = "execute_tool"
         start = time.perf_counter()
         try:
