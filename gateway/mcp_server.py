@@ -32,7 +32,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from engine.service import CallAnswer, Called, OfferAnswer, Offered, Refused
-from gateway import approvals
+from gateway import approvals, telemetry
 from gateway.feed import FeedFollower, OfferState, offer_state
 
 __all__ = [
@@ -299,6 +299,7 @@ class _Edge:
                 return ENGINE_UNAVAILABLE
 
         answer = await self._hold.again(await ask(), approval, ask)
+        telemetry.note_call(self._token, self.listed_hash, answer)
 
         def elicited(hints: dict[str, Any]) -> None:
             self._peer = ctx.session  # the channel for notifications/elicitation/complete
@@ -446,6 +447,7 @@ def _build(
         on_subscriptions_listen=edge.listen,
     )
     approvals.install_boundary(server, approvals.state_security(state_keys, edge.principal))
+    telemetry.install(server, "pipe")
     return server, edge
 
 

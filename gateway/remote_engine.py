@@ -30,7 +30,7 @@ from engine.service import (
     read_offer,
     read_refusal,
 )
-from gateway import __version__, _wire
+from gateway import __version__, _wire, telemetry
 
 __all__ = ["MAX_ANSWER_BYTES", "RemoteEngine", "parse_engine_url"]
 
@@ -264,6 +264,7 @@ class RemoteEngine:
     ) -> dict[str, Any] | Refused:
         """The answer's JSON object (status 200), or a refusal: the engine's, or the edge's own."""
         headers = {"content-type": "application/json"} if content is not None else {}
+        headers.update(telemetry.trace_headers())  # {} unless --otel (docs/telemetry.md)
         quiet = path == _wire.CHANGES_PATH  # wait_change says it once per outage
         try:
             with self._client.stream(

@@ -67,7 +67,22 @@ def add_mcp(
     p.add_argument("--workers", metavar="N",
                    help="with --http and --engine, edge processes serving the port "
                    "(default 1; docs/http.md)")
+    _add_otel(p)
     p.set_defaults(func=cmd_mcp)
+
+
+def _add_otel(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--otel", action="store_true",
+                   help="export traces and metrics with OpenTelemetry, configured by the "
+                   "OTEL_* variables (else $CHIT_OTEL=1; needs chit[otel]; docs/telemetry.md)")
+
+
+def _start_otel(args: argparse.Namespace) -> None:
+    """Turn OpenTelemetry on when ``--otel`` or ``$CHIT_OTEL`` asks for it."""
+    from gateway import telemetry
+
+    if telemetry.wanted(bool(getattr(args, "otel", False))):
+        telemetry.enable()
 
 
 def _read_token(args: argparse.Namespace) -> str:
@@ -101,6 +116,7 @@ def _read_session(args: argparse.Namespace) -> str | None:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    _start_otel(args)
     if args.workers is not None and not args.http:
         raise ValueError("--workers applies to --http (one stdio edge is one process)")
     if args.repo_name is not None:
@@ -246,10 +262,12 @@ def add_engine(
     p.add_argument("--workers", metavar="N",
                    help="worker processes serving the socket (default: the cores this "
                    "process may use; 1: one process, no supervisor)")
+    _add_otel(p)
     p.set_defaults(func=cmd_engine_serve)
 
 
 def cmd_engine_serve(args: argparse.Namespace) -> int:
+    _start_otel(args)
     from engine import admin
     from engine.service import Engine, resolve_repo_specs
     from gateway import _oauth, _workers, engine_server

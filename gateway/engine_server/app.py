@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from engine.service import SessionElsewhere
-from gateway import _wire
+from gateway import _wire, telemetry
 from gateway.engine_server.changes import changes_route
 from gateway.engine_server.forward import SessionRouting
 from gateway.engine_server.requests import (
@@ -116,6 +116,7 @@ def create_app(
             session=asked.session, offered_catalog_hash=asked.offered_catalog_hash,
             repo=asked.repo, **({} if asked.approval is None else {"approval": asked.approval}),
         )
+        call = telemetry.engine_call(asked.tool, asked.token, call, request.headers)
         if sessions is not None:
             return await sessions.invoke(asked, doc, functools.partial(run, call))
         return await run(call)

@@ -88,11 +88,13 @@ def main() -> int:
 def _serve(config: dict[str, Any]) -> int:
     from engine import admin
     from engine.service import Engine, RepoSpec
-    from gateway import _worker
+    from gateway import _worker, telemetry
     from gateway.engine_server.forward import Forwarding, Peers, ServeHere
     from gateway.engine_server.listeners import bind_unix
     from gateway.engine_server.run import build_app, uvicorn_config
 
+    if telemetry.wanted(False):  # chit engine serve --otel sets CHIT_OTEL for its workers
+        telemetry.enable()
     home = Path(config["home"])
     hosts = config["allowed_hosts"]
     shared = _worker.inherited_socket(int(config["listen_fd"]))

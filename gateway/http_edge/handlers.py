@@ -19,7 +19,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 
 from engine.service import CallAnswer
-from gateway import approvals
+from gateway import approvals, telemetry
 from gateway.http_edge.approval_page import ApprovalBook
 from gateway.http_edge.connections import (
     BoundSession,
@@ -112,6 +112,7 @@ class Handlers:
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
         )
         server.middleware.append(self.note_peer)
+        telemetry.install(server, "tcp")
         approvals.install_boundary(
             server, approvals.state_security(self._state_keys, self.principal))
         return server
@@ -179,6 +180,7 @@ class Handlers:
         answer = await ask()
         if self._hold is not None:
             answer = await self._hold.again(answer, echoed, ask)
+        telemetry.note_call(request.token, request.state.listed_hash, answer)
         hints = approvals.approval_of(answer)
         if hints is not None:
             self.book.note(hints)

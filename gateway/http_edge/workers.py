@@ -77,7 +77,7 @@ def main() -> int:
 
 
 def _serve(config: dict[str, Any]) -> int:
-    from gateway import _worker
+    from gateway import _worker, telemetry
     from gateway.engine_server.listeners import bind_unix
     from gateway.http_edge.edge import HttpEdge
     from gateway.http_edge.peers import EdgeWorkers
@@ -85,6 +85,8 @@ def _serve(config: dict[str, Any]) -> int:
     from gateway.http_edge.settings import authority, url_host
     from gateway.remote_engine import RemoteEngine
 
+    if telemetry.wanted(False):  # chit mcp --otel sets CHIT_OTEL for its workers
+        telemetry.enable()
     raw = dict(config["settings"])
     settings = HttpSettings(**{**raw, "allowed_hosts": tuple(raw["allowed_hosts"])})
     port, index = int(config["port"]), int(config["index"])
