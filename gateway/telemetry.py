@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = [
-    "ENV_FLAG", "disable", "enable", "enabled", "engine_call", "install", "note_call",
-    "trace_headers", "wanted",
+    "ENGINE_DURATION", "ENV_FLAG", "disable", "enable", "enabled", "engine_call", "engine_offer",
+    "install", "note_call", "trace_headers", "wanted",
 ]
 
 logger = logging.getLogger("chit.gateway")
@@ -28,10 +28,12 @@ ENV_FLAG = "CHIT_OTEL"
 """The variable that turns telemetry on like ``--otel`` (``1``, ``true``, ``yes``, ``on``)."""
 INSTRUMENTATION = "chit"
 DURATION = "mcp.server.operation.duration"
+ENGINE_DURATION = "chit.engine.operation.duration"
+"""The engine's histogram: one ``offer`` or ``invoke`` as the engine served it."""
 # The semantic conventions' advice for MCP operation durations, in seconds.
 _BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
-_state: dict[str, Any] = {}  # "histogram" once enabled
+_state: dict[str, Any] = {}  # "histogram" and "engine_histogram" once enabled
 
 
 def wanted(flag: bool) -> bool:
@@ -88,6 +90,10 @@ def enable(*, configure: bool = True) -> None:
     meter = metrics.get_meter(INSTRUMENTATION)
     _state["histogram"] = meter.create_histogram(
         DURATION, unit="s", description="Duration of MCP request processing on the server",
+        explicit_bucket_boundaries_advisory=list(_BUCKETS),
+    )
+    _state["engine_histogram"] = meter.create_histogram(
+        ENGINE_DURATION, unit="s", description="Duration of an engine's offer or invoke",
         explicit_bucket_boundaries_advisory=list(_BUCKETS),
     )
     logger.info("OpenTelemetry on: traces and metrics per the OTEL_* environment")
@@ -217,7 +223,8 @@ def engine_call(
     """``call`` (one ``engine.invoke``), inside an ``execute_tool {tool}`` span if enabled.
 
     Args:
-        tool: The tool name the edge sent (``gen_ai.tool.name``).
+        tool: The tool name the edge sent (``gen_ai.tool.name``, bounded to 100
+            characters).
         token: The token text; only its unverified id and agent are read.
         call: The engine's ``invoke``, bound to its arguments.
         headers: The request's HTTP headers: a ``traceparent`` (the edge's
@@ -226,8 +233,36 @@ def engine_call(
     Returns:
         ``call`` itself when telemetry is off, else a callable that runs it in
         a span with ``chit.decision``, ``chit.code``, ``chit.agent`` and
-        ``chit.token_id``, and records ``error.type`` on a refusal.
+        ``chit.token_id``, records ``error.type`` on a refusal, and records
+        :data:`ENGINE_DURATION`.
     """
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool[:100]}
+    return _engine_span(f"execute_tool {tool[:100]}", "invoke", attributes, token, call, headers)
+
+
+def engine_offer(
+    token: str, call: Callable[[], Any], headers: Mapping[str, str] | None = None,
+) -> Callable[[], Any]:
+    """``call`` (one ``engine.offer``), inside an ``offer`` span if enabled.
+
+    Args:
+        token: The token text; only its unverified id and agent are read.
+        call: The engine's ``offer``, bound to its arguments.
+        headers: The request's HTTP headers (``traceparent``, as for
+            :func:`engine_call`).
+
+    Returns:
+        ``call`` itself when telemetry is off, else a callable that runs it in
+        a span carrying the offer's ``chit.catalog_hash`` when the token was
+        accepted, and records :data:`ENGINE_DURATION`.
+    """
+    return _engine_span("offer", "offer", {}, token, call, headers)
+
+
+def _engine_span(
+    name: str, operation: str, attributes: dict[str, Any], token: str,
+    call: Callable[[], Any], headers: Mapping[str, str] | None,
+) -> Callable[[], Any]:
     if not enabled():
         return call
 
@@ -240,16 +275,29 @@ def engine_call(
 
     def traced() -> Any:
         tracer = trace.get_tracer(INSTRUMENTATION)
-        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool}
-        with tracer.start_as_current_span(f"execute_tool {tool}", context=parent,
-                                          kind=trace.SpanKind.SERVER,
+        measured = {"chit.operation": operation, **attributes}
+        start = time.perf_counter()
+        with tracer.start_as_current_span(name, context=parent, kind=trace.SpanKind.SERVER,
                                           attributes=attributes) as span:
-            answer = call()
-            code = getattr(answer, "code", None)
-            span.set_attributes(_identity(token))
-            span.set_attribute("chit.decision", "refused" if code else "allowed")
-            if code:
-                span.set_attributes({"chit.code": str(code), "error.type": "tool_error"})
-            return answer
+            try:
+                answer = call()
+            except Exception as exc:
+                measured["error.type"] = type(exc).__qualname__
+                raise
+            else:
+                code = getattr(answer, "code", None)
+                span.set_attributes(_identity(token))
+                span.set_attribute("chit.decision", "refused" if code else "allowed")
+                measured["chit.decision"] = "refused" if code else "allowed"
+                if code:
+                    outcome = {"chit.code": str(code), "error.type": "tool_error"}
+                    span.set_attributes(outcome)
+                    measured.update(outcome)
+                catalog_hash = getattr(answer, "catalog_hash", None)
+                if isinstance(catalog_hash, str):
+                    span.set_attribute("chit.catalog_hash", catalog_hash)
+                return answer
+            finally:
+                _state["engine_histogram"].record(time.perf_counter() - start, measured)
 
     return traced

@@ -102,7 +102,9 @@ def create_app(
             token, repo = offer_request(await read_json(request, max_request_bytes))
         except RequestError as exc:
             return json_response(exc.answer, exc.status)
-        return await run(functools.partial(engine.offer, token, repo=repo))
+        call = telemetry.engine_offer(
+            token, functools.partial(engine.offer, token, repo=repo), request.headers)
+        return await run(call)
 
     async def invoke(request: Request) -> Response:
         try:

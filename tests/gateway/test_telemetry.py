@@ -306,19 +306,42 @@ def _console_spans(text: str) -> list[dict[str, Any]]:
     return found
 
 
+def _engine_durations(text: str, operations: set[str]) -> bool:
+    """Whether the console metrics carry the engine's histogram for every operation named."""
+    seen: set[str] = set()
+    at = text.find("{")
+    decoder = json.JSONDecoder()
+    while at != -1:
+        try:
+            doc, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            at = text.find("{", at + 1)
+            continue
+        for rm in doc.get("resource_metrics", []) if isinstance(doc, dict) else []:
+            for sm in rm.get("scope_metrics", []):
+                for metric in sm.get("metrics", []):
+                    if metric.get("name") == telemetry.ENGINE_DURATION:
+                        seen |= {p["attributes"].get("chit.operation")
+                                 for p in metric["data"]["data_points"] if p.get("count")}
+        at = text.find("{", end)
+    return operations <= seen
+
+
 def test_engine_serve_otel_spans_each_invoke(
     world: World, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, spans: Exported
 ) -> None:
     token = world.mint()
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
-    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "console")
+    monkeypatch.setenv("OTEL_METRIC_EXPORT_INTERVAL", "100")
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
     monkeypatch.delenv(telemetry.ENV_FLAG, raising=False)
     edge_home = tmp_path / "edge-home"
     with engine_server(world.home, world.repo, "--otel", "--workers", "2") as server:
         # The edge exports nothing but passes its span on to the engine (traceparent).
         params = remote_edge_params(server.url, edge_home, token, "--otel")
-        params.env = {**(params.env or {}), "OTEL_TRACES_EXPORTER": "none"}
+        params.env = {**(params.env or {}), "OTEL_TRACES_EXPORTER": "none",
+                      "OTEL_METRICS_EXPORTER": "none"}
 
         async def run() -> None:
             async with Client(params) as client:
@@ -334,11 +357,16 @@ def test_engine_serve_otel_spans_each_invoke(
         anyio.run(run)
         deadline = time.monotonic() + 30
         while len([d for d in _console_spans(server.output())
-                   if d["name"] == "execute_tool write_file"]) < 2:
+                   if d["name"] == "execute_tool write_file"]) < 2 or not _engine_durations(
+                       server.output(), {"invoke", "offer"}):
             assert time.monotonic() < deadline, server.output()
             time.sleep(0.05)
         text = server.output()
     assert token not in text and "never_exported" not in text
+    offers = [d for d in _console_spans(text) if d["name"] == "offer"]
+    assert offers and offers[0]["attributes"]["chit.catalog_hash"].startswith("sha256:")
+    assert offers[0]["attributes"]["chit.agent"] == "alice"
+    assert offers[0]["attributes"]["chit.decision"] == "allowed"
     docs = {d["attributes"]["chit.decision"]: d for d in _console_spans(text)
             if d["name"] == "execute_tool write_file"}
     turn = next(s for s in spans.spans.get_finished_spans() if s.name == "agent turn")
