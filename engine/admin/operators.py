@@ -151,16 +151,19 @@ def load_operator_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
             writable by group or others, too large, or not an Ed25519 key.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NONBLOCK: opening a FIFO named by mistake must not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise ValueError(f"cannot read the key file {path} ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
+    try:
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ValueError(f"the key file {path} is not a regular file")
         if info.st_mode & 0o077:
             raise ValueError(f"the key file {path} is readable by others; chmod 600 it")
-        raw = fh.read(_KEY_FILE_BYTES + 1)
+        raw = os.read(fd, _KEY_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
     if len(raw) > _KEY_FILE_BYTES:
         raise ValueError(f"the key file {path} is not an operator key")
     try:

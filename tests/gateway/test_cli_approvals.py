@@ -176,3 +176,24 @@ def test_deny_with_the_operator_from_the_environment_then_decided_is_refused(
     assert unknown.returncode == 2 and "refused (unknown_approval)" in unknown.stderr
     nobody = run(world, "approve", approval, env={"CHIT_OPERATOR": ""})
     assert nobody.returncode == 2 and "--as NAME" in nobody.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "group_readable"])
+def test_a_key_path_that_is_no_private_key_file_is_refused_at_once(
+    world: World, operators: Path, tmp_path: Path, kind: str
+) -> None:
+    """A FIFO must not block the CLI waiting for a writer; a folder or a loose file is named."""
+    approval, _token = _pending(world)
+    path = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(operators.read_bytes())
+        path.chmod(0o640)
+    out = run(world, "approve", approval, "--as", "alice", "--key", str(path))
+    assert out.returncode == 2, out.stderr
+    expected = "readable by others" if kind == "group_readable" else "is not a regular file"
+    assert expected in out.stderr and "Traceback" not in out.stderr
+    assert run_json(world, "approvals", "list")[0]["id"] == approval  # still pending
