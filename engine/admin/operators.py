@@ -25,7 +25,8 @@ from cryptography.hazmat.primitives.serialization import (
 
 from engine.admin.state import state_store
 from engine.auth.discharge import key_id
-from engine.state.approvals import Operator, check_operator
+from engine.limits import LIMITS
+from engine.state.approvals import OPERATOR_NAME, Operator, check_operator
 
 __all__ = [
     "add_operator",
@@ -135,6 +136,12 @@ def remove_operator(
     Raises:
         ValueError: If no operator of that name is registered.
     """
+    if not (isinstance(name, str) and len(name) <= LIMITS.operator_name_chars
+            and OPERATOR_NAME.fullmatch(name)):
+        # Never echoed: it may hold control characters meant for the terminal.
+        raise ValueError("no such operator: an operator name is a-z 0-9 . _ - (starting "
+                         f"with a letter or digit), at most {LIMITS.operator_name_chars} "
+                         "characters")
     now = int(time.time())
     with state_store(home, state) as store:
         removed = store.remove_operator(name, now=now)

@@ -95,6 +95,10 @@ def test_operators_add_writes_a_private_key_once_and_registers_the_public_one(
     assert [o["removed_at"] > 0 for o in removed if o["name"] == "carol"] == [True]
     gone = run(world, "operators", "remove", "carol")
     assert gone.returncode == 2 and "no operator named carol" in gone.stderr
+    # Threat: terminal escapes in a name typed or pasted are never echoed back.
+    hostile = run(world, "operators", "remove", "x\x1b]0;owned\x07\x1b[2J")
+    assert hostile.returncode == 2 and "no such operator" in hostile.stderr
+    assert "\x1b" not in hostile.stderr and "owned" not in hostile.stderr
 
 
 def test_policy_check_with_a_home_reports_unknown_approvers(world: World) -> None:
