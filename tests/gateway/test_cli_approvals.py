@@ -131,6 +131,8 @@ def test_list_show_approve_and_the_retry_lands(world: World, operators: Path) ->
     (decided,) = run_json(world, "approvals", "list", "--all")
     assert (decided["state"], decided["decided_by"], decided["note"]) == (
         "approved", "alice", "go")
+    # "decision" is an outcome everywhere; the signed record is the discharge.
+    assert "decision" not in decided and len(bytes.fromhex(decided["discharge"])) > 64
     with closing(open_store(world.home, None)) as store:
         rows = list(store.log_rows(agent=calllog.OPERATOR))
     entry = calllog.decode_entry(rows[-1].entry)
