@@ -160,6 +160,24 @@ def _form_problem(text: str, noun: str) -> str | None:
     return None
 
 
+def _invisible_problem(text: str, noun: str) -> str | None:
+    """Return why ``text`` holds an invisible format character (Unicode category Cf), or None.
+
+    Zero-width spaces and joiners, soft hyphens, word joiners, byte order marks
+    and tag characters display as nothing: ``deploy\u200b/x`` reads as
+    ``deploy/x`` to an approver or an auditor while being another folder, and
+    tag characters carry text no reader sees. Checked after the ``.git``
+    spellings (so ``.git\u200c`` stays ``path_forbidden``); bidirectional
+    controls, also Cf, are refused earlier with their own reason.
+    """
+    if text.isascii():
+        return None
+    for char in text:
+        if unicodedata.category(char) == "Cf":
+            return f"{noun} contains an invisible format character (U+{ord(char):04X})"
+    return None
+
+
 def _segment_problem(segment: str, noun: str, ascii_only: bool = False) -> str | None:
     """Return why one segment is not acceptable, or None if it is.
 
@@ -260,6 +278,9 @@ def _check_path(path: str) -> None:
         raise PathError("path_invalid", f"{problem}: {path!r}")
     if any(_is_dotgit(segment) for segment in path.split(_SEP)):
         raise PathError("path_forbidden", f"path names the .git directory: {path!r}")
+    problem = _invisible_problem(path, "path")
+    if problem is not None:
+        raise PathError("path_invalid", f"{problem}: {path!r}")
 
 
 def validate_glob(glob: object) -> str:
@@ -299,7 +320,8 @@ def validate_glob(glob: object) -> str:
 
 def _glob_problem(glob: str) -> str | None:
     """Return why ``glob`` is not a valid glob (see :func:`validate_glob`), or None."""
-    problem = _size_problem(glob, "glob") or _form_problem(glob, "glob")
+    problem = (_size_problem(glob, "glob") or _form_problem(glob, "glob")
+               or _invisible_problem(glob, "glob"))
     if problem is not None:
         return problem
     for segment in glob.split(_SEP):

@@ -25,7 +25,8 @@ from cryptography.hazmat.primitives.serialization import (
 
 from engine.admin.state import state_store
 from engine.auth.discharge import key_id
-from engine.state.approvals import Operator, check_operator
+from engine.limits import LIMITS
+from engine.state.approvals import OPERATOR_NAME, Operator, check_operator
 
 __all__ = [
     "add_operator",
@@ -135,6 +136,12 @@ def remove_operator(
     Raises:
         ValueError: If no operator of that name is registered.
     """
+    if not (isinstance(name, str) and len(name) <= LIMITS.operator_name_chars
+            and OPERATOR_NAME.fullmatch(name)):
+        # Never echoed: it may hold control characters meant for the terminal.
+        raise ValueError("no such operator: an operator name is a-z 0-9 . _ - (starting "
+                         f"with a letter or digit), at most {LIMITS.operator_name_chars} "
+                         "characters")
     now = int(time.time())
     with state_store(home, state) as store:
         removed = store.remove_operator(name, now=now)
@@ -151,16 +158,19 @@ def load_operator_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
             writable by group or others, too large, or not an Ed25519 key.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NONBLOCK: opening a FIFO named by mistake must not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as exc:
         raise ValueError(f"cannot read the key file {path} ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
+    try:
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ValueError(f"the key file {path} is not a regular file")
         if info.st_mode & 0o077:
             raise ValueError(f"the key file {path} is readable by others; chmod 600 it")
-        raw = fh.read(_KEY_FILE_BYTES + 1)
+        raw = os.read(fd, _KEY_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
     if len(raw) > _KEY_FILE_BYTES:
         raise ValueError(f"the key file {path} is not an operator key")
     try:

@@ -152,13 +152,18 @@ class Approval:
     used_at: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form ``chit approvals show --json`` prints (the discharge as hex)."""
+        """The JSON form ``chit approvals show --json`` prints.
+
+        ``state`` is the decision (``approved``, ``denied``, ...) and
+        ``discharge`` the signed decision as hex (empty while pending), so
+        ``decision`` means one thing across chit's JSON: an outcome.
+        """
         return {
             "id": self.id, "request": self.request, "tool": self.tool, "agent": self.agent,
             "token_id": self.token_id, "session": self.session, "repo": self.repo,
             "asked": self.asked, "approvers": list(self.approvers), "reason": self.reason,
             "rule": self.rule, "created_at": self.created_at, "expires_at": self.expires_at,
-            "state": self.state, "decision": self.decision.hex(),
+            "state": self.state, "discharge": self.decision.hex(),
             "decided_by": self.decided_by, "decided_at": self.decided_at, "note": self.note,
             "used_at": self.used_at,
         }

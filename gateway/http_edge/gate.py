@@ -311,7 +311,9 @@ class Gate:
         401 for a token the engine refused; 403 for one not good for the
         path's repository (``repo_outside_scope``, whether or not it exists);
         404 for a repository in scope that is not served, or ``/mcp`` of an
-        engine with several; 503 if the engine could not answer.
+        engine with several; 503 if the engine could not answer, or refuses
+        every call because its policy file is invalid (``policy_denied``,
+        rule ``policy``).
         """
         if answer.code == "internal_error":
             return jsonrpc_error(503, TOKEN_REFUSED, "engine unavailable", answer.error)
@@ -319,4 +321,8 @@ class Gate:
             return jsonrpc_error(403, TOKEN_REFUSED, "repo_outside_scope", answer.error)
         if answer.code in ("not_found", "repo_required"):
             return repo_not_found(answer.code)
+        if answer.code == "policy_denied" and answer.hints.get("rule") == "policy":
+            # The operator's policy file is invalid: the server's fault, not the
+            # token's. A 401 would send an OAuth-aware client to log in again.
+            return jsonrpc_error(503, TOKEN_REFUSED, "policy_denied", answer.error)
         return self.unauthorized(answer.code, answer.message, presented=True, repo=repo)

@@ -192,7 +192,6 @@ NOT_DOTGIT = [
     ".gut",
     "x.git",
     ".g\u0147t",  # git's fsck test "allows .\\305\\207it" (N with caron is not an i)
-    ".git\u200b",  # U+200B ZERO WIDTH SPACE is not HFS+-ignorable
 ]
 
 
@@ -225,6 +224,36 @@ def test_non_string_is_not_echoed() -> None:
         validate_path(secret)
     assert "SECRET" not in caught.value.message
     assert "SECRET" not in repr(caught.value)
+
+
+INVISIBLE = [
+    ("zero width space, not HFS+-ignorable so not .git", ".git\u200b"),
+    ("zero width space: displays as deploy/x", "deploy\u200b/x"),
+    ("soft hyphen", "src/ap\u00adp.py"),
+    ("word joiner", "src/\u2060app.py"),
+    ("zero width non-joiner", "src/.e\u200cnv"),
+    ("byte order mark", "\ufeffREADME.md"),
+    ("tag characters: text no reader sees", "notes/a\U000e0069\U000e0067\U000e006e.md"),
+    ("Arabic letter mark", "docs/x\u061c.md"),
+]
+
+
+@pytest.mark.parametrize(("threat", "path"), INVISIBLE, ids=[t for t, _ in INVISIBLE])
+def test_invisible_format_characters_are_refused(threat: str, path: str) -> None:
+    """Threat: a path that displays as another to an approver, an auditor or a policy author."""
+    with pytest.raises(InvalidRequestError) as caught:
+        validate_path(path)
+    assert caught.value.code == "path_invalid", threat
+    assert "invisible format character" in caught.value.message
+    assert not any(ch in caught.value.message for ch in path if not ch.isascii())
+    with pytest.raises(ValueError, match="invisible format character"):
+        validate_glob(path)
+
+
+def test_visible_non_ascii_names_stay_allowed() -> None:
+    for path in ("docs/caf\u00e9.md", "src/\u65e5\u672c.py", "x/\U0001f600.txt", "a\u00a0b"):
+        assert validate_path(path) == path
+        assert validate_glob(path) == path
 
 
 def test_forbidden_message_escapes_invisible_characters() -> None:

@@ -95,6 +95,10 @@ def test_operators_add_writes_a_private_key_once_and_registers_the_public_one(
     assert [o["removed_at"] > 0 for o in removed if o["name"] == "carol"] == [True]
     gone = run(world, "operators", "remove", "carol")
     assert gone.returncode == 2 and "no operator named carol" in gone.stderr
+    # Threat: terminal escapes in a name typed or pasted are never echoed back.
+    hostile = run(world, "operators", "remove", "x\x1b]0;owned\x07\x1b[2J")
+    assert hostile.returncode == 2 and "no such operator" in hostile.stderr
+    assert "\x1b" not in hostile.stderr and "owned" not in hostile.stderr
 
 
 def test_policy_check_with_a_home_reports_unknown_approvers(world: World) -> None:
@@ -127,6 +131,8 @@ def test_list_show_approve_and_the_retry_lands(world: World, operators: Path) ->
     (decided,) = run_json(world, "approvals", "list", "--all")
     assert (decided["state"], decided["decided_by"], decided["note"]) == (
         "approved", "alice", "go")
+    # "decision" is an outcome everywhere; the signed record is the discharge.
+    assert "decision" not in decided and len(bytes.fromhex(decided["discharge"])) > 64
     with closing(open_store(world.home, None)) as store:
         rows = list(store.log_rows(agent=calllog.OPERATOR))
     entry = calllog.decode_entry(rows[-1].entry)
@@ -176,3 +182,24 @@ def test_deny_with_the_operator_from_the_environment_then_decided_is_refused(
     assert unknown.returncode == 2 and "refused (unknown_approval)" in unknown.stderr
     nobody = run(world, "approve", approval, env={"CHIT_OPERATOR": ""})
     assert nobody.returncode == 2 and "--as NAME" in nobody.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "group_readable"])
+def test_a_key_path_that_is_no_private_key_file_is_refused_at_once(
+    world: World, operators: Path, tmp_path: Path, kind: str
+) -> None:
+    """A FIFO must not block the CLI waiting for a writer; a folder or a loose file is named."""
+    approval, _token = _pending(world)
+    path = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(operators.read_bytes())
+        path.chmod(0o640)
+    out = run(world, "approve", approval, "--as", "alice", "--key", str(path))
+    assert out.returncode == 2, out.stderr
+    expected = "readable by others" if kind == "group_readable" else "is not a regular file"
+    assert expected in out.stderr and "Traceback" not in out.stderr
+    assert run_json(world, "approvals", "list")[0]["id"] == approval  # still pending

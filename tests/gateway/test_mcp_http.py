@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -167,6 +168,28 @@ def test_a_token_the_engine_refuses_opens_no_session(world: World) -> None:
     # state is kept for it (the JSON-RPC error in its body names the refusal).
     for error in (modern, called):
         assert error.code == -32001 and error.data["error"] == "token_revoked"
+
+
+def test_an_invalid_policy_file_is_503_not_a_login_challenge(world: World) -> None:
+    """A broken policy is the operator's to fix: a 401 would send an OAuth client to log in."""
+    token = world.mint()
+    policy_file = world.home / "policy.toml"
+    good = policy_file.read_text(encoding="utf-8")
+    headers = JSON_HEADERS | {"Authorization": f"Bearer {token}"}
+    with running_edge(world) as edge, httpx2.Client(timeout=30) as http:
+        assert http.post(edge.url, json=INIT, headers=headers).status_code == 200
+        broken = policy_file.with_suffix(".new")
+        broken.write_text("[[rules]]\neffect = 'permit'\n", encoding="utf-8")
+        os.replace(broken, policy_file)
+        refused = http.post(edge.url, json=INIT, headers=headers)
+        policy_file.write_text(good, encoding="utf-8")
+        again = http.post(edge.url, json=INIT, headers=headers)
+    assert refused.status_code == 503
+    assert "www-authenticate" not in refused.headers
+    data = refused.json()["error"]["data"]
+    assert data["error"] == "policy_denied" and data["rule"] == "policy"
+    assert token not in refused.text
+    assert again.status_code == 200
 
 
 def test_foreign_host_is_421_and_foreign_origin_403(world: World) -> None:

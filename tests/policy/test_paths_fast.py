@@ -146,8 +146,18 @@ def form_problem_reference(text: str, noun: str) -> str | None:
     return None
 
 
+def invisible_reference(text: str, noun: str) -> str | None:
+    invisible = [char for char in text if unicodedata.category(char) == "Cf"]
+    if invisible:
+        return f"{noun} contains an invisible format character (U+{ord(invisible[0]):04X})"
+    return None
+
+
 def glob_problem_reference(glob: str) -> str | None:
     problem = size_problem_reference(glob, "glob") or form_problem_reference(glob, "glob")
+    if problem is not None:
+        return problem
+    problem = invisible_reference(glob, "glob")
     if problem is not None:
         return problem
     for segment in glob.split("/"):
@@ -176,7 +186,8 @@ hostile_chars = st.sampled_from(
     [
         "a", "/", ".", " ", "*", "?", "\\", ":", "C", "\x00", "\x1f", "\x7f", "\x80", "\x9f",
         "\xa0", "\u2028", "\u2029", "\u202a", "\u202e", "\u202f", "\u2066", "\u2069", "\u206a",
-        "\u200c", "\ufeff", "e\u0301", "\u00e9", "\u212b", "\ud800", "\udfff", "\U0001f600",
+        "\u200c", "\u200b", "\u00ad", "\u2060", "\U000e0041", "\ufeff", "e\u0301", "\u00e9",
+        "\u212b", "\ud800", "\udfff", "\U0001f600",
     ]
 )  # fmt: skip
 hostile_text = st.lists(hostile_chars, max_size=12).map("".join)
@@ -238,6 +249,9 @@ def test_path_validation_agrees(text: str) -> None:
         if expected is not None:
             assert exc.code == "path_invalid"
             assert exc.message in (expected, f"{expected}: {text!r}")
+        elif exc.code == "path_invalid":  # checked after the .git spellings
+            invisible = invisible_reference(text, "path")
+            assert invisible is not None and exc.message == f"{invisible}: {text!r}"
         else:
             assert exc.code == "path_forbidden"
     else:
