@@ -36,7 +36,7 @@ from engine.catalog.declarations import CATALOG_ENCODING, CATALOG_STORE_REF, Too
 from engine.errors import AccessDeniedError, ChitError, ConfigurationError, StoreError, denied
 from engine.limits import LIMITS
 from engine.semantic.persist import derive_key
-from engine.service import coherence
+from engine.service import coherence, vitals
 from engine.service.answers import CallAnswer, Called, OfferAnswer, Offered, OfferedTool, Refused
 from engine.service.approvals import ApprovalGate, approver_check
 from engine.service.arguments import parse_arguments, scoped_paths
@@ -541,7 +541,8 @@ class Engine:
             tool=spec.name,
             signing_key=functools.partial(signkeys.active_signing_key, self._home),
             public_keys=self._public_keys,
-            coherence=lambda: [sig.as_dict() for sig in self._repos.coherence(served)],
+            coherence=lambda: vitals.signs_for_status(
+                self._repos, served, self._store, agent=checked.token.agent, now=self._clock()),
         )
 
 
