@@ -20,6 +20,7 @@ from engine import git
 from engine.admin.home import check_policy, ensure_home
 from engine.admin.state import state_store
 from engine.audit.provenance import envelope_signer
+from engine.auth.reponames import validate_repo_name
 from engine.auth.signkeys import active_signing_key, signing_keys
 from engine.catalog.declarations import CATALOG_STORE_REF
 from engine.errors import ChitError, ConfigurationError, StoreError
@@ -27,7 +28,7 @@ from engine.limits import LIMITS
 from engine.semantic.persist import read_indexed, read_owner
 from engine.service import coherence, vitals
 from engine.service.policyfile import load_policy
-from engine.service.repos import repos_from_engine_toml
+from engine.service.repos import name_for_path, repos_from_engine_toml
 from engine.state import Store, resolve_state_url
 
 __all__ = ["DoctorRepository", "diagnose"]
@@ -210,7 +211,7 @@ def _repository(spec: DoctorRepository, keys: tuple[str, ...]) -> dict[str, Any]
         out["base"] = repo.base
         out["base_head"] = str(repo.base_head().id)
         out["lanes"] = len(repo.lanes())
-        signs = _signs(spec.name, repo, keys)
+        signs = _signs(_served_name(spec), repo, keys)
         if repo.remote is not None:
             report = repo.remote.compare()
             out["remote"] = report
@@ -227,6 +228,22 @@ def _repository(spec: DoctorRepository, keys: tuple[str, ...]) -> dict[str, Any]
     finally:
         repo.close()
     return out
+
+
+def _served_name(spec: DoctorRepository) -> str:
+    """The name an engine serves the repository under: ``--repo PATH`` is named after its folder.
+
+    Without it, the index an engine made under ``repo`` read as made for another
+    repository when doctor was given the path.
+    """
+    try:
+        validate_repo_name(spec.name)
+    except ValueError:
+        try:
+            return name_for_path(spec.path)
+        except ConfigurationError:
+            return spec.name
+    return spec.name
 
 
 def _signs(name: str, repo: git.Repository, keys: tuple[str, ...]) -> list[coherence.Signal]:

@@ -132,13 +132,19 @@ class PresenceNotes:
         return True
 
     def close(self) -> None:
-        """Stop the background writes (idempotent); the row stays until it ages out."""
+        """Stop the background writes and write a last time (idempotent).
+
+        The rows stay until they age out of ``presence_keep_seconds``.
+        """
         with self._cond:
+            if self._closed:
+                return
             self._closed = True
             self._cond.notify_all()
             thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(5.0)
+        self.write()
 
     def _run(self) -> None:
         while True:
