@@ -49,6 +49,18 @@ class Limits:
     """Characters of a repository's name, and of one glob of a ``repos`` caveat."""
     identity_record_bytes: int = 8_192
     """Bytes of the identity an artefact records (docs/vital-signs.md); a longer one is ignored."""
+    vital_tail_grace_seconds: float = 5.0
+    """Seconds past ``calllog_checkpoint_seconds`` an unsigned call-log tail may age unreported."""
+    presence_write_seconds: float = 30.0
+    """Seconds an engine waits at least between writes of what it saw to the presence table."""
+    presence_window_seconds: int = 300
+    """Seconds back ``chit doctor`` looks for the engines and edges seen recently."""
+    presence_keep_seconds: int = 86_400
+    """Seconds a presence row is kept after it was last seen; older rows are deleted."""
+    presence_rows: int = 1_000
+    """Rows the presence table keeps (the most recently seen), and edges one engine notes."""
+    presence_label_chars: int = 128
+    """Characters of an engine's or edge's label kept (an edge's ``chit-edge`` header, escaped)."""
     caveat_time_ceiling_seconds: int = 2**37
     """Unix seconds an ``exp`` or ``nbf`` caveat stays below (2**37 is year 6325)."""
     delegation_depth_blocks: int = 3

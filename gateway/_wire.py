@@ -15,6 +15,7 @@ from typing import Any
 __all__ = [
     "API",
     "CHANGES_PATH",
+    "EDGE_HEADER",
     "HEALTH_PATH",
     "INVOKE_PATH",
     "MAX_DEPTH",
@@ -31,6 +32,7 @@ OFFER_PATH = f"{PREFIX}/offer"
 INVOKE_PATH = f"{PREFIX}/invoke"
 HEALTH_PATH = f"{PREFIX}/health"
 CHANGES_PATH = f"{PREFIX}/changes"
+EDGE_HEADER = "chit-edge"  # host/pid of the edge, untrusted (docs/engine-api.md)
 MAX_DEPTH = 64  # objects and arrays nested deeper than this are refused
 _APPROVAL_ID = re.compile(r"apr_[a-z2-7]{26}")  # docs/approvals.md
 

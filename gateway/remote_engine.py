@@ -13,6 +13,8 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import os
+import socket
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -137,7 +139,9 @@ class RemoteEngine:
             trust_env=False,
             follow_redirects=False,
             timeout=httpx2.Timeout(call_timeout, connect=connect_timeout),
-            headers={"user-agent": f"chit-edge/{__version__}", "accept": "application/json"},
+            headers={"user-agent": f"chit-edge/{__version__}", "accept": "application/json",
+                     # Who this edge is, for `chit doctor` (docs/vital-signs.md).
+                     _wire.EDGE_HEADER: _edge_label()},
         )
         self.url = url
         self._feed_failing = False
@@ -303,6 +307,12 @@ class RemoteEngine:
             except AnswerError:
                 return _UNREADABLE
         return doc
+
+
+def _edge_label() -> str:
+    """``host/pid`` of this edge, in the ``chit-edge`` header (printable ASCII only)."""
+    host = "".join(c for c in socket.gethostname() if "!" <= c <= "~")[:100] or "?"
+    return f"{host}/{os.getpid()}"
 
 
 def _with_repo(body: dict[str, Any], repo: str | None) -> dict[str, Any]:

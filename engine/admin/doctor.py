@@ -10,6 +10,7 @@ report says which lanes the remote is behind on and why (docs/deployment.md,
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,14 +20,16 @@ from engine import git
 from engine.admin.home import check_policy, ensure_home
 from engine.admin.state import state_store
 from engine.audit.provenance import envelope_signer
+from engine.auth.reponames import validate_repo_name
 from engine.auth.signkeys import active_signing_key, signing_keys
 from engine.catalog.declarations import CATALOG_STORE_REF
 from engine.errors import ChitError, ConfigurationError, StoreError
-from engine.semantic.persist import read_owner
-from engine.service import coherence
+from engine.limits import LIMITS
+from engine.semantic.persist import read_indexed, read_owner
+from engine.service import coherence, vitals
 from engine.service.policyfile import load_policy
-from engine.service.repos import repos_from_engine_toml
-from engine.state import resolve_state_url
+from engine.service.repos import name_for_path, repos_from_engine_toml
+from engine.state import Store, resolve_state_url
 
 __all__ = ["DoctorRepository", "diagnose"]
 
@@ -64,32 +67,49 @@ def diagnose(
 
     Returns:
         ``{"ok", "verdict", "checks": [{"check", "ok", "detail"}], "repositories":
-        [{"name", "ok", "base", "base_head", "lanes", "remote", "signs"}]}``,
+        [{"name", "ok", "base", "base_head", "lanes", "remote", "signs"}], "signs",
+        "seen"}``,
         where ``remote`` is ``None`` or :meth:`engine.git.Replica.compare`'s
         report (URL redacted, git's errors scrubbed) and ``signs`` the
         repository's vital signs that are not silent (``{sign, state, reason,
-        expected?, found?}``, docs/vital-signs.md). ``ok`` is false when a
+        expected?, found?, lanes?, ...}``, docs/vital-signs.md); the top
+        ``signs`` are the home's (``policy``, ``call_log``) and ``seen`` the
+        engines and edges seen within ``presence_window_seconds`` (``[{kind,
+        label, role, started, seen, age_seconds}]``). ``ok`` is false when a
         check failed, a repository cannot be opened, a remote is unreachable
-        or behind on a lane, or a sign is not ``ok``. ``verdict``:
+        or behind on a lane, or a sign is neither ``ok`` nor ``stale``. ``verdict``:
         ``healthy``, ``wrong`` (something needs the operator) or ``unknown``
         (nothing found wrong, but the state store could not be read).
     """
+    read: dict[str, Any] = {"signs": [], "seen": []}
     checks = [_check("home", lambda: _home(Path(home))),
               _check("signing key", lambda: _keyring(home)),
               _check("policy", lambda: _policy(home)),
-              _check("state store", lambda: _state(home, state))]
+              _check("state store", lambda: _state(home, state, read))]
+    policy = next(c for c in checks if c["check"] == "policy")
+    signs = [vitals.policy_sign(None if policy["ok"] else str(policy["detail"])), *read["signs"]]
     if repositories is None:
         configured: list[DoctorRepository] = []
         checks.append(_check("engine.toml", lambda: _configured(home, configured)))
         repositories = configured
     keys = _key_ids(home)
     found = [_repository(spec, keys) for spec in repositories]
-    ok = all(c["ok"] for c in checks) and all(r["ok"] for r in found)
+    healthy = all(_fine(sign) for sign in signs)
+    ok = all(c["ok"] for c in checks) and all(r["ok"] for r in found) and healthy
     unknown = any(c.get("unknown") for c in checks)
     wrong = any(not c["ok"] and not c.get("unknown") for c in checks) or not all(
-        r["ok"] for r in found)
+        r["ok"] for r in found) or not healthy
     verdict = "wrong" if wrong else "unknown" if unknown else "healthy"
-    return {"ok": ok, "verdict": verdict, "checks": checks, "repositories": found}
+    return {"ok": ok, "verdict": verdict, "checks": checks, "repositories": found,
+            "signs": [sign.as_dict() for sign in signs], "seen": read["seen"]}
+
+
+def _fine(sign: coherence.Signal) -> bool:
+    """Whether a sign needs nothing of the operator (``stale``: the next query catches up)."""
+    return sign.state in _FINE
+
+
+_FINE = frozenset({"ok", "stale"})
 
 
 def _key_ids(home: str | os.PathLike[str]) -> tuple[str, ...]:
@@ -145,14 +165,30 @@ def _policy(home: str | os.PathLike[str]) -> str:
     return "valid"
 
 
-def _state(home: str | os.PathLike[str], state: str | None) -> str:
+def _state(home: str | os.PathLike[str], state: str | None, into: dict[str, Any]) -> str:
+    """The store's reachability and version; its call-log sign and who was seen go ``into``."""
     url = resolve_state_url(home, state)
     if url.path is not None and not url.path.is_file():
         return f"{url} not created yet (the first engine creates it)"
     with state_store(home, state, must_exist=True) as store:
         store.freeze_state()
         version = store.schema_version()
+        now = time.time()
+        sign = vitals.call_log_sign(store, now)
+        if sign is not None:
+            into["signs"].append(sign)
+        into["seen"] = _seen(store, int(now))
     return f"{url} reachable, schema version {version}"
+
+
+def _seen(store: Store, now: int) -> list[dict[str, Any]]:
+    """The engines and edges seen within ``presence_window_seconds`` (empty if unreadable)."""
+    try:
+        rows = store.presence(since=now - LIMITS.presence_window_seconds)
+    except StoreError:
+        return []
+    return [{"kind": r.kind, "label": r.label, "role": r.role, "started": r.started,
+             "seen": r.seen, "age_seconds": max(0, now - r.seen)} for r in rows]
 
 
 def _configured(home: str | os.PathLike[str], into: list[DoctorRepository]) -> str:
@@ -175,7 +211,7 @@ def _repository(spec: DoctorRepository, keys: tuple[str, ...]) -> dict[str, Any]
         out["base"] = repo.base
         out["base_head"] = str(repo.base_head().id)
         out["lanes"] = len(repo.lanes())
-        signs = _signs(spec.name, repo, keys)
+        signs = _signs(_served_name(spec), repo, keys)
         if repo.remote is not None:
             report = repo.remote.compare()
             out["remote"] = report
@@ -186,12 +222,28 @@ def _repository(spec: DoctorRepository, keys: tuple[str, ...]) -> dict[str, Any]
         else:
             out["ok"] = True
         out["signs"] = [sign.as_dict() for sign in signs]
-        out["ok"] = out["ok"] and all(sign.state == "ok" for sign in signs)
+        out["ok"] = out["ok"] and all(_fine(sign) for sign in signs)
     except ChitError as exc:
         out["error"] = _reason(exc)
     finally:
         repo.close()
     return out
+
+
+def _served_name(spec: DoctorRepository) -> str:
+    """The name an engine serves the repository under: ``--repo PATH`` is named after its folder.
+
+    Without it, the index an engine made under ``repo`` read as made for another
+    repository when doctor was given the path.
+    """
+    try:
+        validate_repo_name(spec.name)
+    except ValueError:
+        try:
+            return name_for_path(spec.path)
+        except ConfigurationError:
+            return spec.name
+    return spec.name
 
 
 def _signs(name: str, repo: git.Repository, keys: tuple[str, ...]) -> list[coherence.Signal]:
@@ -203,6 +255,10 @@ def _signs(name: str, repo: git.Repository, keys: tuple[str, ...]) -> list[coher
         "semantic_index", served, coherence.parse_identity(read_owner(repo.chit_dir)))
     if index is not None:
         out.append(index)
+    head = repo.base_head()
+    fresh = vitals.freshness_sign(read_indexed(repo.chit_dir), str(head.id), str(head.tree_id))
+    if fresh is not None:
+        out.append(fresh)
     signers: dict[str, str] = {}
     for agent in repo.lanes():
         record = repo.provenance_record(agent, str(repo.head_for(agent).id))

@@ -242,12 +242,20 @@ class VitalSign(BaseModel):
 
     model_config = _OUT
     sign: str = Field(description="What was checked (semantic_index, ...).")
-    state: str = Field(description="ok, or mismatch: the artefact was made for something else.")
+    state: str = Field(description="ok; mismatch: the artefact was made for something else; "
+                       "behind, unreachable, unsigned_tail, stale: it lags (docs/vital-signs.md).")
     reason: str
     expected: str | None = Field(default=None, exclude_if=_absent,
                                  description="The identity served, on a mismatch.")
     found: str | None = Field(default=None, exclude_if=_absent,
                               description="The identity the artefact records, on a mismatch.")
+    lanes: list[str] | None = Field(default=None, exclude_if=_absent,
+                                    description="The lanes concerned (your own, when the "
+                                    "remote is behind on it).")
+    age_seconds: int | None = Field(default=None, exclude_if=_absent,
+                                    description="How long the condition has lasted, seconds.")
+    since: int | None = Field(default=None, exclude_if=_absent,
+                              description="When it began, Unix seconds.")
 
 
 class PendingApproval(BaseModel):

@@ -70,6 +70,8 @@ class Replica:
         self._clock = clock
         self._state = threading.Condition()
         self._pending: dict[str, str] = {}  # agent -> why its lane is not on the remote
+        # agent -> since when its lane has waited: (time.monotonic(), the clock's Unix seconds)
+        self._pending_since: dict[str, tuple[float, float]] = {}
         self._remote_heads: dict[str, pygit2.Oid] = {}  # store ref -> what the remote holds
         self._parked: dict[str, set[str]] = {}
         self._last_error: str | None = None
@@ -180,14 +182,14 @@ class Replica:
         """Record that a commit landed locally after ``result``; wake the retries if due."""
         if result.outcome is PushOutcome.PUSHED:
             with self._state:
-                self._pending.pop(agent, None)  # its earlier commits went with this one
+                self._settled(agent)  # its earlier commits went with this one
                 if self._pending:  # the remote is back: try the other lanes now
                     self._due = 0.0
                     self._delay = LIMITS.remote_retry_first_seconds
                     self._state.notify_all()
             return
         with self._state:
-            self._pending[agent] = result.reason or "the push failed"
+            self._waits(agent, result.reason or "the push failed")
             self._state.notify_all()
 
     def catch_up(self, agent: str) -> LaneMove:
@@ -229,7 +231,7 @@ class Replica:
             )
             with self._state:
                 self._parked.setdefault(agent, set()).add(parked)
-                self._pending[agent] = "local commits were parked; they wait to be pushed"
+                self._waits(agent, "local commits were parked; they wait to be pushed")
         return move
 
     # -- pending lanes -----------------------------------------------------------
@@ -251,11 +253,22 @@ class Replica:
             result = self._push_local(agent)
         if result.outcome is PushOutcome.PUSHED:
             with self._state:
-                self._pending.pop(agent, None)
+                self._settled(agent)
         elif result.outcome is PushOutcome.MOVED:
             with self._state:
-                self._pending[agent] = "the lane keeps moving on the remote"
+                self._waits(agent, "the lane keeps moving on the remote")
         return result
+
+    def _waits(self, agent: str, why: str) -> None:
+        """Mark a lane pending, keeping since when it has been (state lock held)."""
+        self._pending[agent] = why
+        if agent not in self._pending_since:
+            self._pending_since[agent] = (time.monotonic(), self._clock())
+
+    def _settled(self, agent: str) -> None:
+        """The lane is on the remote (state lock held)."""
+        self._pending.pop(agent, None)
+        self._pending_since.pop(agent, None)
 
     def _push_local(self, agent: str) -> PushResult:
         repo = self._handle.repo
@@ -310,7 +323,8 @@ class Replica:
             for agent, refs in found.parked.items():
                 self._parked.setdefault(agent, set()).update(refs)
             for agent, why in found.behind.items():
-                self._pending.setdefault(agent, why)
+                if agent not in self._pending:
+                    self._waits(agent, why)
             self._checked = self._clock()
             if not self._pending:
                 self._last_error = None  # reachable, and nothing waits: nothing to explain
@@ -386,14 +400,19 @@ class Replica:
 
         Returns:
             ``{"url" (userinfo redacted), "in_sync" (no lane waits to be
-            pushed and the first check ran), "pending": [{"lane", "reason"}],
-            "error" (the last failure, scrubbed, or None), "checked_at",
-            "pushed_at" (Unix seconds or None), "lane_pending" (bool, with
-            ``agent``)}``.
+            pushed and the first check ran), "pending": [{"lane", "reason",
+            "since" (Unix seconds), "age_seconds" (whole seconds, measured on
+            the monotonic clock)}], "error" (the last failure, scrubbed, or
+            None), "checked_at", "pushed_at" (Unix seconds or None),
+            "lane_pending" (bool, with ``agent``)}``.
         """
+        now = time.monotonic()
         with self._state:
-            pending = [{"lane": f"agent/{a}", "reason": why}
-                       for a, why in sorted(self._pending.items())]
+            pending = []
+            for a, why in sorted(self._pending.items()):
+                began, wall = self._pending_since.get(a, (now, self._clock()))
+                pending.append({"lane": f"agent/{a}", "reason": why, "since": int(wall),
+                                "age_seconds": max(0, int(now - began))})
             out: dict[str, Any] = {
                 "url": self.remote.url.shown,
                 "in_sync": not pending and self._checked is not None,

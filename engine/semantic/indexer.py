@@ -503,7 +503,20 @@ class Indexer:
                 index = base.derive(files, {p: records.get(p) for p in changed})
         with self._lock:
             self._views.put(key, index)
+        if not changed:
+            self._note_base(repo, tree_id)
         return index
+
+    def _note_base(self, repo: git.Repository, tree_id: str) -> None:
+        """Record in the persisted index that the base head was indexed, if this view is it."""
+        if self.persisted is None:
+            return
+        try:
+            head = repo.base_head()
+        except RepositoryError:  # a base that cannot be read: nothing to record
+            return
+        if str(head.tree_id) == tree_id:
+            self.persisted.record_indexed(str(head.id), tree_id)
 
 
 _INDEXERS: weakref.WeakKeyDictionary[git.Repository, Indexer] = weakref.WeakKeyDictionary()

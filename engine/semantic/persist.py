@@ -41,6 +41,7 @@ __all__ = [
     "RECORD_VERSION",
     "PersistedIndex",
     "derive_key",
+    "read_indexed",
     "read_owner",
 ]
 
@@ -160,6 +161,7 @@ class PersistedIndex:
         self._key = key
         self._owner = owner
         self._owner_written = False
+        self._indexed: str | None = None  # the 'indexed' record last written
         self._local = threading.local()
         self._opening = threading.Lock()
         self._opened = False  # a connection was opened and its schema checked
@@ -402,6 +404,47 @@ class PersistedIndex:
             return None
         return record
 
+    def record_indexed(self, commit: str, tree: str) -> None:
+        """Record that the base branch's head ``commit`` (its ``tree``) was indexed.
+
+        Read back by :func:`read_indexed` for the index's freshness sign
+        (docs/vital-signs.md). Written only when it changes, and only into a
+        file that exists (the first rows make it); a failure is ignored.
+
+        Args:
+            commit: The base head's commit id (hex).
+            tree: Its tree id (hex): what the index's rows are of.
+        """
+        value = json.dumps({"commit": commit, "tree": tree}, sort_keys=True)
+        if self._indexed == value or not self._path.is_file():
+            return
+        db = self._connect()
+        if db is None:
+            return
+        try:
+            with transaction(db):
+                self._guard(db)
+                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('indexed', ?)",
+                           (value,))
+            self._indexed = value
+        except (UntrustedSchemaError, sqlite3.Error):
+            return
+
+    def recorded_indexed(self) -> tuple[str, str] | None:
+        """The base head last indexed, ``(commit, tree)``, or ``None`` (as :func:`read_indexed`)."""
+        if not self._path.is_file():
+            return None
+        db = self._connect()
+        if db is None:
+            return None
+        try:
+            with transaction(db, "BEGIN"):
+                self._guard(db)
+                row = db.execute(_INDEXED).fetchone()
+        except (UntrustedSchemaError, sqlite3.Error):
+            return None
+        return _indexed(row)
+
     def _prune(self, db: sqlite3.Connection) -> None:
         """Delete rows of other versions, then the oldest beyond ``LIMITS.semantic_rows``."""
         db.execute("DELETE FROM records WHERE version != ?", (RECORD_VERSION,))
@@ -463,3 +506,54 @@ def read_owner(folder: str | os.PathLike[str]) -> object | None:
     finally:
         db.close()
     return record
+
+
+_INDEXED = "SELECT value FROM meta WHERE key = 'indexed' AND length(value) <= 256"
+
+
+def _indexed(row: object) -> tuple[str, str] | None:
+    """``(commit, tree)`` from an untrusted ``indexed`` row, or ``None`` if malformed."""
+    if not isinstance(row, tuple) or not row or not isinstance(row[0], str):
+        return None
+    try:
+        record = json.loads(row[0])
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    commit, tree = record.get("commit"), record.get("tree")
+    hexdigits = frozenset("0123456789abcdef")
+    for value in (commit, tree):
+        if not isinstance(value, str) or not 40 <= len(value) <= 64 or set(value) - hexdigits:
+            return None
+    return str(commit), str(tree)
+
+
+def read_indexed(folder: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """The base head the index in ``folder`` last indexed, read only (for ``chit doctor``).
+
+    Args:
+        folder: ``Repository.chit_dir``.
+
+    Returns:
+        ``(commit, tree)`` (hex, untrusted but well formed), or ``None``: no
+        file, no record (nothing indexed the base head yet, or a file made
+        before the record existed), a foreign schema, a malformed record.
+    """
+    path = Path(folder) / DB_NAME
+    if not path.is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True,
+                             timeout=LIMITS.sqlite_busy_timeout_seconds)
+    except sqlite3.Error:
+        return None
+    try:
+        db.execute("PRAGMA trusted_schema=OFF")
+        check_schema(db)
+        row = db.execute(_INDEXED).fetchone()
+    except (UntrustedSchemaError, sqlite3.Error):
+        return None
+    finally:
+        db.close()
+    return _indexed(row)

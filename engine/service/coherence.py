@@ -21,6 +21,7 @@ __all__ = [
     "Signal",
     "check_catalog",
     "check_lane_signers",
+    "check_pending",
     "check_recorded",
     "check_remote",
     "check_store",
@@ -65,11 +66,19 @@ class Signal:
 
     Attributes:
         sign: What was checked (``semantic_index``, ``state_store``,
-            ``lane_signer``, ``catalog_store``, ``remote``).
-        state: ``ok`` or ``mismatch`` (``behind`` for a remote).
+            ``lane_signer``, ``catalog_store``, ``remote``, ``call_log``,
+            ``policy``, ``semantic_index_freshness``).
+        state: ``ok`` or ``mismatch``; ``behind`` or ``unreachable`` for a
+            remote, ``unsigned_tail`` for the call log, ``invalid`` for the
+            policy, ``stale`` for the index's freshness.
         reason: One line for an operator or agent.
-        expected: The identity served, on a mismatch.
-        found: The identity the artefact records, on a mismatch.
+        expected: The identity served, on a mismatch (the base head, when stale).
+        found: The identity the artefact records, on a mismatch (the commit
+            indexed, when stale).
+        lanes: The lanes concerned (a remote behind), by name.
+        age_seconds: How long the condition has lasted, whole seconds.
+        since: When it began, Unix seconds (for display; ages are measured
+            on a monotonic clock where the engine can).
     """
 
     sign: str
@@ -77,14 +86,26 @@ class Signal:
     reason: str
     expected: str | None = None
     found: str | None = None
+    lanes: tuple[str, ...] = ()
+    age_seconds: int | None = None
+    since: int | None = None
 
-    def as_dict(self) -> dict[str, str]:
-        """``{sign, state, reason, expected?, found?}``, absent keys left out."""
-        out = {"sign": self.sign, "state": self.state, "reason": self.reason}
+    def as_dict(self) -> dict[str, Any]:
+        """``{sign, state, reason, expected?, found?, lanes?, age_seconds?, since?}``.
+
+        Absent keys are left out (``lanes`` when empty).
+        """
+        out: dict[str, Any] = {"sign": self.sign, "state": self.state, "reason": self.reason}
         if self.expected is not None:
             out["expected"] = self.expected
         if self.found is not None:
             out["found"] = self.found
+        if self.lanes:
+            out["lanes"] = list(self.lanes)
+        if self.age_seconds is not None:
+            out["age_seconds"] = self.age_seconds
+        if self.since is not None:
+            out["since"] = self.since
         return out
 
 
@@ -219,14 +240,16 @@ def check_catalog(served: Identity, recorded: Identity | None) -> Signal | None:
 
 
 def check_remote(report: Mapping[str, Any] | None) -> Signal | None:
-    """The remote mirror's sign, from :meth:`engine.git.Replica.compare`'s report.
+    """The remote mirror's sign, from :meth:`engine.git.Replica.compare`'s report (``chit doctor``).
 
     Args:
-        report: The report (``reachable``, ``behind`` lanes), or ``None`` when
-            the repository has no remote (silent).
+        report: The report (``reachable``, ``behind`` lane names), or ``None``
+            when the repository has no remote (silent).
 
     Returns:
-        ``None``, an ``ok``, an ``unreachable`` or a ``behind`` signal.
+        ``None``, an ``ok``, an ``unreachable`` or a ``behind`` signal; a
+        ``behind`` one names the lanes (doctor compares now, so it cannot say
+        since when: an engine's :func:`check_pending` can).
     """
     if report is None:
         return None
@@ -234,8 +257,39 @@ def check_remote(report: Mapping[str, Any] | None) -> Signal | None:
         return Signal("remote", "unreachable", "the remote cannot be reached")
     behind: Sequence[Any] = report.get("behind") or []
     if behind:
-        return Signal("remote", "behind", f"the remote lacks {len(behind)} lanes' commits")
+        return Signal("remote", "behind", f"the remote lacks {len(behind)} lanes' commits",
+                      lanes=tuple(str(lane) for lane in behind))
     return Signal("remote", "ok", "the remote has every lane commit")
+
+
+def check_pending(report: Mapping[str, Any] | None, own: str | None = None) -> Signal | None:
+    """The remote mirror's sign, from a running engine's :meth:`engine.git.Replica.report`.
+
+    Args:
+        report: The report (``pending`` lanes with ``since`` and
+            ``age_seconds``, ``checked_at``), or ``None`` without a remote.
+        own: Name only this lane (``agent/<name>``) in ``lanes``, when it is
+            pending; ``None``: name every pending lane (an operator's view).
+            ``status`` names no other agent's lane.
+
+    Returns:
+        ``None`` (no remote, or not compared yet), ``ok``, or ``behind`` with
+        the lanes, the oldest pending lane's age and since when.
+    """
+    if report is None:
+        return None
+    pending: Sequence[Mapping[str, Any]] = report.get("pending") or []
+    if not pending:
+        if report.get("checked_at") is None:
+            return None
+        return Signal("remote", "ok", "the remote has every lane commit")
+    oldest = max(pending, key=lambda p: int(p.get("age_seconds") or 0))
+    age = int(oldest.get("age_seconds") or 0)
+    names = [str(p.get("lane")) for p in pending]
+    lanes = tuple(names) if own is None else tuple(n for n in names if n == own)
+    return Signal("remote", "behind",
+                  f"the remote lacks {len(pending)} lanes' commits, the oldest for {age} s",
+                  lanes=lanes, age_seconds=age, since=oldest.get("since"))
 
 
 def foreign_line(signals: Iterable[Signal]) -> str | None:

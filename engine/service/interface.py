@@ -36,7 +36,7 @@ from engine.catalog.declarations import CATALOG_ENCODING, CATALOG_STORE_REF, Too
 from engine.errors import AccessDeniedError, ChitError, ConfigurationError, StoreError, denied
 from engine.limits import LIMITS
 from engine.semantic.persist import derive_key
-from engine.service import coherence
+from engine.service import coherence, vitals
 from engine.service.answers import CallAnswer, Called, OfferAnswer, Offered, OfferedTool, Refused
 from engine.service.approvals import ApprovalGate, approver_check
 from engine.service.arguments import parse_arguments, scoped_paths
@@ -44,6 +44,7 @@ from engine.service.check import Checked, check_catalog, check_policy, offered_t
 from engine.service.logwriter import LogWriter
 from engine.service.placement import Placement, SessionElsewhere
 from engine.service.policyfile import PolicyFile, PolicySnapshot
+from engine.service.presence import ROLES, PresenceNotes
 from engine.service.ratelimit import RateLimiter
 from engine.service.recording import CallFacts, Recorder
 from engine.service.repos import RepoSpec
@@ -86,10 +87,13 @@ class Engine:
         state: The state URL (``--state``); ``None`` resolves it from
             ``$CHIT_STATE``, ``<home>/engine.toml`` or ``<home>/state.db``
             (docs/deployment.md).
+        role: What this process is, for the engines ``chit doctor`` lists:
+            ``engine`` (``chit engine serve``), ``worker`` (one of its
+            workers) or ``embedded`` (an edge's own engine).
 
     Raises:
-        ConfigurationError: If the keyring, policy, a repository or the state
-            URL is unusable, two repositories share a name or a path, or the
+        ConfigurationError: If the keyring, policy, a repository, the role or
+            the state URL is unusable, two repositories share a name or a path, or the
             store holds no revocation, delegation or call log
             while ``<home>/state.db`` does (docs/deployment.md, "Switching stores").
         StoreError: If the state store cannot be opened, or its schema is newer
@@ -104,9 +108,12 @@ class Engine:
         clock: Callable[[], float] = time.time,
         read_only: bool = False,
         state: str | None = None,
+        role: str = "engine",
     ) -> None:
         self._home = Path(home)
         self._read_only = read_only
+        if role not in ROLES:
+            raise ConfigurationError(f"an engine's role is one of {sorted(ROLES)}")
         specs = specs_of(repo)  # names and paths checked before anything opens
         self._log_signer = calllog.LogSigner(home)
         self._keyring = Keyring(home)
@@ -145,6 +152,9 @@ class Engine:
         # Lanes a failed push left behind go to each remote in the background.
         self._repos.start()
         self._clock = clock
+        # Who was seen: this process and the edges it serves (docs/vital-signs.md).
+        self._presence = PresenceNotes(self._store, role, clock)
+        self._presence.start()
         self._changes = LocalChanges(self._store, self._home, self._now)
         # Sessions are saved under refs/chit/sessions/ of their repository as
         # they change; expired ones are swept now and then (docs/engine-api.md,
@@ -177,6 +187,7 @@ class Engine:
         if placement is not None:  # a worker that stops lets its sessions go
             placement.release()
         self._changes.close()
+        self._presence.close()
         self._repos.close()
         self._log.close()
         self._store.close()
@@ -217,6 +228,16 @@ class Engine:
         self._placement = placement
         self._repos.place_with(placement)
         return placement
+
+    def note_edge(self, label: object) -> None:
+        """Note an edge whose call this engine serves, for ``chit doctor`` (signal-only).
+
+        Args:
+            label: What the edge sent in its ``chit-edge`` header (untrusted:
+                escaped and cut to ``presence_label_chars``; anything but a
+                string is ignored). Never refuses or delays the call.
+        """
+        self._presence.note_edge(label)
 
     def wait_change(self, after: int, timeout: float) -> int:
         """Wait until something that can change an offer changed, on any engine of the store.
@@ -541,7 +562,8 @@ class Engine:
             tool=spec.name,
             signing_key=functools.partial(signkeys.active_signing_key, self._home),
             public_keys=self._public_keys,
-            coherence=lambda: [sig.as_dict() for sig in self._repos.coherence(served)],
+            coherence=lambda: vitals.signs_for_status(
+                self._repos, served, self._store, agent=checked.token.agent, now=self._clock()),
         )
 
 

@@ -27,6 +27,7 @@ from engine.state.store import (
     LogEntry,
     LogRow,
     LogTree,
+    Presence,
     RateWindow,
     Store,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "LogEntry",
     "LogRow",
     "LogTree",
+    "Presence",
     "RateWindow",
     "SQLiteStore",
     "SchemaError",

@@ -95,6 +95,7 @@ LEFT_BEHIND: frozenset[str] = frozenset({"revocations", "delegations", "call_log
 
 NOT_COPIED: tuple[str, ...] = (
     "intents", "staged paths", "rate windows", "engine session placements", "the change feed",
+    "the engines and edges seen",
 )
 """What a copy leaves behind, all of it ephemeral: sessions and windows start afresh."""
 

@@ -28,6 +28,7 @@ from engine.state.postgres_approvals import PostgresApprovals
 from engine.state.postgres_durable import PostgresDurable
 from engine.state.postgres_intents import PostgresIntents
 from engine.state.postgres_log import PostgresCallLog
+from engine.state.postgres_presence import PostgresPresence
 from engine.state.postgres_schema import migrate as migrate_schema
 from engine.state.postgres_schema import read_version
 from engine.state.store import MAX_JTI_KEEP_UNTIL, Delegation, FreezeState, check_jti
@@ -43,7 +44,9 @@ _EXPIRED_JTI = (
 
 
 @guard_errors
-class PostgresStore(PostgresCallLog, PostgresIntents, PostgresDurable, PostgresApprovals):
+class PostgresStore(
+    PostgresCallLog, PostgresIntents, PostgresDurable, PostgresApprovals, PostgresPresence
+):
     """:class:`~engine.state.store.Store` on PostgreSQL (psycopg 3, a connection pool).
 
     Connections are autocommit, at most ``LIMITS.postgres_pool_connections``

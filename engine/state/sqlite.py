@@ -27,6 +27,7 @@ from engine.state.sqlite_approvals import SQLiteApprovals
 from engine.state.sqlite_durable import SQLiteDurable
 from engine.state.sqlite_intents import SQLiteIntents
 from engine.state.sqlite_log import SQLiteCallLog
+from engine.state.sqlite_presence import SQLitePresence
 from engine.state.sqlite_schema import MIGRATIONS
 from engine.state.store import (
     MAX_JTI_KEEP_UNTIL,
@@ -42,7 +43,7 @@ _HEX = frozenset("0123456789abcdef")
 
 
 @guard_errors
-class SQLiteStore(SQLiteCallLog, SQLiteIntents, SQLiteDurable, SQLiteApprovals):
+class SQLiteStore(SQLiteCallLog, SQLiteIntents, SQLiteDurable, SQLiteApprovals, SQLitePresence):
     """:class:`~engine.state.store.Store` on SQLite in WAL mode.
 
     Args:

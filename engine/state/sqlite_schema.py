@@ -159,6 +159,16 @@ CREATE TABLE IF NOT EXISTS chit_owner (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     owner TEXT NOT NULL
 );
+-- The engines and edges seen recently (docs/vital-signs.md): not durable.
+CREATE TABLE IF NOT EXISTS chit_presence (
+    kind TEXT NOT NULL,
+    label TEXT NOT NULL,
+    role TEXT NOT NULL,
+    started INTEGER NOT NULL,
+    seen INTEGER NOT NULL,
+    PRIMARY KEY (kind, label)
+);
+CREATE INDEX IF NOT EXISTS chit_presence_seen ON chit_presence (seen);
 """
 
 

@@ -33,10 +33,12 @@ __all__ = [
     "LogEntry",
     "LogRow",
     "LogTree",
+    "Presence",
     "RateWindow",
     "Store",
     "check_intent",
     "check_jti",
+    "check_presence",
     "read_intent_paths",
 ]
 
@@ -267,6 +269,27 @@ class LogRow(NamedTuple):
     sig: Any
 
 
+@dataclass(frozen=True)
+class Presence:
+    """An engine process or an edge, as the engines saw it (docs/vital-signs.md).
+
+    Attributes:
+        kind: ``engine`` (an engine process, workers included) or ``edge``
+            (an edge whose calls an engine served over ``chit-engine/1``).
+        label: ``host/pid`` (an edge's is what it sent: untrusted, escaped,
+            at most ``LIMITS.presence_label_chars``).
+        role: An engine's role (``engine``, ``worker``, ``embedded``); ``edge``.
+        started: When the engine started, or the edge was first seen, Unix seconds.
+        seen: When it was last seen, Unix seconds.
+    """
+
+    kind: str
+    label: str
+    role: str
+    started: int
+    seen: int
+
+
 class Store(ApprovalStore, Protocol):
     """What the engine needs from its state store.
 
@@ -390,6 +413,30 @@ class Store(ApprovalStore, Protocol):
     def recorded_owner(self) -> str | None:
         """Whose the store says it is (untrusted JSON text), or ``None`` if it never said."""
 
+    def note_presence(self, rows: Sequence[Presence], *, now: int) -> None:
+        """Record engines and edges seen, in one transaction (docs/vital-signs.md).
+
+        A row of the same ``(kind, label)`` is updated: its ``seen`` only moves
+        forward, an engine's ``started`` is replaced, an edge's keeps the
+        earliest. Rows last seen before ``now - LIMITS.presence_keep_seconds``
+        are deleted, and beyond ``LIMITS.presence_rows`` the least recently
+        seen.
+
+        Args:
+            rows: What was seen (each label at most ``LIMITS.presence_label_chars``).
+            now: Unix seconds.
+
+        Raises:
+            ValueError: If a row's kind is not ``engine`` or ``edge``, or its
+                label is empty or too long; nothing is written.
+        """
+
+    def presence(self, *, since: int) -> list[Presence]:
+        """Engines and edges seen at or after ``since`` (Unix seconds), most recent first.
+
+        At most ``LIMITS.presence_rows`` rows; read back they are untrusted.
+        """
+
     def close(self) -> None:
         """Release the store's connections and stop its change watcher; idempotent."""
 
@@ -467,3 +514,20 @@ class Store(ApprovalStore, Protocol):
         ``None`` when the store reaches only one host's engines (SQLite),
         whose lane locks are files; PostgreSQL answers an advisory lock.
         """
+
+
+def check_presence(rows: Sequence[Presence]) -> None:
+    """Refuse presence rows a store must not write (see :meth:`Store.note_presence`).
+
+    Raises:
+        ValueError: If a row's kind, label or times are malformed.
+    """
+    for row in rows:
+        if row.kind not in ("engine", "edge"):
+            raise ValueError("a presence row is an engine's or an edge's")
+        if not row.label or len(row.label) > LIMITS.presence_label_chars:
+            raise ValueError("a presence label is 1 to presence_label_chars characters")
+        if not 0 < len(row.role) <= 32:
+            raise ValueError("a presence role is 1 to 32 characters")
+        if not (0 <= row.started <= MAX_JTI_KEEP_UNTIL and 0 <= row.seen <= MAX_JTI_KEEP_UNTIL):
+            raise ValueError("a presence time is out of range")

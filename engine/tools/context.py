@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pygit2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -104,7 +105,7 @@ class CallContext:
     )
     approval: ApprovedRequest | None = None  # the approval this call runs under, if any
     # The repository's vital signs that are not silent (docs/vital-signs.md).
-    coherence: Callable[[], list[dict[str, str]]] | None = field(default=None, repr=False)
+    coherence: Callable[[], list[dict[str, Any]]] | None = field(default=None, repr=False)
     _visible: dict[str, bool] = field(default_factory=dict, repr=False, compare=False)
 
     def visible(self, path: str) -> bool:

@@ -7,6 +7,8 @@ see, and of the remote only its redacted URL, whether lanes wait to be pushed
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine.catalog import schemas as s
 from engine.catalog.declarations import CATALOG_ENCODING
 from engine.tools.context import CallContext
@@ -38,7 +40,7 @@ def effective_scope(ctx: CallContext, _args: s.NoArgs) -> s.EffectiveScope:
     )
 
 
-def _signs(ctx: CallContext) -> list[dict[str, str]]:
+def _signs(ctx: CallContext) -> list[dict[str, Any]]:
     """The repository's vital signs that are not silent (signal-only: never fails a call)."""
     if ctx.coherence is None:
         return []
@@ -48,7 +50,7 @@ def _signs(ctx: CallContext) -> list[dict[str, str]]:
         return []
 
 
-def warning_line(signs: list[dict[str, str]]) -> str | None:
+def warning_line(signs: list[dict[str, Any]]) -> str | None:
     """The one line a mismatch puts in ``effective_scope`` and the instructions.
 
     Args:

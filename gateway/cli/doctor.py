@@ -53,6 +53,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         for check in report["checks"]:
             mark = "ok  " if check["ok"] else "FAIL"
             print(f"{mark} {check['check']}: {check['detail']}")
+        for sign in report["signs"]:
+            print(f"{_mark(sign)} {_sign_line(sign)}")
+        for seen in report["seen"]:
+            print(f"seen {seen['kind']} {term(seen['label'])} ({term(seen['role'])}): "
+                  f"{seen['age_seconds']} s ago")
         for repo in report["repositories"]:
             _print_repository(repo)
         print("doctor: " + {"healthy": "all good", "wrong": "needs attention",
@@ -68,9 +73,7 @@ def _print_repository(repo: dict[str, Any]) -> None:
     print(f"{mark} repository {term(repo['name'])}: base {term(repo['base'])} at "
           f"{repo['base_head'][:12]}, {repo['lanes']} lanes")
     for sign in repo["signs"]:
-        found = f" (expected {term(sign['expected'])}, found {term(sign['found'])})" if (
-            "found" in sign) else ""
-        print(f"     {sign['sign']}: {sign['state']}: {term(sign['reason'])}{found}")
+        print(f"     {_sign_line(sign)}")
     remote = repo["remote"]
     if remote is None:
         return
@@ -88,3 +91,17 @@ def _print_repository(repo: dict[str, Any]) -> None:
         print("     why: the remote would take them now; the engine's next retry sends them")
     elif remote["would_push"]:
         print(f"     why: {term(remote['would_push'])}")
+
+
+def _mark(sign: dict[str, Any]) -> str:
+    return "ok  " if sign["state"] in ("ok", "stale") else "FAIL"
+
+
+def _sign_line(sign: dict[str, Any]) -> str:
+    """``sign: state: reason`` with what else the sign carries (docs/vital-signs.md)."""
+    line = f"{sign['sign']}: {sign['state']}: {term(sign['reason'])}"
+    if "found" in sign:
+        line += f" (expected {term(sign['expected'])}, found {term(sign['found'])})"
+    if sign.get("lanes"):
+        line += " (lanes " + ", ".join(term(lane) for lane in sign["lanes"]) + ")"
+    return line

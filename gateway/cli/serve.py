@@ -147,7 +147,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     token = _read_token(args)
     session = _read_session(args)
     repos = resolve_repo_specs(home, [args.repo])
-    with Engine(home, repos, read_only=args.read_only, state=args.state) as engine:
+    with Engine(home, repos, read_only=args.read_only, state=args.state,
+                role="embedded") as engine:
         serve_stdio(engine, token, session=session,
                     state_keys=admin.request_state_keys(home).keys,
                     approval_url=admin.approval_url_template(home))
@@ -197,7 +198,8 @@ def _mcp_http(args: argparse.Namespace) -> int:
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
     repos = resolve_repo_specs(home, [args.repo])
-    with Engine(home, repos, read_only=args.read_only, state=args.state) as engine:
+    with Engine(home, repos, read_only=args.read_only, state=args.state,
+                role="embedded") as engine:
         serve_http(engine, settings, state_keys=admin.request_state_keys(home).keys)
     return EXIT_OK
 

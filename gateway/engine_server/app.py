@@ -102,6 +102,7 @@ def create_app(
             token, repo = offer_request(await read_json(request, max_request_bytes))
         except RequestError as exc:
             return json_response(exc.answer, exc.status)
+        _seen(engine, request)
         call = telemetry.engine_offer(
             token, functools.partial(engine.offer, token, repo=repo), request.headers)
         return await run(call)
@@ -113,6 +114,7 @@ def create_app(
             asked = invoke_request(doc)
         except RequestError as exc:
             return json_response(exc.answer, exc.status)
+        _seen(engine, request)
         call = functools.partial(
             engine.invoke, asked.token, asked.tool, asked.arguments,
             session=asked.session, offered_catalog_hash=asked.offered_catalog_hash,
@@ -142,6 +144,17 @@ def create_app(
     return Starlette(
         routes=routes, exception_handlers={HTTPException: _http_error, 500: _server_error}
     )
+
+
+def _seen(engine: EngineClient, request: Request) -> None:
+    """Let the engine note the edge that sent a request (its ``chit-edge`` header, untrusted).
+
+    Only an engine that notes edges (:meth:`engine.service.Engine.note_edge`)
+    does; it escapes and cuts the value, and never refuses or delays the call.
+    """
+    note = getattr(engine, "note_edge", None)
+    if callable(note):
+        note(request.headers.get(_wire.EDGE_HEADER))
 
 
 async def _http_error(_request: Request, exc: Exception) -> Response:

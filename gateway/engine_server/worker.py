@@ -100,7 +100,7 @@ def _serve(config: dict[str, Any]) -> int:
     shared = _worker.inherited_socket(int(config["listen_fd"]))
     repos = [RepoSpec(name, Path(path), base, remote)
              for name, path, base, remote in config["repos"]]
-    engine = Engine(home, repos, state=config["state"])
+    engine = Engine(home, repos, state=config["state"], role="worker")
     with engine:
         exchanger = admin.TokenExchange(home, channel="token_endpoint", store=engine.store)
         folder = Path(config["folder"])
