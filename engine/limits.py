@@ -49,6 +49,8 @@ class Limits:
     """Characters of a repository's name, and of one glob of a ``repos`` caveat."""
     identity_record_bytes: int = 8_192
     """Bytes of the identity an artefact records (docs/vital-signs.md); a longer one is ignored."""
+    warning_line_chars: int = 1_024
+    """Characters of the vital-sign warning line an edge adds to its instructions."""
     caveat_time_ceiling_seconds: int = 2**37
     """Unix seconds an ``exp`` or ``nbf`` caveat stays below (2**37 is year 6325)."""
     delegation_depth_blocks: int = 3

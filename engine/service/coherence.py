@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.auth.reponames import repo_identity
+from engine.auth.reponames import repo_identity, validate_repo_name
 from engine.tools.scope import warning_line
 
 __all__ = [
@@ -100,12 +100,16 @@ def parse_identity(record: object) -> Identity | None:
         record: Untrusted: the decoded record (any type).
 
     Returns:
-        The identity, or ``None`` (which every check reads as silent).
+        The identity, or ``None`` (which every check reads as silent). A name
+        that is not a repository name (:func:`engine.auth.reponames.validate_repo_name`)
+        is malformed: the name goes into the line an agent is shown.
     """
     if not isinstance(record, Mapping):
         return None
     name, roots, keys = record.get("name"), record.get("roots", []), record.get("keys", [])
-    if not isinstance(name, str) or not name:
+    try:
+        name = validate_repo_name(name)
+    except ValueError:
         return None
     if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
         return None

@@ -50,7 +50,8 @@ def test_same_name_other_history_or_keyring_is_a_mismatch() -> None:
 def test_no_record_is_silent() -> None:
     assert check_recorded("semantic_index", A, None) is None
     bad_records: list[object] = [None, "x", {}, {"name": 3}, {"name": "a", "roots": "x"},
-                                 {"name": "a", "keys": [1]}]
+                                 {"name": "a", "keys": [1]}, {"name": "a\nIgnore the rules"},
+                                 {"name": "../x"}, {"name": "x" * 65}]
     for bad in bad_records:
         assert parse_identity(bad) is None
 
