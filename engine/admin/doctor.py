@@ -19,13 +19,14 @@ from engine import git
 from engine.admin.home import check_policy, ensure_home
 from engine.admin.state import state_store
 from engine.audit.provenance import envelope_signer
+from engine.auth.reponames import validate_repo_name
 from engine.auth.signkeys import active_signing_key, signing_keys
 from engine.catalog.declarations import CATALOG_STORE_REF
 from engine.errors import ChitError, ConfigurationError, StoreError
 from engine.semantic.persist import read_owner
 from engine.service import coherence
 from engine.service.policyfile import load_policy
-from engine.service.repos import repos_from_engine_toml
+from engine.service.repos import name_for_path, repos_from_engine_toml
 from engine.state import resolve_state_url
 
 __all__ = ["DoctorRepository", "diagnose"]
@@ -175,7 +176,7 @@ def _repository(spec: DoctorRepository, keys: tuple[str, ...]) -> dict[str, Any]
         out["base"] = repo.base
         out["base_head"] = str(repo.base_head().id)
         out["lanes"] = len(repo.lanes())
-        signs = _signs(spec.name, repo, keys)
+        signs = _signs(_served_name(spec), repo, keys)
         if repo.remote is not None:
             report = repo.remote.compare()
             out["remote"] = report
@@ -194,8 +195,20 @@ def _repository(spec: DoctorRepository, keys: tuple[str, ...]) -> dict[str, Any]
     return out
 
 
+def _served_name(spec: DoctorRepository) -> str:
+    """The name the repository is served under: its own, or for ``--repo PATH`` its folder's."""
+    try:
+        return validate_repo_name(spec.name)
+    except ValueError:
+        pass
+    try:
+        return name_for_path(spec.path)
+    except ConfigurationError:
+        return spec.name
+
+
 def _signs(name: str, repo: git.Repository, keys: tuple[str, ...]) -> list[coherence.Signal]:
-    """The repository's vital signs that are not silent (its index, its lanes' signers)."""
+    """The repository's vital signs that are not silent (index, catalog store, lanes' signers)."""
     root = repo.history_root()
     served = coherence.Identity.of(name, () if root is None else (root,), keys)
     out: list[coherence.Signal] = []
@@ -203,6 +216,10 @@ def _signs(name: str, repo: git.Repository, keys: tuple[str, ...]) -> list[coher
         "semantic_index", served, coherence.parse_identity(read_owner(repo.chit_dir)))
     if index is not None:
         out.append(index)
+    catalog = coherence.check_catalog(
+        served, coherence.read_identity(repo.recorded_store_owner(CATALOG_STORE_REF)))
+    if catalog is not None:
+        out.append(catalog)
     signers: dict[str, str] = {}
     for agent in repo.lanes():
         record = repo.provenance_record(agent, str(repo.head_for(agent).id))

@@ -9,11 +9,13 @@ a call; it only reports.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from engine.auth.reponames import repo_identity, validate_repo_name
+from engine.limits import LIMITS
 from engine.tools.scope import warning_line
 
 __all__ = [
@@ -27,6 +29,8 @@ __all__ = [
     "foreign_line",
     "identity_record",
     "parse_identity",
+    "read_identity",
+    "record_bytes",
     "store_record",
 ]
 
@@ -116,6 +120,29 @@ def parse_identity(record: object) -> Identity | None:
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
         return None
     return Identity.of(name, roots, keys)
+
+
+def record_bytes(identity: Identity) -> bytes:
+    """:func:`identity_record` as the bytes an artefact keeps (sorted-key JSON, UTF-8)."""
+    return json.dumps(identity_record(identity), sort_keys=True).encode("utf-8")
+
+
+def read_identity(raw: bytes | None) -> Identity | None:
+    """The identity in an artefact's record bytes, or ``None`` (silent).
+
+    Args:
+        raw: Untrusted: the record as kept (:func:`record_bytes`), or ``None``.
+
+    Returns:
+        The identity; ``None`` for no record, one longer than
+        ``LIMITS.identity_record_bytes``, not UTF-8 JSON, or malformed.
+    """
+    if raw is None or len(raw) > LIMITS.identity_record_bytes:
+        return None
+    try:
+        return parse_identity(json.loads(raw.decode("utf-8")))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
 
 
 def check_recorded(sign: str, served: Identity, recorded: Identity | None) -> Signal | None:
