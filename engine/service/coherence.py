@@ -145,7 +145,9 @@ def read_identity(raw: bytes | None) -> Identity | None:
         return None
 
 
-def check_recorded(sign: str, served: Identity, recorded: Identity | None) -> Signal | None:
+def check_recorded(
+    sign: str, served: Identity, recorded: Identity | None, *, names: bool = True
+) -> Signal | None:
     """Compare the identity an artefact recorded with the one served.
 
     The name is compared through :func:`engine.auth.reponames.repo_identity`;
@@ -157,6 +159,8 @@ def check_recorded(sign: str, served: Identity, recorded: Identity | None) -> Si
         sign: The artefact's sign (``semantic_index``, ``state_store``).
         served: The serving identity.
         recorded: What the artefact records; ``None``: silent.
+        names: Compare the names; ``False`` when the name served under is not
+            known (``chit doctor --repo PATH``): histories and keyrings only.
 
     Returns:
         ``None`` (silent), an ``ok`` or a ``mismatch`` signal.
@@ -164,7 +168,7 @@ def check_recorded(sign: str, served: Identity, recorded: Identity | None) -> Si
     if recorded is None:
         return None
     reason = None
-    if repo_identity(recorded.name) != repo_identity(served.name):
+    if names and repo_identity(recorded.name) != repo_identity(served.name):
         reason = f"made for repository {recorded.name}, served as {served.name}"
     elif served.roots and recorded.roots and not set(served.roots) & set(recorded.roots):
         reason = "made for another history (no root commit in common)"
@@ -244,9 +248,11 @@ def check_lane_signers(served: Identity, signers: Mapping[str, str]) -> list[Sig
     return out or [Signal("lane_signer", "ok", f"{len(signers)} lanes signed by this home")]
 
 
-def check_catalog(served: Identity, recorded: Identity | None) -> Signal | None:
+def check_catalog(
+    served: Identity, recorded: Identity | None, *, names: bool = True
+) -> Signal | None:
     """:func:`check_recorded` for the catalog store."""
-    return check_recorded("catalog_store", served, recorded)
+    return check_recorded("catalog_store", served, recorded, names=names)
 
 
 def check_remote(report: Mapping[str, Any] | None) -> Signal | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.service.coherence import (
     Identity,
+    check_catalog,
     check_lane_signers,
     check_recorded,
     check_remote,
@@ -74,3 +75,13 @@ def test_remote_signs() -> None:
 def test_as_dict_leaves_out_absent_identities() -> None:
     [ok] = check_lane_signers(A, {"lane/x": "e-key1"})
     assert set(ok.as_dict()) == {"sign", "state", "reason"}
+
+
+def test_an_unknown_served_name_compares_history_and_keys_only() -> None:
+    served = Identity.of("engine", ["a" * 40], ["e-key1"])  # a folder's name, not the served one
+    assert check_catalog(served, A, names=False) == check_catalog(A, A)
+    other = Identity.of("repo-b", ["b" * 40], ["e-key1"])
+    signal = check_catalog(served, other, names=False)
+    assert signal is not None and signal.state == "mismatch" and "history" in signal.reason
+    named = check_catalog(served, A)
+    assert named is not None and named.state == "mismatch" and "repo-a" in named.reason
