@@ -61,6 +61,8 @@ class Limits:
     """Rows the presence table keeps (the most recently seen), and edges one engine notes."""
     presence_label_chars: int = 128
     """Characters of an engine's or edge's label kept (an edge's ``chit-edge`` header, escaped)."""
+    warning_line_chars: int = 1_024
+    """Characters of the vital-sign warning line an edge adds to its instructions."""
     caveat_time_ceiling_seconds: int = 2**37
     """Unix seconds an ``exp`` or ``nbf`` caveat stays below (2**37 is year 6325)."""
     delegation_depth_blocks: int = 3

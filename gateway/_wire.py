@@ -20,6 +20,7 @@ __all__ = [
     "INVOKE_PATH",
     "MAX_DEPTH",
     "OFFER_PATH",
+    "WARNING_PATH",
     "WireError",
     "error",
     "is_approval_id",
@@ -33,6 +34,7 @@ INVOKE_PATH = f"{PREFIX}/invoke"
 HEALTH_PATH = f"{PREFIX}/health"
 CHANGES_PATH = f"{PREFIX}/changes"
 EDGE_HEADER = "chit-edge"  # host/pid of the edge, untrusted (docs/engine-api.md)
+WARNING_PATH = f"{PREFIX}/warning"
 MAX_DEPTH = 64  # objects and arrays nested deeper than this are refused
 _APPROVAL_ID = re.compile(r"apr_[a-z2-7]{26}")  # docs/approvals.md
 

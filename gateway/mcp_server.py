@@ -32,7 +32,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from engine.service import CallAnswer, Called, OfferAnswer, Offered, Refused
-from gateway import approvals, telemetry
+from gateway import approvals, instructions, telemetry
 from gateway.feed import FeedFollower, OfferState, offer_state
 
 __all__ = [
@@ -97,6 +97,9 @@ class EngineClient(Protocol):
 
     def wait_change(self, after: int, timeout: float) -> int:
         """See :meth:`engine.service.Engine.wait_change`."""
+
+    def warning(self, token: str, *, repo: str | None = None) -> str | None:
+        """See :meth:`engine.service.Engine.warning`."""
 
 
 ENGINE_UNAVAILABLE = Refused("internal_error", "engine unavailable")
@@ -447,6 +450,8 @@ def _build(
         on_subscriptions_listen=edge.listen,
     )
     approvals.install_boundary(server, approvals.state_security(state_keys, edge.principal))
+    instructions.install(server, lambda _ctx: (token, repo),
+                         lambda tok, name: engine.warning(tok, repo=name))
     telemetry.install(server, "pipe")
     return server, edge
 

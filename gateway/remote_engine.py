@@ -1,7 +1,7 @@
 """The edge's side of ``chit-engine/1``: the engine's interface over HTTP.
 
-:class:`RemoteEngine` has :class:`engine.service.Engine`'s ``offer``, ``invoke``
-and ``wait_change`` and returns its typed answers, read from the wire with
+:class:`RemoteEngine` has :class:`engine.service.Engine`'s ``offer``, ``invoke``,
+``warning`` and ``wait_change`` and returns its typed answers, read from the wire with
 validation, so the MCP server runs the same code embedded or remote. It holds
 nothing but the connection and never raises for the engine or the transport:
 those failures are ``internal_error``, or for a wait no change
@@ -31,6 +31,7 @@ from engine.service import (
     read_call,
     read_offer,
     read_refusal,
+    read_warning,
 )
 from gateway import __version__, _wire, telemetry
 
@@ -207,6 +208,15 @@ class RemoteEngine:
             return read_call(doc)
         except AnswerError:
             return _UNREADABLE
+
+    def warning(self, token: str, *, repo: str | None = None) -> str | None:
+        """See :meth:`engine.service.Engine.warning`: ``POST /v1/warning``; never raises.
+
+        Returns:
+            The line, or ``None`` when there is none, or the engine cannot say
+            (an engine that predates the endpoint answers ``404``).
+        """
+        return read_warning(self._post(_wire.WARNING_PATH, _with_repo({"token": token}, repo)))
 
     def wait_change(self, after: int, timeout: float) -> int:
         """See :meth:`engine.service.Engine.wait_change`: ``POST /v1/changes``; never raises.

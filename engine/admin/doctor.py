@@ -20,7 +20,6 @@ from engine import git
 from engine.admin.home import check_policy, ensure_home
 from engine.admin.state import state_store
 from engine.audit.provenance import envelope_signer
-from engine.auth.reponames import validate_repo_name
 from engine.auth.signkeys import active_signing_key, signing_keys
 from engine.catalog.declarations import CATALOG_STORE_REF
 from engine.errors import ChitError, ConfigurationError, StoreError
@@ -39,7 +38,9 @@ class DoctorRepository:
     """A repository to examine, as an engine would serve it.
 
     Attributes:
-        name: Its name in reports.
+        name: Its name in reports, and the name an engine serves it under;
+            equal to ``path`` for one given as a path (``--repo PATH``): the
+            vital signs then compare histories and keyrings, not names.
         path: Its git directory or working directory.
         base: Its base branch, or ``None`` for its ``HEAD`` branch.
         remote: Its remote's URL, or ``None``.
@@ -211,7 +212,7 @@ def _repository(spec: DoctorRepository, keys: tuple[str, ...]) -> dict[str, Any]
         out["base"] = repo.base
         out["base_head"] = str(repo.base_head().id)
         out["lanes"] = len(repo.lanes())
-        signs = _signs(_served_name(spec), repo, keys)
+        signs = _signs(spec, repo, keys)
         if repo.remote is not None:
             report = repo.remote.compare()
             out["remote"] = report
@@ -230,35 +231,41 @@ def _repository(spec: DoctorRepository, keys: tuple[str, ...]) -> dict[str, Any]
     return out
 
 
-def _served_name(spec: DoctorRepository) -> str:
-    """The name an engine serves the repository under: ``--repo PATH`` is named after its folder.
+def _served_name(spec: DoctorRepository) -> tuple[str, bool]:
+    """The name the repository is served under, and whether it is known.
 
-    Without it, the index an engine made under ``repo`` read as made for another
-    repository when doctor was given the path.
+    ``--repo PATH`` gives no name (an engine may serve the folder under any):
+    the folder's name is shown, and names are not compared.
     """
+    if spec.name != spec.path:
+        return spec.name, True
     try:
-        validate_repo_name(spec.name)
-    except ValueError:
-        try:
-            return name_for_path(spec.path)
-        except ConfigurationError:
-            return spec.name
-    return spec.name
+        return name_for_path(spec.path), False
+    except ConfigurationError:
+        return os.path.basename(os.path.abspath(spec.path)) or spec.name, False
 
 
-def _signs(name: str, repo: git.Repository, keys: tuple[str, ...]) -> list[coherence.Signal]:
-    """The repository's vital signs that are not silent (its index, its lanes' signers)."""
+def _signs(spec: DoctorRepository, repo: git.Repository,
+           keys: tuple[str, ...]) -> list[coherence.Signal]:
+    """The repository's vital signs that are not silent (index, catalog store, lanes' signers)."""
+    name, named = _served_name(spec)
     root = repo.history_root()
     served = coherence.Identity.of(name, () if root is None else (root,), keys)
     out: list[coherence.Signal] = []
     index = coherence.check_recorded(
-        "semantic_index", served, coherence.parse_identity(read_owner(repo.chit_dir)))
+        "semantic_index", served, coherence.parse_identity(read_owner(repo.chit_dir)),
+        names=named)
     if index is not None:
         out.append(index)
     head = repo.base_head()
     fresh = vitals.freshness_sign(read_indexed(repo.chit_dir), str(head.id), str(head.tree_id))
     if fresh is not None:
         out.append(fresh)
+    catalog = coherence.check_catalog(
+        served, coherence.read_identity(repo.recorded_store_owner(CATALOG_STORE_REF)),
+        names=named)
+    if catalog is not None:
+        out.append(catalog)
     signers: dict[str, str] = {}
     for agent in repo.lanes():
         record = repo.provenance_record(agent, str(repo.head_for(agent).id))

@@ -82,6 +82,8 @@ class Repository:
             default_base(self._handle.commondir) if base is None else base_ref(base)
         )
         self._replica: Replica | None = None
+        # Whose the stores it creates are (docs/vital-signs.md): set by the engine.
+        self.store_owner: Callable[[], bytes | None] | None = None
         if remote is not None:
             url = RemoteURL(remote)
             self._handle.upstream_ref = tracking_ref(self._handle.base_ref)
@@ -330,10 +332,24 @@ class Repository:
     def put_blob_in_store(
         self, store_ref: str, name: str, data: bytes, *, now: int | None = None
     ) -> pygit2.Oid:
-        """Keep ``data`` under ``name`` in a content-addressed store."""
+        """Keep ``data`` under ``name`` in a content-addressed store.
+
+        A store this creates records :attr:`store_owner`'s record, if set.
+        """
         return store.put_blob_in_store(
-            self._handle, self._ref_locks, self._cas_update, store_ref, name, data, now=now
+            self._handle, self._ref_locks, self._cas_update, store_ref, name, data, now=now,
+            owner=self.store_owner,
         )
+
+    def recorded_store_owner(self, store_ref: str) -> bytes | None:
+        """The record of whose a ``refs/chit/*`` store is (untrusted), or ``None``.
+
+        Raises:
+            ValueError: If ``store_ref`` is not under ``refs/chit/`` (a caller bug).
+        """
+        if not store_ref.startswith(refs.STORE_PREFIX):
+            raise ValueError("not a chit store reference")
+        return store.store_owner(self._handle, store_ref)
 
     def store_head(self, store_ref: str) -> pygit2.Oid | None:
         """The commit a ``refs/chit/*`` reference points at; ``None`` if absent or not direct.

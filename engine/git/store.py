@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time as _time
+from collections.abc import Callable
 
 import pygit2
 from pygit2.enums import FileMode
@@ -21,13 +22,18 @@ from engine.git.views import MODE_FILE
 from engine.limits import LIMITS
 
 __all__ = [
+    "OWNER_ENTRY",
     "get_blob_from_store",
     "provenance_record",
     "provenance_ref",
     "put_blob_in_store",
     "record_commit",
+    "store_owner",
     "store_record",
 ]
+
+OWNER_ENTRY = "owner.json"
+"""The store entry recording whose the store is (docs/vital-signs.md); never a 64-hex name."""
 
 _STORE_NAME = re.compile(r"[0-9a-f]{64}")
 
@@ -162,6 +168,7 @@ def put_blob_in_store(
     data: bytes,
     *,
     now: int | None = None,
+    owner: Callable[[], bytes | None] | None = None,
 ) -> pygit2.Oid:
     """Keep ``data`` reachable under ``name`` in a content-addressed store.
 
@@ -169,7 +176,10 @@ def put_blob_in_store(
     blob; adding an entry makes a new commit whose parent is the old one,
     updated by compare and swap (retried if another writer got there
     first, since additions commute). The store is append-only: a name
-    already bound to other content is refused, never rebound.
+    already bound to other content is refused, never rebound. The entry
+    that creates the store (or the first one added to a store without the
+    record) also adds :data:`OWNER_ENTRY`, whose the store is
+    (docs/vital-signs.md), if ``owner`` gives one.
 
     Args:
         handle: The repository.
@@ -181,6 +191,8 @@ def put_blob_in_store(
         name: 64 lowercase hex digits (typically a SHA-256 of ``data``).
         data: The bytes to keep.
         now: Commit time in Unix seconds; the current time if ``None``.
+        owner: The record of whose the store is (at most
+            ``LIMITS.identity_record_bytes``; ``None`` or longer: none added).
 
     Returns:
         The blob id of ``data``.
@@ -208,6 +220,11 @@ def put_blob_in_store(
             repo.create_blob(content)
             builder = repo.TreeBuilder(parent.tree) if parent is not None else repo.TreeBuilder()
             builder.insert(name, blob, MODE_FILE)
+            unrecorded = parent is None or tree_entry(parent.tree, OWNER_ENTRY) is None
+            if owner is not None and unrecorded:
+                record = owner()
+                if record is not None and len(record) <= LIMITS.identity_record_bytes:
+                    builder.insert(OWNER_ENTRY, repo.create_blob(record), MODE_FILE)
             signature = pygit2.Signature("chit", "chit@localhost", when, 0)
             commit = repo.create_commit(
                 None,
@@ -247,3 +264,24 @@ def get_blob_from_store(handle: Handle, store_ref: str, name: str) -> bytes | No
         return None
     obj = tree_entry(handle.commit(current).tree, name)
     return obj.data if isinstance(obj, pygit2.Blob) else None
+
+
+def store_owner(handle: Handle, store_ref: str) -> bytes | None:
+    """The record of whose a store is (:data:`OWNER_ENTRY`), or ``None``.
+
+    Args:
+        handle: The repository.
+        store_ref: A reference under ``refs/chit/``.
+
+    Returns:
+        The record's bytes (untrusted), or ``None`` if the store or the entry
+        is missing, the entry is not a blob, or it is longer than
+        ``LIMITS.identity_record_bytes`` (as :mod:`engine.git.saved` reads its records).
+    """
+    current = ref_target(handle.repo, store_ref)
+    if current is None:
+        return None
+    entry = tree_entry(handle.commit(current).tree, OWNER_ENTRY)
+    if not isinstance(entry, pygit2.Blob) or entry.size > LIMITS.identity_record_bytes:
+        return None
+    return bytes(entry.data)

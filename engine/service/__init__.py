@@ -29,6 +29,8 @@ from engine.service.answers import (
     read_call,
     read_offer,
     read_refusal,
+    read_warning,
+    warning_of,
 )
 from engine.service.placement import Placement, SessionElsewhere
 
@@ -54,9 +56,11 @@ __all__ = [
     "read_call",
     "read_offer",
     "read_refusal",
+    "read_warning",
     "resolve_repo_specs",
     "validate_repo_name",
     "validate_session_id",
+    "warning_of",
 ]
 
 

@@ -5,7 +5,7 @@
 and each also a read-only ``dict`` of exactly the JSON that ``chit-engine/1``
 sends (docs/engine-api.md, "Answers"). :func:`read_offer`,
 :func:`read_call` and :func:`read_refusal` turn JSON from the wire, untrusted,
-back into answers.
+back into answers; :func:`read_warning` reads ``POST /v1/warning``'s.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal, NoReturn
 
 from engine.errors import ChitError
+from engine.limits import LIMITS
 
 __all__ = [
     "Answer",
@@ -27,6 +28,8 @@ __all__ = [
     "read_call",
     "read_offer",
     "read_refusal",
+    "read_warning",
+    "warning_of",
 ]
 
 
@@ -283,3 +286,36 @@ def read_refusal(doc: object) -> Refused:
     if refused is None:
         raise AnswerError("the answer is not a refusal")
     return refused
+
+
+def warning_of(line: object) -> str | None:
+    """A vital-sign warning line fit to show an agent, or ``None``.
+
+    The line goes into the MCP instructions (docs/vital-signs.md): it must be
+    one line of printable text, at most ``LIMITS.warning_line_chars``
+    characters; anything else is not shown.
+
+    Args:
+        line: The candidate (untrusted, any type).
+
+    Returns:
+        ``line``, or ``None`` if it is not such a line.
+    """
+    if not isinstance(line, str) or not line or len(line) > LIMITS.warning_line_chars:
+        return None
+    return line if line.isprintable() else None
+
+
+def read_warning(doc: object) -> str | None:
+    """Read an answer to ``POST /v1/warning`` from (strictly parsed) wire JSON.
+
+    Args:
+        doc: The parsed body (untrusted).
+
+    Returns:
+        The line (:func:`warning_of`), or ``None``: no mismatch, a refusal, or
+        anything off the API (a vital sign is silent when it cannot be read).
+    """
+    if not isinstance(doc, dict) or doc.get("ok") is not True:
+        return None
+    return warning_of(doc.get("warning"))

@@ -9,11 +9,13 @@ a call; it only reports.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.auth.reponames import repo_identity
+from engine.auth.reponames import repo_identity, validate_repo_name
+from engine.limits import LIMITS
 from engine.tools.scope import warning_line
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "foreign_line",
     "identity_record",
     "parse_identity",
+    "read_identity",
+    "record_bytes",
     "store_record",
 ]
 
@@ -121,12 +125,16 @@ def parse_identity(record: object) -> Identity | None:
         record: Untrusted: the decoded record (any type).
 
     Returns:
-        The identity, or ``None`` (which every check reads as silent).
+        The identity, or ``None`` (which every check reads as silent). A name
+        that is not a repository name (:func:`engine.auth.reponames.validate_repo_name`)
+        is malformed: the name goes into the line an agent is shown.
     """
     if not isinstance(record, Mapping):
         return None
     name, roots, keys = record.get("name"), record.get("roots", []), record.get("keys", [])
-    if not isinstance(name, str) or not name:
+    try:
+        name = validate_repo_name(name)
+    except ValueError:
         return None
     if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
         return None
@@ -135,7 +143,32 @@ def parse_identity(record: object) -> Identity | None:
     return Identity.of(name, roots, keys)
 
 
-def check_recorded(sign: str, served: Identity, recorded: Identity | None) -> Signal | None:
+def record_bytes(identity: Identity) -> bytes:
+    """:func:`identity_record` as the bytes an artefact keeps (sorted-key JSON, UTF-8)."""
+    return json.dumps(identity_record(identity), sort_keys=True).encode("utf-8")
+
+
+def read_identity(raw: bytes | None) -> Identity | None:
+    """The identity in an artefact's record bytes, or ``None`` (silent).
+
+    Args:
+        raw: Untrusted: the record as kept (:func:`record_bytes`), or ``None``.
+
+    Returns:
+        The identity; ``None`` for no record, one longer than
+        ``LIMITS.identity_record_bytes``, not UTF-8 JSON, or malformed.
+    """
+    if raw is None or len(raw) > LIMITS.identity_record_bytes:
+        return None
+    try:
+        return parse_identity(json.loads(raw.decode("utf-8")))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+
+
+def check_recorded(
+    sign: str, served: Identity, recorded: Identity | None, *, names: bool = True
+) -> Signal | None:
     """Compare the identity an artefact recorded with the one served.
 
     The name is compared through :func:`engine.auth.reponames.repo_identity`;
@@ -147,6 +180,8 @@ def check_recorded(sign: str, served: Identity, recorded: Identity | None) -> Si
         sign: The artefact's sign (``semantic_index``, ``state_store``).
         served: The serving identity.
         recorded: What the artefact records; ``None``: silent.
+        names: Compare the names; ``False`` when the name served under is not
+            known (``chit doctor --repo PATH``): histories and keyrings only.
 
     Returns:
         ``None`` (silent), an ``ok`` or a ``mismatch`` signal.
@@ -154,7 +189,7 @@ def check_recorded(sign: str, served: Identity, recorded: Identity | None) -> Si
     if recorded is None:
         return None
     reason = None
-    if repo_identity(recorded.name) != repo_identity(served.name):
+    if names and repo_identity(recorded.name) != repo_identity(served.name):
         reason = f"made for repository {recorded.name}, served as {served.name}"
     elif served.roots and recorded.roots and not set(served.roots) & set(recorded.roots):
         reason = "made for another history (no root commit in common)"
@@ -234,9 +269,11 @@ def check_lane_signers(served: Identity, signers: Mapping[str, str]) -> list[Sig
     return out or [Signal("lane_signer", "ok", f"{len(signers)} lanes signed by this home")]
 
 
-def check_catalog(served: Identity, recorded: Identity | None) -> Signal | None:
+def check_catalog(
+    served: Identity, recorded: Identity | None, *, names: bool = True
+) -> Signal | None:
     """:func:`check_recorded` for the catalog store."""
-    return check_recorded("catalog_store", served, recorded)
+    return check_recorded("catalog_store", served, recorded, names=names)
 
 
 def check_remote(report: Mapping[str, Any] | None) -> Signal | None:

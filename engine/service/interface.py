@@ -37,7 +37,15 @@ from engine.errors import AccessDeniedError, ChitError, ConfigurationError, Stor
 from engine.limits import LIMITS
 from engine.semantic.persist import derive_key
 from engine.service import coherence, vitals
-from engine.service.answers import CallAnswer, Called, OfferAnswer, Offered, OfferedTool, Refused
+from engine.service.answers import (
+    CallAnswer,
+    Called,
+    OfferAnswer,
+    Offered,
+    OfferedTool,
+    Refused,
+    warning_of,
+)
 from engine.service.approvals import ApprovalGate, approver_check
 from engine.service.arguments import parse_arguments, scoped_paths
 from engine.service.check import Checked, check_catalog, check_policy, offered_tool
@@ -344,6 +352,31 @@ class Engine:
             CATALOG_ENCODING,
             checked.offer.withheld,
         )
+
+    def warning(self, token: str, *, repo: str | None = None) -> str | None:
+        """The vital-sign line an edge adds to its MCP instructions, on a mismatch only.
+
+        The same line ``effective_scope`` carries as ``warning``
+        (docs/vital-signs.md): the engine is serving an artefact made for
+        something else, and what to do. Signal-only: it changes nothing, is
+        not in the call log, and never raises.
+
+        Args:
+            token: The token's text form (only a token good for ``repo`` is told).
+            repo: The repository's name, as for :meth:`offer`.
+
+        Returns:
+            The line, or ``None``: no mismatch, a refused token or repository,
+            or a sign that cannot be read.
+        """
+        try:
+            served = self._check(token, repo).repo
+            if served is None:
+                return None
+            return warning_of(coherence.foreign_line(self._repos.coherence(served)))
+        except Exception:  # a sign that cannot be read is silent, whatever the reason
+            logger.debug("the vital signs could not be read for the instructions")
+            return None
 
     def invoke(
         self,

@@ -139,10 +139,21 @@ class ServedRepos:
             # It records whose it is with its first rows (docs/vital-signs.md).
             index = PersistedIndex(repo.chit_dir, index_key, self._owner_of(spec.name, repo))
             indexer_for(repo).persist_to(index)
+            # The catalog store records whose it is when an engine first writes it.
+            repo.store_owner = self._store_owner_of(spec.name, repo)
             self._served[spec.name] = Served(spec, repo, index)
 
     def _owner_of(self, name: str, repo: git.Repository) -> Callable[[], object]:
         return lambda: coherence.identity_record(self.identity_of(name, repo))
+
+    def _store_owner_of(self, name: str, repo: git.Repository) -> Callable[[], bytes | None]:
+        def record() -> bytes | None:
+            try:
+                return coherence.record_bytes(self.identity_of(name, repo))
+            except Exception:  # no record rather than a failed commit: the sign stays silent
+                return None
+
+        return record
 
     def identity_of(self, name: str, repo: git.Repository) -> coherence.Identity:
         """A served repository's identity: its name, its history's root, the home's keys."""
@@ -160,8 +171,8 @@ class ServedRepos:
 
         Returns:
             The state store's sign (set by the engine when it opened the
-            store) and the semantic index's (``ok`` or ``mismatch``), each
-            only when its artefact records an owner.
+            store), the semantic index's and the catalog store's (``ok`` or
+            ``mismatch``), each only when its artefact records an owner.
         """
         identity = self.identity_of(served.name, served.repo)
         out: list[coherence.Signal] = [] if self.store_sign is None else [self.store_sign]
@@ -170,6 +181,9 @@ class ServedRepos:
             signal = coherence.check_recorded("semantic_index", identity, recorded)
             if signal is not None:
                 out.append(signal)
+        catalog = coherence.check_catalog(identity, _catalog_owner(served.repo))
+        if catalog is not None:
+            out.append(catalog)
         return out
 
     def start(self) -> None:
@@ -255,6 +269,14 @@ class ServedRepos:
         if served is None:
             raise RepositoryError("not_found", "this engine serves no repository of that name")
         return served
+
+
+def _catalog_owner(repo: git.Repository) -> coherence.Identity | None:
+    """Whose the catalog store says it is; ``None`` (silent) if it cannot be read."""
+    try:
+        return coherence.read_identity(repo.recorded_store_owner(CATALOG_STORE_REF))
+    except Exception:  # a sign that cannot be read is silent
+        return None
 
 
 def _valid(name: str) -> bool:

@@ -1,7 +1,8 @@
 """The ASGI app of ``chit-engine/1``: the engine's ``offer`` and ``invoke`` over HTTP.
 
 ``POST /v1/offer`` and ``POST /v1/invoke`` answer what the engine answers, as it
-is (its typed answers are ``dict`` objects of their JSON form); ``GET
+is (its typed answers are ``dict`` objects of their JSON form); ``POST
+/v1/warning`` gives the vital-sign line for the MCP instructions; ``GET
 /v1/health`` names the API. Requests are checked first (``requests``); ``POST
 /v1/changes`` waits on the engine's change feed (``changes``), and the token
 exchange routes join when there is an exchange function (``token``). The API:
@@ -125,6 +126,18 @@ def create_app(
             return await sessions.invoke(asked, doc, functools.partial(run, call))
         return await run(call)
 
+    async def warning(request: Request) -> Response:
+        try:
+            guard(request, allowed_hosts)
+            token, repo = offer_request(await read_json(request, max_request_bytes))
+        except RequestError as exc:
+            return json_response(exc.answer, exc.status)
+
+        def line() -> dict[str, Any]:
+            return {"ok": True, "warning": engine.warning(token, repo=repo)}
+
+        return await run(line)
+
     async def health(request: Request) -> Response:
         try:
             guard(request, allowed_hosts)
@@ -135,6 +148,7 @@ def create_app(
     routes = [
         Route(_wire.OFFER_PATH, offer, methods=["POST"]),
         Route(_wire.INVOKE_PATH, invoke, methods=["POST"]),
+        Route(_wire.WARNING_PATH, warning, methods=["POST"]),
         Route(_wire.HEALTH_PATH, health, methods=["GET"]),
         changes_route(engine, allowed_hosts=allowed_hosts, max_request_bytes=max_request_bytes,
                       stopping=stopping or threading.Event()),

@@ -82,6 +82,10 @@ class EngineCalls:
             logger.exception("edge failed to reach the engine")
             return ENGINE_UNAVAILABLE
 
+    def warning(self, token: str, repo: str | None) -> str | None:
+        """The engine's vital-sign line for the instructions (blocking: call it in a thread)."""
+        return self._engine.warning(token, repo=repo)
+
     async def states(self, keys: list[Watched]) -> dict[Watched, OfferState | None]:
         """The offer state of each ``(token, repo)``, asked one after another in one thread."""
         return await anyio.to_thread.run_sync(self._states, keys, limiter=self._limiter)

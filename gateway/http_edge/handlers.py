@@ -19,7 +19,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 
 from engine.service import CallAnswer
-from gateway import approvals, telemetry
+from gateway import approvals, instructions, telemetry
 from gateway.http_edge.approval_page import ApprovalBook
 from gateway.http_edge.connections import (
     BoundSession,
@@ -112,6 +112,7 @@ class Handlers:
             cache_hints={"tools/list": CacheHint(ttl_ms=0, scope="private")},
         )
         server.middleware.append(self.note_peer)
+        instructions.install(server, self._asking, self._engine.warning)
         telemetry.install(server, "tcp")
         approvals.install_boundary(
             server, approvals.state_security(self._state_keys, self.principal))
@@ -125,6 +126,12 @@ class Handlers:
         """
         request = self._request(ctx)
         return approvals.principal_of(request.principal.token_id, request.repo)
+
+    @staticmethod
+    def _asking(ctx: Any) -> tuple[str, str | None] | None:
+        """The token and repository of a request, for the instructions' vital-sign line."""
+        found = credentials_of(ctx)
+        return None if found is None else (found.token, found.repo)
 
     @staticmethod
     def _request(ctx: Any) -> Credentials:

@@ -280,6 +280,10 @@ def _nested(depth: int) -> bytes:
         ("/v1/offer", b'{"token":"\xff"}', 400, "invalid_argument"),
         ("/v1/offer", b'\xef\xbb\xbf{"token":"a"}', 400, "invalid_argument"),
         ("/v1/offer", '{"token":"a"}'.encode("utf-16"), 400, "invalid_argument"),
+        ("/v1/warning", b'{"token":"a","extra":1}', 400, "invalid_argument"),
+        ("/v1/warning", b'{"token":"a","session":"s"}', 400, "invalid_argument"),
+        ("/v1/warning", b"{}", 400, "invalid_argument"),
+        ("/v1/warning", b'{"token":"a","repo":5}', 400, "invalid_argument"),
         ("/v1/invoke", b'{"token":"t","tool":"status"}', 400, "invalid_argument"),
         ("/v1/invoke", b'{"token":"t","tool":"status","session":null}', 400, "invalid_argument"),
         ("/v1/invoke", b'{"token":"t","tool":"status","session":"s","arguments":[]}', 400,
@@ -337,6 +341,9 @@ def test_answers_are_the_engines_own(served: tuple[World, str]) -> None:
     with RemoteEngine(url) as remote:
         assert remote.offer(token) == local.offer(token)
         assert remote.offer(token + "x") == local.offer(token + "x")
+        # A healthy engine has no vital-sign line for the instructions (docs/vital-signs.md).
+        assert remote.warning(token) is None and local.warning(token) is None
+        assert remote.warning(token + "x") is None
         for tool, arguments in [("read_file", {"path": "src/app.py"}),
                                 ("read_file", {"path": "docs/guide.md"}),
                                 ("write_file", {"path": "src/x", "content": "x"})]:

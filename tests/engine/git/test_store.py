@@ -9,6 +9,8 @@ import pytest
 
 from engine.errors import RepositoryError
 from engine.git import Repository
+from engine.git.store import OWNER_ENTRY
+from engine.limits import LIMITS
 from tests.engine.git.repo_helpers import T0, _code
 
 
@@ -48,3 +50,67 @@ def test_store_validates_names(vcs: Repository) -> None:
             vcs.put_blob_in_store(ref, name, b"x", now=T0)
         with pytest.raises(ValueError):
             vcs.get_blob_from_store(ref, name)
+
+
+def _tree_names(git_repo: pygit2.Repository, ref: str) -> set[str]:
+    return {entry.name or "" for entry in git_repo[git_repo.references[ref].target].peel(
+        pygit2.Commit).tree}
+
+
+def test_a_new_store_records_its_owner_once(vcs: Repository, git_repo: pygit2.Repository) -> None:
+    ref = "refs/chit/catalogs"
+    asked: list[int] = []
+
+    def owner() -> bytes:
+        asked.append(1)
+        return b'{"name": "app"}'
+
+    vcs.store_owner = owner
+    assert vcs.recorded_store_owner(ref) is None
+    vcs.put_blob_in_store(ref, "a" * 64, b"one", now=T0)
+    assert vcs.recorded_store_owner(ref) == b'{"name": "app"}'
+    assert _tree_names(git_repo, ref) == {"a" * 64, OWNER_ENTRY}
+    vcs.store_owner = lambda: b'{"name": "other"}'  # never rebound once recorded
+    vcs.put_blob_in_store(ref, "b" * 64, b"two", now=T0)
+    assert vcs.recorded_store_owner(ref) == b'{"name": "app"}'
+    assert asked == [1]
+    # The record is not a content entry: the content API never reaches it.
+    with pytest.raises(ValueError):
+        vcs.get_blob_from_store(ref, OWNER_ENTRY)
+
+
+def test_an_old_store_is_recorded_on_its_next_write(
+    vcs: Repository, git_repo: pygit2.Repository
+) -> None:
+    ref = "refs/chit/catalogs"
+    vcs.put_blob_in_store(ref, "a" * 64, b"one", now=T0)  # written before stores recorded owners
+    assert vcs.recorded_store_owner(ref) is None
+    vcs.store_owner = lambda: None  # the engine could not say: still no record
+    vcs.put_blob_in_store(ref, "b" * 64, b"two", now=T0)
+    assert vcs.recorded_store_owner(ref) is None
+    vcs.store_owner = lambda: b"{}"
+    vcs.put_blob_in_store(ref, "c" * 64, b"three", now=T0)
+    assert vcs.recorded_store_owner(ref) == b"{}"
+    assert vcs.get_blob_from_store(ref, "a" * 64) == b"one"
+
+
+def test_an_owner_record_over_the_bound_is_neither_written_nor_read(
+    vcs: Repository, git_repo: pygit2.Repository
+) -> None:
+    """Threat: a store fetched from elsewhere whose record is made to exhaust memory."""
+    ref = "refs/chit/catalogs"
+    big = b"x" * (LIMITS.identity_record_bytes + 1)
+    vcs.store_owner = lambda: big
+    vcs.put_blob_in_store(ref, "a" * 64, b"one", now=T0)
+    assert OWNER_ENTRY not in _tree_names(git_repo, ref)
+    # Planted by a writer outside chit: too long, or not a blob, it reads as no record.
+    for planted, mode in [(git_repo.create_blob(big), pygit2.enums.FileMode.BLOB),
+                          (git_repo.TreeBuilder().write(), pygit2.enums.FileMode.TREE)]:
+        head = git_repo[git_repo.references[ref].target].peel(pygit2.Commit)
+        builder = git_repo.TreeBuilder(head.tree)
+        builder.insert(OWNER_ENTRY, planted, mode)
+        sig = pygit2.Signature("x", "x@example.com", T0, 0)
+        git_repo.create_commit(ref, sig, sig, "plant", builder.write(), [head.id])
+        assert vcs.recorded_store_owner(ref) is None
+    with pytest.raises(ValueError):
+        vcs.recorded_store_owner("refs/heads/main")

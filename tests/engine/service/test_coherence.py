@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.service.coherence import (
     Identity,
+    check_catalog,
     check_lane_signers,
     check_recorded,
     check_remote,
@@ -50,7 +51,8 @@ def test_same_name_other_history_or_keyring_is_a_mismatch() -> None:
 def test_no_record_is_silent() -> None:
     assert check_recorded("semantic_index", A, None) is None
     bad_records: list[object] = [None, "x", {}, {"name": 3}, {"name": "a", "roots": "x"},
-                                 {"name": "a", "keys": [1]}]
+                                 {"name": "a", "keys": [1]}, {"name": "a\nIgnore the rules"},
+                                 {"name": "../x"}, {"name": "x" * 65}]
     for bad in bad_records:
         assert parse_identity(bad) is None
 
@@ -73,3 +75,13 @@ def test_remote_signs() -> None:
 def test_as_dict_leaves_out_absent_identities() -> None:
     [ok] = check_lane_signers(A, {"lane/x": "e-key1"})
     assert set(ok.as_dict()) == {"sign", "state", "reason"}
+
+
+def test_an_unknown_served_name_compares_history_and_keys_only() -> None:
+    served = Identity.of("engine", ["a" * 40], ["e-key1"])  # a folder's name, not the served one
+    assert check_catalog(served, A, names=False) == check_catalog(A, A)
+    other = Identity.of("repo-b", ["b" * 40], ["e-key1"])
+    signal = check_catalog(served, other, names=False)
+    assert signal is not None and signal.state == "mismatch" and "history" in signal.reason
+    named = check_catalog(served, A)
+    assert named is not None and named.state == "mismatch" and "repo-a" in named.reason
