@@ -18,6 +18,7 @@ from tests.gateway.mcp_client import Edge, payload
 READ_TOOLS = {
     "effective_scope", "status", "read_file", "log", "diff", "list_conflicts", "provenance_graph",
     "symbol_context", "symbol_relations", "search_symbols", "change_impact", "project_context",
+    "list_files", "search_text",
 }
 WRITE_TOOLS = {"write_file", "delete_file", "move_file", "commit"}
 
