@@ -80,8 +80,8 @@ def _cursor(value: str | None) -> tuple[str, int] | None:
 @dataclass
 class _Budget:
     deadline: float
-    bytes_left: int = LIMITS.search_scan_bytes
-    files_left: int = LIMITS.search_scan_files
+    bytes_left: int
+    files_left: int
 
     def spent(self, size: int, searched: int) -> bool:
         """Whether a file of ``size`` bytes may not be searched now (the first always may)."""
@@ -162,7 +162,9 @@ def search_text(ctx: CallContext, args: s.SearchTextArgs) -> s.TextMatches:
         ctx.token.agent, ctx.session.staged, enter=enter,
         after=None if resume is None else resume[0],
     )
-    budget = _Budget(time.monotonic() + LIMITS.search_seconds)
+    budget = _Budget(
+        time.monotonic() + LIMITS.search_seconds, LIMITS.search_scan_bytes, LIMITS.search_scan_files
+    )
     matches: list[s.TextMatch] = []
     searched = skipped = 0
     cursor: str | None = None
