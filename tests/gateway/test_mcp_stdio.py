@@ -18,6 +18,7 @@ from tests.gateway.mcp_client import Edge, payload
 READ_TOOLS = {
     "effective_scope", "status", "read_file", "log", "diff", "list_conflicts", "provenance_graph",
     "symbol_context", "symbol_relations", "search_symbols", "change_impact", "project_context",
+    "list_files", "search_text",
 }
 WRITE_TOOLS = {"write_file", "delete_file", "move_file", "commit"}
 
@@ -35,7 +36,7 @@ def test_read_only_token_is_offered_only_read_tools(world: World, edge: Edge) ->
     assert names == READ_TOOLS
     assert all(t.annotations and t.annotations.read_only_hint for t in listed.tools)
     assert scope["tools"] == sorted(READ_TOOLS)
-    assert scope["withheld"] == 19 - len(READ_TOOLS)
+    assert scope["withheld"] == 21 - len(READ_TOOLS)
     assert scope["operations"] == ["read"] and scope["lane"] == "agent/alice"
     # The agent is told how to work at initialize.
     for phrase in ("effective_scope", "project_context", "commit", "agent/<name>", "isError"):
