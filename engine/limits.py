@@ -143,6 +143,8 @@ class Limits:
     """Largest ``limit`` of ``log``."""
     log_scan_commits: int = 10_000
     """Commits one ``log`` call examines before it reports truncation."""
+    ref_reach_commits: int = 100_000
+    """Commits beyond the base walked to find whether a branch reaches a commit id."""
     log_paths: int = 50
     """Changed paths ``log`` lists per commit."""
     log_summary_chars: int = 200
