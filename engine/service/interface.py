@@ -440,7 +440,13 @@ class Engine:
         # 1-2. validity and chain: MAC, engine-made delegation blocks, depth,
         # expiry, revocation of any block (so of every ancestor).
         self._keyring.refresh()
-        current = self._policies.current()  # this call's policy, start to end
+        try:
+            current = self._policies.current()  # this call's policy, start to end
+            unusable: AccessDeniedError | None = None
+        except AccessDeniedError as exc:
+            # An invalid policy file refuses every call, but only after the token
+            # is verified: a forged token learns nothing of the engine's state.
+            current, unusable = self._policies.last_good, exc
         modes: list[FreezeState] = []
 
         def is_revoked(block_ids: Iterable[str]) -> bool:
@@ -459,6 +465,8 @@ class Engine:
         )
         # 3, first: the repository, which the token's repos caveats must cover.
         served = self._repos.resolve(verified, repo)
+        if unusable is not None:
+            raise unusable
         # 4. the operations and the flag decide the offer; a frozen engine (the
         # operator's mode, read on every call) or a read-only edge offers only
         # the read-only tools among them.

@@ -183,6 +183,9 @@ def test_an_invalid_policy_file_is_503_not_a_login_challenge(world: World) -> No
         broken.write_text("[[rules]]\neffect = 'permit'\n", encoding="utf-8")
         os.replace(broken, policy_file)
         refused = http.post(edge.url, json=INIT, headers=headers)
+        # Threat: probing the engine's state with a token it would refuse anyway.
+        forged = http.post(edge.url, json=INIT, headers=JSON_HEADERS | {
+            "Authorization": f"Bearer {_forge_tag(token)}"})
         policy_file.write_text(good, encoding="utf-8")
         again = http.post(edge.url, json=INIT, headers=headers)
     assert refused.status_code == 503
@@ -191,6 +194,9 @@ def test_an_invalid_policy_file_is_503_not_a_login_challenge(world: World) -> No
     assert data["error"] == "policy_denied" and data["rule"] == "policy"
     assert token not in refused.text
     assert again.status_code == 200
+    assert forged.status_code == 401
+    assert forged.json()["error"]["data"]["error"] == "token_invalid_signature"
+    assert "policy" not in forged.text
 
 
 def test_foreign_host_is_421_and_foreign_origin_403(world: World) -> None:
