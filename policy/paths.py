@@ -192,20 +192,31 @@ def _form_problem(text: str, noun: str) -> str | None:
     return None
 
 
-def _invisible_problem(text: str, noun: str) -> str | None:
-    """Return why ``text`` holds an invisible format character (Unicode category Cf), or None.
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt) beyond
+# category Cf: code points a renderer shows as nothing (combining grapheme
+# joiner, Hangul fillers, Khmer inherent vowels, Mongolian variation selectors,
+# variation selectors, and the reserved ignorables).
+_IGNORABLE = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0"
+    "\ufff0-\ufff8\U000e0000-\U000e0fff]"
+)
 
-    Zero-width spaces and joiners, soft hyphens, word joiners, byte order marks
-    and tag characters display as nothing: ``deploy\u200b/x`` reads as
-    ``deploy/x`` to an approver or an auditor while being another folder, and
-    tag characters carry text no reader sees. Checked after the ``.git``
-    spellings (so ``.git\u200c`` stays ``path_forbidden``); bidirectional
-    controls, also Cf, are refused earlier with their own reason.
+
+def _invisible_problem(text: str, noun: str) -> str | None:
+    """Return why ``text`` holds a character that displays as nothing, or None.
+
+    Refused: Unicode category Cf (zero-width spaces and joiners, soft hyphens,
+    word joiners, byte order marks, tag characters) and every other
+    Default_Ignorable_Code_Point (combining grapheme joiner, Hangul fillers,
+    variation selectors). ``deploy\u200b/x`` reads as ``deploy/x`` to an
+    approver or an auditor while being another folder. Checked after the
+    ``.git`` spellings (so ``.git\u200c`` stays ``path_forbidden``);
+    bidirectional controls, also Cf, are refused earlier with their own reason.
     """
     if text.isascii():
         return None
     for char in text:
-        if unicodedata.category(char) == "Cf":
+        if unicodedata.category(char) == "Cf" or _IGNORABLE.match(char):
             return f"{noun} contains an invisible format character (U+{ord(char):04X})"
     return None
 
@@ -319,9 +330,13 @@ def _check_path(path: str) -> None:
         raise PathError("path_invalid", f"{problem}: {path!r}")
     if any(_is_dotgit(segment) for segment in path.split(_SEP)):
         raise PathError("path_forbidden", f"path names the .git directory: {path!r}")
-    problem = _windows_problem(path, "path") or _invisible_problem(path, "path")
+    problem = _windows_problem(path, "path")
     if problem is not None:
         raise PathError("path_invalid", f"{problem}: {path!r}")
+    problem = _invisible_problem(path, "path")
+    if problem is not None:
+        # ascii(): repr() leaves printable-but-invisible characters (U+3164) as they are.
+        raise PathError("path_invalid", f"{problem}: {path!a}")
 
 
 def validate_glob(glob: object) -> str:

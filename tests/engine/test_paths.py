@@ -267,6 +267,13 @@ INVISIBLE = [
     ("byte order mark", "\ufeffREADME.md"),
     ("tag characters: text no reader sees", "notes/a\U000e0069\U000e0067\U000e006e.md"),
     ("Arabic letter mark", "docs/x\u061c.md"),
+    ("combining grapheme joiner", "src/x\u034fy.py"),
+    ("Hangul filler", "src/\u3164/a.py"),
+    ("halfwidth Hangul filler", "src/a\uffa0.py"),
+    ("variation selector", "src/a\ufe0f.py"),
+    ("variation selector supplement", "src/a\U000e0100.py"),
+    ("Mongolian free variation selector", "src/a\u180b.py"),
+    ("Khmer inherent vowel", "src/a\u17b4.py"),
 ]
 
 
