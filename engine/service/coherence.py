@@ -206,7 +206,9 @@ def store_record(served: Sequence[Identity]) -> dict[str, Any]:
     return {"keys": keys, "repos": [{"name": i.name, "roots": list(i.roots)} for i in served]}
 
 
-def check_store(served: Sequence[Identity], record: object) -> Signal | None:
+def check_store(
+    served: Sequence[Identity], record: object, *, names: bool = True
+) -> Signal | None:
     """Compare what a state store records with the engine's repositories and keyring.
 
     The store is the home's: it is foreign when it records keys and none is in
@@ -219,6 +221,8 @@ def check_store(served: Sequence[Identity], record: object) -> Signal | None:
         served: The identities of the repositories the engine serves.
         record: The store's record, decoded (untrusted); malformed or ``None``:
             silent.
+        names: Compare the names; ``False`` when the names served under are
+            not known (``chit doctor --repo PATH``): histories and keyrings only.
 
     Returns:
         ``None``, an ``ok`` or a ``mismatch`` signal for ``state_store``.
@@ -235,17 +239,17 @@ def check_store(served: Sequence[Identity], record: object) -> Signal | None:
     if ours and keys and not ours & {k for k in keys if isinstance(k, str)}:
         return Signal("state_store", "mismatch",
                       "made under another home's keyring (no key in common)", expected, found)
-    if recorded and not any(_same_repository(a, b) for a in served for b in recorded):
-        names = ", ".join(i.name for i in recorded)
+    if recorded and not any(_same_repository(a, b, names) for a in served for b in recorded):
+        theirs = ", ".join(i.name for i in recorded)
         return Signal("state_store", "mismatch",
-                      f"made for repository {names}, serving {', '.join(i.name for i in served)}",
+                      f"made for repository {theirs}, serving {', '.join(i.name for i in served)}",
                       expected, found)
     return Signal("state_store", "ok", "made for this home and its repositories")
 
 
-def _same_repository(a: Identity, b: Identity) -> bool:
+def _same_repository(a: Identity, b: Identity, names: bool = True) -> bool:
     shared = bool(set(a.roots) & set(b.roots))
-    if repo_identity(a.name) == repo_identity(b.name):
+    if not names or repo_identity(a.name) == repo_identity(b.name):
         return shared or not a.roots or not b.roots
     return shared
 
