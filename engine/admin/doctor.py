@@ -30,7 +30,7 @@ from engine.service.policyfile import load_policy
 from engine.service.repos import name_for_path, repos_from_engine_toml
 from engine.state import Store, resolve_state_url
 
-__all__ = ["DoctorRepository", "diagnose"]
+__all__ = ["DoctorRepository", "diagnose", "doctor_repository"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,43 @@ class DoctorRepository:
     path: str
     base: str | None = None
     remote: str | None = None
+
+
+def doctor_repository(
+    home: str | os.PathLike[str], repo: str, *, base: str | None = None,
+    remote: str | None = None,
+) -> DoctorRepository:
+    """The repository ``chit doctor --repo NAME|PATH`` names.
+
+    A name of a ``[[repo]]`` table of ``<home>/engine.toml`` wins (its path,
+    base and remote, unless ``base`` or ``remote`` are given); otherwise
+    ``repo`` is a path (its name then unknown: :class:`DoctorRepository`).
+
+    Args:
+        home: The chit home.
+        repo: A name served in ``engine.toml``, or a path.
+        base: The base branch (``--base``), or ``None``.
+        remote: The remote's URL (``--remote``), or ``None``.
+
+    Returns:
+        The repository to examine.
+
+    Raises:
+        ConfigurationError: If ``repo`` is neither a name in ``engine.toml``
+            (or that file cannot be read) nor an existing path.
+    """
+    try:
+        specs = repos_from_engine_toml(home)
+    except ConfigurationError:
+        specs = []
+    for spec in specs:
+        if spec.name == repo:
+            return DoctorRepository(spec.name, os.fspath(spec.path), base or spec.base,
+                                    remote or spec.remote)
+    if os.path.exists(repo):
+        return DoctorRepository(repo, repo, base, remote)
+    raise ConfigurationError(
+        "--repo: no [[repo]] of engine.toml has that name, and no such path exists")
 
 
 def diagnose(
