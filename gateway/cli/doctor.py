@@ -54,7 +54,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             mark = "ok  " if check["ok"] else "FAIL"
             print(f"{mark} {check['check']}: {check['detail']}")
         for sign in report["signs"]:
-            print(f"{_mark(sign)} {_sign_line(sign)}")
+            if sign["sign"] != "policy":  # the policy check above said it
+                print(f"{_mark(sign)} {_sign_line(sign)}")
         for seen in report["seen"]:
             print(f"seen {seen['kind']} {term(seen['label'])} ({term(seen['role'])}): "
                   f"{seen['age_seconds']} s ago")

@@ -78,6 +78,8 @@ def test_doctor_checks_the_home_and_a_repository_without_a_remote(tmp_path: Path
     plain = _doctor(home, "--repo", str(tmp_path / "r.git"))
     assert plain.returncode == 0, plain.stdout
     assert "base master" in plain.stdout
+    assert [line for line in plain.stdout.splitlines() if " policy:" in line] == [
+        "ok   policy: valid"]  # once, not again as a sign
     wrong = _doctor(home, "--repo", str(tmp_path / "r.git"), "--base", "trunk")
     assert wrong.returncode == 1 and "trunk" in wrong.stdout
 

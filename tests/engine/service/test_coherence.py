@@ -109,3 +109,20 @@ def test_roots_and_keys_out_of_form_make_the_record_malformed() -> None:
     foreign_root = {**store, "repos": [{"name": "repo-b", "roots": ["\x1b[31m"]}]}
     signal = check_store(served, foreign_root)  # the bad repository is not read
     assert signal is not None and "\x1b" not in str(signal.as_dict())
+
+
+def test_a_long_warning_is_shortened_to_fit_not_dropped() -> None:
+    """A store naming many repositories made a line too long to show: the sign went unseen."""
+    from engine.limits import LIMITS
+    from engine.service.coherence import Signal
+
+    many = ", ".join(f"repository-{n:03d}" for n in range(200))
+    signals = [Signal("state_store", "mismatch", f"made for repository {many}"),
+               Signal("lane_signer", "mismatch", "lane a signed by a key this home lacks"),
+               Signal("lane_signer", "mismatch", "lane b signed by a key this home lacks")]
+    line = foreign_line(signals)
+    assert line is not None and len(line) <= LIMITS.warning_line_chars
+    assert line.startswith("warning: ") and "repository-000" not in line
+    assert "state_store: 1 mismatch" in line and "lane_signer: 2 mismatches" in line
+    short = foreign_line(signals[1:])
+    assert short is not None and "lane a signed by a key this home lacks" in short
