@@ -49,6 +49,8 @@ class Limits:
     """Characters of a repository's name, and of one glob of a ``repos`` caveat."""
     identity_record_bytes: int = 8_192
     """Bytes of the identity an artefact records (docs/vital-signs.md); a longer one is ignored."""
+    identity_record_entries: int = 64
+    """Roots, keys or repositories in one identity record; more and the record is ignored."""
     vital_tail_grace_seconds: float = 5.0
     """Seconds past ``calllog_checkpoint_seconds`` an unsigned call-log tail may age unreported."""
     presence_write_seconds: float = 30.0

@@ -19,7 +19,14 @@ from engine.service.coherence import Identity, Signal, check_pending, check_stor
 from engine.service.served import Served, ServedRepos
 from engine.state import Store
 
-__all__ = ["call_log_sign", "freshness_sign", "policy_sign", "signs_for_status", "store_sign"]
+__all__ = [
+    "call_log_sign",
+    "freshness_sign",
+    "policy_sign",
+    "recorded_store_sign",
+    "signs_for_status",
+    "store_sign",
+]
 
 logger = logging.getLogger("chit.engine")
 
@@ -48,10 +55,30 @@ def store_sign(store: Store, served: list[Identity], *, record: bool) -> Signal 
             if record:
                 store.record_owner(mine)
             return None
-        if len(text) > LIMITS.identity_record_bytes:
-            return None
-        return check_store(served, json.loads(text))
-    except (StoreError, ValueError):
+    except StoreError:
+        return None
+    return recorded_store_sign(text, served)
+
+
+def recorded_store_sign(
+    text: str | None, served: list[Identity], *, names: bool = True
+) -> Signal | None:
+    """The state store's sign from its record as read (read only: ``chit doctor``).
+
+    Args:
+        text: Untrusted: the store's record (JSON text), or ``None``.
+        served: The identities of the repositories served.
+        names: Compare names (``False``: the names served under are not known).
+
+    Returns:
+        ``None`` (silent: no record, an oversized or malformed one), or
+        :func:`engine.service.coherence.check_store`'s signal.
+    """
+    if text is None or len(text) > LIMITS.identity_record_bytes:
+        return None
+    try:
+        return check_store(served, json.loads(text), names=names)
+    except (ValueError, RecursionError):
         return None
 
 
