@@ -49,6 +49,8 @@ class Limits:
     """Characters of a repository's name, and of one glob of a ``repos`` caveat."""
     identity_record_bytes: int = 8_192
     """Bytes of the identity an artefact records (docs/vital-signs.md); a longer one is ignored."""
+    identity_record_entries: int = 64
+    """Roots, keys or repositories in one identity record; more and the record is ignored."""
     vital_tail_grace_seconds: float = 5.0
     """Seconds past ``calllog_checkpoint_seconds`` an unsigned call-log tail may age unreported."""
     presence_write_seconds: float = 30.0
@@ -110,6 +112,30 @@ class Limits:
     offer_cache_entries: int = 64
     """Grants (operations, delegation, read-only) whose offer is memoised."""
 
+    # --- finding: list_files, search_text, read_file's line range (engine/tools) ------
+    list_entries: int = 1_000
+    """Largest ``limit`` of ``list_files``."""
+    list_scan_entries: int = 200_000
+    """Entries of the view one ``list_files`` call walks before it stops and says so."""
+    search_matches: int = 500
+    """Largest ``limit`` of ``search_text``."""
+    search_query_chars: int = 1_000
+    """Characters of ``search_text``'s ``query``."""
+    search_line_chars: int = 400
+    """Characters of a matching line ``search_text`` shows (a window around the match)."""
+    search_scan_bytes: int = 64 << 20
+    """Bytes of file content one ``search_text`` call searches (64 MiB) before it stops."""
+    search_scan_files: int = 20_000
+    """Files one ``search_text`` call searches before it stops."""
+    search_seconds: float = 5.0
+    """Seconds one ``search_text`` call searches before it stops (checked between files)."""
+    search_pattern_bytes: int = 8 << 20
+    """Bytes of memory RE2 may use for one compiled ``search_text`` pattern (8 MiB)."""
+    range_file_bytes: int = 64 << 20
+    """Bytes of a file ``read_file`` reads for a line range, or ``search_text`` searches."""
+    cursor_chars: int = 8_192
+    """Characters of a ``cursor`` argument of ``list_files`` or ``search_text``."""
+
     # --- git (engine/git) -----------------------------------------------------------
     git_object_cache_bytes: int = 4 << 20
     """Bytes of parsed commits and trees each libgit2 handle caches (4 MiB)."""
@@ -119,6 +145,8 @@ class Limits:
     """Largest ``limit`` of ``log``."""
     log_scan_commits: int = 10_000
     """Commits one ``log`` call examines before it reports truncation."""
+    ref_reach_commits: int = 100_000
+    """Commits beyond the base walked to find whether a branch reaches a commit id."""
     log_paths: int = 50
     """Changed paths ``log`` lists per commit."""
     log_summary_chars: int = 200

@@ -151,6 +151,12 @@ async def _approved_commit(client: Client, home: Path, key: Path) -> None:
          f"{committed['lane']} (the file stored sealed, the approval in its provenance)")
 
 
+def _intersection(scopes: list[list[str]]) -> str:
+    """Each block's path globs, shown as the intersection they grant: ``{a, b} ∩ {c}``."""
+    shown = ["{" + ", ".join(globs) + "}" for globs in scopes]
+    return " ∩ ".join(shown) if shown else "none"
+
+
 async def _agent_session(home: Path, repo: Path, token: str, operator_key: Path) -> str:
     async with Client(stdio_server_params(home, repo, token)) as client:
         _say(f"    connected over stdio, protocol {client.protocol_version}")
@@ -158,8 +164,11 @@ async def _agent_session(home: Path, repo: Path, token: str, operator_key: Path)
         names = [t.name for t in listed.tools]
         scope = _result(await client.call_tool("effective_scope", {}))
         _say(f"    offered {len(names)} tools: {', '.join(names)}")
-        _say(f"    withheld {scope['withheld']} more (not unlocked, or handlers in later work)")
-        _say(f"    lane {scope['lane']}, scope {scope['path_scopes']}, ops {scope['operations']}")
+        if scope["withheld"]:
+            _say(f"    withheld {scope['withheld']} more (the token's operations or the policy "
+                 "do not unlock them)")
+        _say(f"    lane {scope['lane']}, paths {_intersection(scope['path_scopes'])}, "
+             f"ops {', '.join(scope['operations'])}")
         _say(f"    catalog {scope['catalog_hash']}")
 
         _step(4, f"read inside the scope: {IN_SCOPE}")
@@ -237,7 +246,8 @@ async def _helper_session(home: Path, repo: Path, token: str) -> str:
     async with Client(stdio_server_params(home, repo, token)) as client:
         await client.list_tools()
         scope = _result(await client.call_tool("effective_scope", {}))
-        _say(f"    {scope['agent']} on {scope['lane']}, scope {scope['path_scopes']}")
+        paths = _intersection(scope["path_scopes"])
+        _say(f"    {scope['agent']} on {scope['lane']}, paths {paths}")
         current = _result(await client.call_tool("read_file", {"path": HELPER_SCOPE}))["content"]
         doc = '"""GZip compression middleware for Starlette responses."""\n\n'
         await client.call_tool("write_file", {"path": HELPER_SCOPE, "content": doc + current})

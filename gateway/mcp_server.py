@@ -59,7 +59,10 @@ chit is a capability gateway: you work on a git repository through the tools you
 token unlocks, and only inside its scope.
 - Call `effective_scope` first: it tells you your agent name, your lane \
 (agent/<name>), your operations, the path globs you may touch and when your token expires.
-- Call `project_context` for the paths you plan to edit before editing, when it is offered.
+- Find your way with `list_files` (files and folders you may read, paged) and \
+`search_text` (lines matching text or an RE2 pattern); `read_file` takes start_line and \
+end_line for large files. Call `project_context` for the paths you plan to edit before \
+editing, when it is offered.
 - `write_file`, `delete_file` and `move_file` stage changes in this session only; nothing \
 lands until `commit`, which records one commit on your own lane agent/<name>, and `discard` \
 drops them. main is never written. The staged change is kept across reconnects: `status` \

@@ -116,6 +116,7 @@ class _Middleware:
 
         span = trace.get_current_span()
         span.set_attribute("network.transport", self._transport)
+        _bound_client_text(span, ctx)
         attributes: dict[str, Any] = {
             "mcp.method.name": ctx.method,
             "network.transport": self._transport,
@@ -126,7 +127,7 @@ class _Middleware:
         if ctx.method == "tools/call" and isinstance(name, str):
             # A client names any tool it likes: bounded, as in the unknown-tool error
             # (and the SDK bounds how many attribute sets a histogram keeps).
-            attributes["gen_ai.tool.name"] = name[:100]
+            attributes["gen_ai.tool.name"] = name[:_CLIENT_TEXT]
             attributes["gen_ai.operation.name"] = "execute_tool"
         start = time.perf_counter()
         try:
@@ -145,6 +146,27 @@ class _Middleware:
             return result
         finally:
             _state["histogram"].record(time.perf_counter() - start, attributes)
+
+
+_CLIENT_TEXT = 100  # characters of a name or id a client chose, in span names and attributes
+
+
+def _bound_client_text(span: Any, ctx: Any) -> None:
+    """Cut what the client chose (tool name, request id) in the SDK's span to 100 characters.
+
+    The SDK names the span ``tools/call {name}`` and sets ``gen_ai.tool.name``
+    and ``jsonrpc.request.id`` from the request as sent: a client could make
+    them any length.
+    """
+    name = ctx.params.get("name") if isinstance(ctx.params, dict) else None
+    if isinstance(name, str) and len(name) > _CLIENT_TEXT:
+        span.update_name(f"{ctx.method} {name[:_CLIENT_TEXT]}")
+        span.set_attribute(
+            "gen_ai.prompt.name" if ctx.method == "prompts/get" else "gen_ai.tool.name",
+            name[:_CLIENT_TEXT])
+    request_id = getattr(ctx, "request_id", None)
+    if request_id is not None and len(str(request_id)) > _CLIENT_TEXT:
+        span.set_attribute("jsonrpc.request.id", str(request_id)[:_CLIENT_TEXT])
 
 
 def install(server: Any, transport: str) -> None:
@@ -236,8 +258,9 @@ def engine_call(
         ``chit.token_id``, records ``error.type`` on a refusal, and records
         :data:`ENGINE_DURATION`.
     """
-    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool[:100]}
-    return _engine_span(f"execute_tool {tool[:100]}", "invoke", attributes, token, call, headers)
+    name = tool[:_CLIENT_TEXT]
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+    return _engine_span(f"execute_tool {name}", "invoke", attributes, token, call, headers)
 
 
 def engine_offer(

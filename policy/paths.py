@@ -71,6 +71,17 @@ _CONTROL = re.compile("[\\x00-\\x1f\\x7f-\\x9f]")
 # "[. ]*" is followed by ':' or the end, neither of which it can consume.
 _DOTGIT = re.compile(r"(?:\.git|git~[0-9]+)[. ]*(?::.*)?", re.DOTALL)
 
+# Applied to one segment: a Windows device name (git's is_valid_win32_path()):
+# CON, PRN, AUX, NUL, COM1-9, LPT1-9 (Windows also reads the ISO 8859-1
+# superscripts U+00B9, U+00B2 and U+00B3 as digits there), CONIN$ and CONOUT$, in
+# any case, then only spaces, then the end, an extension or a stream (``nul.txt``
+# and ``Con .c`` open the device too). No bad backtracking: " *" is followed by
+# '.', ':' or the end, none of which it can consume.
+_WINDOWS_DEVICE = re.compile(
+    r"(?:con|prn|aux|nul|(?:com|lpt)[1-9\u00b9\u00b2\u00b3]|conin\$|conout\$) *(?:[.:].*)?",
+    re.IGNORECASE | re.DOTALL,
+)
+
 
 def _fold_char(char: str) -> str:
     """Lower-case one character, mapping non-ASCII look-alikes onto ASCII letters.
@@ -102,6 +113,27 @@ def _is_dotgit(segment: str) -> bool:
     ``.GIT\u200c.`` are caught as well.
     """
     return _DOTGIT.fullmatch(_fold_for_dotgit(segment)) is not None
+
+
+def _windows_problem(text: str, noun: str) -> str | None:
+    """Return why ``text`` names something else on a Windows checkout, or None.
+
+    Checked on a well-formed ``text`` (see :func:`_form_problem`), after the
+    ``.git`` spellings (so ``.git.`` stays ``path_forbidden``). As git's
+    ``core.protectNTFS`` and ``is_valid_win32_path()``: a colon anywhere (an NTFS
+    alternate data stream such as ``a::$DATA`` or ``a:stream``, which writes into
+    ``a``), a segment ending in a dot or a space (Win32 drops them, so ``a.``
+    and ``a `` are ``a``), a Windows device name with or without an extension
+    (``NUL``, ``nul.txt``, ``Con .c``, ``COM\u00b9``).
+    """
+    if ":" in text:
+        return f"{noun} contains a colon (an NTFS stream or drive)"
+    for segment in text.split(_SEP):
+        if segment[-1:] in (".", " "):
+            return f"{noun} has a segment ending in a dot or a space"
+        if _WINDOWS_DEVICE.fullmatch(segment) is not None:
+            return f"{noun} has a segment that is a Windows device name"
+    return None
 
 
 def _size_problem(text: str, noun: str) -> str | None:
@@ -160,20 +192,31 @@ def _form_problem(text: str, noun: str) -> str | None:
     return None
 
 
-def _invisible_problem(text: str, noun: str) -> str | None:
-    """Return why ``text`` holds an invisible format character (Unicode category Cf), or None.
+# Unicode's Default_Ignorable_Code_Point (DerivedCoreProperties.txt) beyond
+# category Cf: code points a renderer shows as nothing (combining grapheme
+# joiner, Hangul fillers, Khmer inherent vowels, Mongolian variation selectors,
+# variation selectors, and the reserved ignorables).
+_IGNORABLE = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\ufe00-\ufe0f\uffa0"
+    "\ufff0-\ufff8\U000e0000-\U000e0fff]"
+)
 
-    Zero-width spaces and joiners, soft hyphens, word joiners, byte order marks
-    and tag characters display as nothing: ``deploy\u200b/x`` reads as
-    ``deploy/x`` to an approver or an auditor while being another folder, and
-    tag characters carry text no reader sees. Checked after the ``.git``
-    spellings (so ``.git\u200c`` stays ``path_forbidden``); bidirectional
-    controls, also Cf, are refused earlier with their own reason.
+
+def _invisible_problem(text: str, noun: str) -> str | None:
+    """Return why ``text`` holds a character that displays as nothing, or None.
+
+    Refused: Unicode category Cf (zero-width spaces and joiners, soft hyphens,
+    word joiners, byte order marks, tag characters) and every other
+    Default_Ignorable_Code_Point (combining grapheme joiner, Hangul fillers,
+    variation selectors). ``deploy\u200b/x`` reads as ``deploy/x`` to an
+    approver or an auditor while being another folder. Checked after the
+    ``.git`` spellings (so ``.git\u200c`` stays ``path_forbidden``);
+    bidirectional controls, also Cf, are refused earlier with their own reason.
     """
     if text.isascii():
         return None
     for char in text:
-        if unicodedata.category(char) == "Cf":
+        if unicodedata.category(char) == "Cf" or _IGNORABLE.match(char):
             return f"{noun} contains an invisible format character (U+{ord(char):04X})"
     return None
 
@@ -219,7 +262,9 @@ def validate_path(path: object) -> str:
     resolve to ``.git``. They are stricter than git where that costs nothing: a
     backslash, a control character, a segment made only of dots and spaces, and
     every ``.git`` spelling of ``is_ntfs_dotgit()`` and ``is_hfs_dotgit()`` are
-    refused on every platform, and in every segment, not only the first.
+    refused on every platform, and in every segment, not only the first; so are
+    the names a Windows checkout would read as another file or a device
+    (git for Windows' ``is_valid_win32_path()``), on every platform.
 
     ``.gitignore``, ``.gitattributes``, ``.gitmodules`` and ``.github/...`` are
     ordinary paths.
@@ -240,7 +285,14 @@ def validate_path(path: object) -> str:
             control character or DEL; is not in Unicode NFC form; or has an
             empty (``a//b``, trailing ``/``),
             ``.``, ``..`` or dots-and-spaces-only segment. These are checked
-            first, over the whole path.
+            first, over the whole path. After the ``.git`` spellings, also
+            ``path_invalid``: a name that means something else on a Windows
+            checkout (``core.protectNTFS``): a colon (``a::$DATA``,
+            ``a:stream``), a segment ending in a dot or a space, a device name
+            (``CON``, ``PRN``, ``AUX``, ``NUL``, ``COM1``-``COM9``,
+            ``LPT1``-``LPT9``, also with a superscript digit, ``CONIN$``,
+            ``CONOUT$``; any case, with or without an extension: ``nul.txt``);
+            then an invisible format character.
         PathError: ``path_forbidden`` if the path is well formed but one
             of its segments names ``.git`` in any spelling: any letter case, with
             trailing dots or spaces or an NTFS stream suffix (``.git.``,
@@ -278,9 +330,13 @@ def _check_path(path: str) -> None:
         raise PathError("path_invalid", f"{problem}: {path!r}")
     if any(_is_dotgit(segment) for segment in path.split(_SEP)):
         raise PathError("path_forbidden", f"path names the .git directory: {path!r}")
-    problem = _invisible_problem(path, "path")
+    problem = _windows_problem(path, "path")
     if problem is not None:
         raise PathError("path_invalid", f"{problem}: {path!r}")
+    problem = _invisible_problem(path, "path")
+    if problem is not None:
+        # ascii(): repr() leaves printable-but-invisible characters (U+3164) as they are.
+        raise PathError("path_invalid", f"{problem}: {path!a}")
 
 
 def validate_glob(glob: object) -> str:
@@ -288,7 +344,8 @@ def validate_glob(glob: object) -> str:
 
     A glob obeys the segment rules of :func:`validate_path` (relative,
     ``/``-separated, no empty, ``.``, ``..`` or dots-and-spaces-only segment, no
-    backslash, no control character, same size limits). In addition a segment
+    backslash, no control character, no colon, no segment ending in a dot or a
+    space or naming a Windows device such as ``nul.*``, same size limits). In addition a segment
     containing ``**`` must be exactly ``**`` (``a**``, ``**b`` and ``***`` are
     refused). ``*`` and ``?`` may appear anywhere else; every other character,
     including ``[`` and ``{``, is literal. A glob may name ``.git``; it then
@@ -321,7 +378,7 @@ def validate_glob(glob: object) -> str:
 def _glob_problem(glob: str) -> str | None:
     """Return why ``glob`` is not a valid glob (see :func:`validate_glob`), or None."""
     problem = (_size_problem(glob, "glob") or _form_problem(glob, "glob")
-               or _invisible_problem(glob, "glob"))
+               or _windows_problem(glob, "glob") or _invisible_problem(glob, "glob"))
     if problem is not None:
         return problem
     for segment in glob.split(_SEP):

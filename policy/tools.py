@@ -13,6 +13,8 @@ TOOL_OPERATIONS: dict[str, str] = {
     "effective_scope": "none",
     "status": "read",
     "read_file": "read",
+    "list_files": "read",
+    "search_text": "read",
     "list_conflicts": "read",
     "log": "read",
     "diff": "read",

@@ -34,7 +34,7 @@ from engine.admin.calllog import (
     read_checkpoint_file,
     verify_call_log,
 )
-from engine.admin.doctor import DoctorRepository, diagnose
+from engine.admin.doctor import DoctorRepository, diagnose, doctor_repository
 from engine.admin.edgesettings import RequestStateKeys, approval_url_template, request_state_keys
 from engine.admin.freeze import freeze_status, set_freeze
 from engine.admin.home import check_policy, ensure_home, init_home, open_repository, resolve_home
@@ -85,6 +85,7 @@ __all__ = [
     "create_repository",
     "decide_approval",
     "diagnose",
+    "doctor_repository",
     "ensure_home",
     "export_public",
     "files_from_directory",

@@ -30,7 +30,7 @@ from engine.service.policyfile import load_policy
 from engine.service.repos import name_for_path, repos_from_engine_toml
 from engine.state import Store, resolve_state_url
 
-__all__ = ["DoctorRepository", "diagnose"]
+__all__ = ["DoctorRepository", "diagnose", "doctor_repository"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,43 @@ class DoctorRepository:
     path: str
     base: str | None = None
     remote: str | None = None
+
+
+def doctor_repository(
+    home: str | os.PathLike[str], repo: str, *, base: str | None = None,
+    remote: str | None = None,
+) -> DoctorRepository:
+    """The repository ``chit doctor --repo NAME|PATH`` names.
+
+    A name of a ``[[repo]]`` table of ``<home>/engine.toml`` wins (its path,
+    base and remote, unless ``base`` or ``remote`` are given); otherwise
+    ``repo`` is a path (its name then unknown: :class:`DoctorRepository`).
+
+    Args:
+        home: The chit home.
+        repo: A name served in ``engine.toml``, or a path.
+        base: The base branch (``--base``), or ``None``.
+        remote: The remote's URL (``--remote``), or ``None``.
+
+    Returns:
+        The repository to examine.
+
+    Raises:
+        ConfigurationError: If ``repo`` is neither a name in ``engine.toml``
+            (or that file cannot be read) nor an existing path.
+    """
+    try:
+        specs = repos_from_engine_toml(home)
+    except ConfigurationError:
+        specs = []
+    for spec in specs:
+        if spec.name == repo:
+            return DoctorRepository(spec.name, os.fspath(spec.path), base or spec.base,
+                                    remote or spec.remote)
+    if os.path.exists(repo):
+        return DoctorRepository(repo, repo, base, remote)
+    raise ConfigurationError(
+        "--repo: no [[repo]] of engine.toml has that name, and no such path exists")
 
 
 def diagnose(
@@ -74,7 +111,7 @@ def diagnose(
         report (URL redacted, git's errors scrubbed) and ``signs`` the
         repository's vital signs that are not silent (``{sign, state, reason,
         expected?, found?, lanes?, ...}``, docs/vital-signs.md); the top
-        ``signs`` are the home's (``policy``, ``call_log``) and ``seen`` the
+        ``signs`` are the home's (``policy``, ``call_log``, ``state_store``) and ``seen`` the
         engines and edges seen within ``presence_window_seconds`` (``[{kind,
         label, role, started, seen, age_seconds}]``). ``ok`` is false when a
         check failed, a repository cannot be opened, a remote is unreachable
@@ -82,7 +119,7 @@ def diagnose(
         ``healthy``, ``wrong`` (something needs the operator) or ``unknown``
         (nothing found wrong, but the state store could not be read).
     """
-    read: dict[str, Any] = {"signs": [], "seen": []}
+    read: dict[str, Any] = {"signs": [], "seen": [], "owner": None}
     checks = [_check("home", lambda: _home(Path(home))),
               _check("signing key", lambda: _keyring(home)),
               _check("policy", lambda: _policy(home)),
@@ -94,7 +131,13 @@ def diagnose(
         checks.append(_check("engine.toml", lambda: _configured(home, configured)))
         repositories = configured
     keys = _key_ids(home)
-    found = [_repository(spec, keys) for spec in repositories]
+    identities: list[coherence.Identity] = []
+    found = [_repository(spec, keys, identities) for spec in repositories]
+    # Read only: doctor never writes the store's record (an engine does).
+    named = all(spec.name != spec.path for spec in repositories)
+    store = vitals.recorded_store_sign(read["owner"], identities, names=named)
+    if store is not None:
+        signs.append(store)
     healthy = all(_fine(sign) for sign in signs)
     ok = all(c["ok"] for c in checks) and all(r["ok"] for r in found) and healthy
     unknown = any(c.get("unknown") for c in checks)
@@ -175,6 +218,7 @@ def _state(home: str | os.PathLike[str], state: str | None, into: dict[str, Any]
         store.freeze_state()
         version = store.schema_version()
         now = time.time()
+        into["owner"] = store.recorded_owner()
         sign = vitals.call_log_sign(store, now)
         if sign is not None:
             into["signs"].append(sign)
@@ -198,7 +242,9 @@ def _configured(home: str | os.PathLike[str], into: list[DoctorRepository]) -> s
     return f"{len(specs)} repositories in [[repo]] tables"
 
 
-def _repository(spec: DoctorRepository, keys: tuple[str, ...]) -> dict[str, Any]:
+def _repository(spec: DoctorRepository, keys: tuple[str, ...],
+                identities: list[coherence.Identity]) -> dict[str, Any]:
+    """One repository's report; its identity as served goes ``into`` identities."""
     out: dict[str, Any] = {"name": spec.name, "ok": False, "base": spec.base,
                            "base_head": None, "lanes": 0, "remote": None, "error": None,
                            "signs": []}
@@ -212,7 +258,7 @@ def _repository(spec: DoctorRepository, keys: tuple[str, ...]) -> dict[str, Any]
         out["base"] = repo.base
         out["base_head"] = str(repo.base_head().id)
         out["lanes"] = len(repo.lanes())
-        signs = _signs(spec, repo, keys)
+        signs = _signs(spec, repo, keys, identities)
         if repo.remote is not None:
             report = repo.remote.compare()
             out["remote"] = report
@@ -245,12 +291,13 @@ def _served_name(spec: DoctorRepository) -> tuple[str, bool]:
         return os.path.basename(os.path.abspath(spec.path)) or spec.name, False
 
 
-def _signs(spec: DoctorRepository, repo: git.Repository,
-           keys: tuple[str, ...]) -> list[coherence.Signal]:
+def _signs(spec: DoctorRepository, repo: git.Repository, keys: tuple[str, ...],
+           identities: list[coherence.Identity]) -> list[coherence.Signal]:
     """The repository's vital signs that are not silent (index, catalog store, lanes' signers)."""
     name, named = _served_name(spec)
     root = repo.history_root()
     served = coherence.Identity.of(name, () if root is None else (root,), keys)
+    identities.append(served)
     out: list[coherence.Signal] = []
     index = coherence.check_recorded(
         "semantic_index", served, coherence.parse_identity(read_owner(repo.chit_dir)),

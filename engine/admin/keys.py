@@ -18,8 +18,8 @@ from engine.admin.state import state_store
 from engine.auth.rootkeys import Keyring
 from engine.auth.rootkeys import retire_key as _retire_key
 from engine.auth.rootkeys import rotate_key as _rotate_key
+from engine.auth.sealkeys import retire_sealing_key, sealing_keys
 from engine.auth.sealkeys import rotate_sealing_key as rotate_sealing_key_
-from engine.auth.sealkeys import sealing_keys
 from engine.auth.signkeys import export_public_keys, load_public_keys, signing_keys
 from engine.auth.signkeys import rotate_signing_key as rotate_signing_key_
 from engine.errors import ConfigurationError, StoreError
@@ -104,19 +104,49 @@ def rotate_key(home: str | os.PathLike[str], *, state: str | None = None) -> dic
 def retire_key(
     home: str | os.PathLike[str], key_id: str, *, state: str | None = None
 ) -> dict[str, Any]:
-    """Retire a key; its tokens fail with ``token_unknown_key`` from their next call.
+    """Retire any key ``chit keys list`` shows, by its id.
 
-    The change is announced on the change feed, so engines tell the
-    connections it affects within a second (docs/deployment.md, "The change feed").
+    - a root key: its tokens fail with ``token_unknown_key`` from their next
+      call; the change is announced on the change feed, so engines tell the
+      connections it affects within a second (docs/deployment.md, "The change
+      feed");
+    - a sealing key other than the one that seals: what it sealed no longer
+      opens (``seal_invalid``);
+    - a provenance signing key: only the active one could be, and it is not
+      (provenance must keep being signed): a rotation retires it, keeping its
+      public half for the audit.
 
     Args:
         home: The chit home.
-        key_id: The key's id.
+        key_id: The key's id, as ``chit keys list`` shows it.
         state: A state URL (``--state``); ``None``: the home's.
+
+    Returns:
+        ``{"kid", "kind", "created", "status", "signing"}`` (and ``announced``
+        for a root key).
+
+    Raises:
+        ValueError: The id is in no keyring, the key is already retired, or
+            it is the last active root key, the sealing key that seals, or the
+            active signing key (each message says what to run instead).
+        ConfigurationError: A keyring cannot be loaded.
     """
-    key = _retire_key(home, key_id)
-    return {"kid": key.key_id, "kind": "root", "created": key.created, "status": key.status,
-            "signing": False, "announced": _announce_keys(home, state)}
+    root = Path(home) / "keys"
+    if (root / "signing").is_dir():
+        for signer in signing_keys(home):
+            if signer.key_id == key_id:
+                if signer.status == "retired":
+                    raise ValueError("that signing key is already retired (a rotation did it; "
+                                     "it still verifies the provenance it signed)")
+                raise ValueError("refusing to retire the signing key that signs provenance; "
+                                 "run `chit keys rotate --signing`, which retires it")
+    if (root / "sealing").is_dir() and any(k.key_id == key_id for k in sealing_keys(home)):
+        sealed = retire_sealing_key(home, key_id)
+        return {"kid": sealed.key_id, "kind": "sealing", "created": sealed.created,
+                "status": sealed.status, "signing": False}
+    retired = _retire_key(home, key_id)
+    return {"kid": retired.key_id, "kind": "root", "created": retired.created,
+            "status": retired.status, "signing": False, "announced": _announce_keys(home, state)}
 
 
 def _announce_keys(home: str | os.PathLike[str], state: str | None) -> bool:

@@ -37,6 +37,7 @@ __all__ = [
     "SealingKey",
     "SealingKeyring",
     "create_sealing_key",
+    "retire_sealing_key",
     "rotate_sealing_key",
     "sealing_keys",
 ]
@@ -167,6 +168,40 @@ def rotate_sealing_key(home: str | os.PathLike[str], *, now: int | None = None) 
     return key
 
 
+def retire_sealing_key(home: str | os.PathLike[str], key_id: str) -> SealingKey:
+    """Retire an older sealing key: what it sealed no longer opens (``seal_invalid``).
+
+    For a key thought exposed, once what it sealed was re-written under a
+    newer key. The newest active key, the one that seals, is never retired:
+    rotate first (``chit keys rotate --sealing``).
+
+    Args:
+        home: The chit home.
+        key_id: The sealing key's id.
+
+    Returns:
+        The key as retired.
+
+    Raises:
+        ConfigurationError: If the sealing keys cannot be loaded.
+        ValueError: If the key is unknown, already retired, or the one that seals.
+    """
+    with locked(home):
+        existing = {k.key_id: k for k in sealing_keys(home)}
+        key = existing.get(key_id)
+        if key is None:
+            raise ValueError("no such sealing key id")
+        if key.status == "retired":
+            raise ValueError("that sealing key is already retired")
+        active = [k for k in existing.values() if k.status == "active"]
+        if max(active, key=lambda k: (k.created, k.key_id)).key_id == key_id:
+            raise ValueError("refusing to retire the sealing key that seals; "
+                             "run `chit keys rotate --sealing` first")
+        retired = SealingKey(key.key_id, key.created, "retired", key.secret)
+        _write_sealing_key(_sealing_dir(home), retired, replace=True)
+    return retired
+
+
 def _sealing_dir(home: str | os.PathLike[str]) -> Path:
     return Path(home) / "keys" / "sealing"
 
@@ -180,7 +215,7 @@ def _new_sealing_key(created: int) -> SealingKey:
     )
 
 
-def _write_sealing_key(folder: Path, key: SealingKey) -> None:
+def _write_sealing_key(folder: Path, key: SealingKey, *, replace: bool = False) -> None:
     write_key_doc(
         folder,
         {
@@ -190,6 +225,7 @@ def _write_sealing_key(folder: Path, key: SealingKey) -> None:
             "status": key.status,
             "secret": b64(key.secret),
         },
+        replace=replace,
     )
 
 

@@ -13,6 +13,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeGuard
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import (
     Ed25519PrivateKey,
@@ -47,12 +48,24 @@ __all__ = [
     "active_signing_key",
     "create_signing_key",
     "export_public_keys",
+    "is_key_id",
     "load_public_keys",
     "rotate_signing_key",
     "signing_keys",
 ]
 
 SIGNING_ALG = "ed25519"
+
+_KEY_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def is_key_id(value: object) -> TypeGuard[str]:
+    """Whether ``value`` has a key id's form: 1 to 64 of ``A-Z a-z 0-9 _ -``.
+
+    The form of every signing key id this home makes (``e<yyyymmdd>-<8 hex>``)
+    or imports (a published public key's ``kid``).
+    """
+    return isinstance(value, str) and _KEY_ID.fullmatch(value) is not None
 PUBLIC_KEYS_FORMAT = "chit-engine-keys/1"
 
 
@@ -187,7 +200,7 @@ def load_public_keys(doc: object) -> dict[str, Ed25519PublicKey]:
         if not isinstance(entry, dict) or entry.get("alg") != SIGNING_ALG:
             raise ValueError("every key needs alg 'ed25519'")
         kid = entry.get("kid")
-        if not isinstance(kid, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", kid):
+        if not is_key_id(kid):
             raise ValueError("every key needs a kid of letters, digits, '-' or '_'")
         raw = unb64(entry.get("public"))
         if len(raw) != 32:

@@ -135,11 +135,29 @@ TOOLS: tuple[ToolSpec, ...] = (
         "read_file",
         "Read a file in your scope. Without ref: your session's view (staged edits over your "
         "lane, or the base branch before your lane exists). Content is UTF-8 text, or base64 "
-        "for binary.",
+        "for binary. start_line and end_line (1-based, inclusive) read part of a large file.",
         s.ReadFileArgs,
         s.FileContent,
         R,
         path_args=("path",),
+    ),
+    _tool(
+        "list_files",
+        "Files and folders of your session's view (your staged edits included) under a path, "
+        "in path order, optionally filtered by a glob; paged with cursor. Only what your "
+        "scope lets you read is named; the rest is counted in pruned.",
+        s.ListFilesArgs,
+        s.FileList,
+        R,
+    ),
+    _tool(
+        "search_text",
+        "Lines matching text (or an RE2 regular expression with regex: true) in the files of "
+        "your session's view you may read, with path, line number and the line; bounded, "
+        "paged with cursor.",
+        s.SearchTextArgs,
+        s.TextMatches,
+        R,
     ),
     _tool(
         "list_conflicts",

@@ -45,12 +45,71 @@ class NoArgs(BaseModel):
     model_config = _IN
 
 
+Cursor = Field(
+    default=None,
+    min_length=1,
+    max_length=LIMITS.cursor_chars,
+    description="Where to go on: the cursor a truncated answer gave, with the same other "
+    "arguments.",
+)
+
+
 class ReadFileArgs(BaseModel):
     """Arguments of read_file."""
 
     model_config = _IN
     path: str = Path
     ref: str | None = Ref
+    start_line: int | None = Field(
+        default=None, ge=1, description="First line to return (1-based); default: the first."
+    )
+    end_line: int | None = Field(
+        default=None, ge=1, description="Last line to return (inclusive); default: the last."
+    )
+
+
+class ListFilesArgs(BaseModel):
+    """Arguments of list_files."""
+
+    model_config = _IN
+    path: str | None = Field(
+        default=None, description="A folder (or file) to list under; default: the whole view."
+    )
+    glob: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=LIMITS.glob_chars,
+        description="Only entries whose path below `path` matches: '*' and '?' within one "
+        "segment, '**' for any number of segments (e.g. '**/*.py').",
+    )
+    limit: int = Field(
+        default=200, ge=1, le=LIMITS.list_entries, description="Most entries to return."
+    )
+    cursor: str | None = Cursor
+
+
+class SearchTextArgs(BaseModel):
+    """Arguments of search_text."""
+
+    model_config = _IN
+    query: str = Field(
+        min_length=1,
+        max_length=LIMITS.search_query_chars,
+        description="Text to find, or an RE2 regular expression with regex: true (no "
+        "backreferences or lookaround).",
+    )
+    regex: bool = False
+    case: bool = Field(default=True, description="Case-sensitive (default) or not.")
+    paths: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=LIMITS.argument_list_entries,
+        description="Files or folders to search; default: the whole view.",
+    )
+    limit: int = Field(
+        default=50, ge=1, le=LIMITS.search_matches, description="Most matching lines to return."
+    )
+    cursor: str | None = Cursor
 
 
 class LogArgs(BaseModel):
@@ -300,14 +359,83 @@ class Status(BaseModel):
 
 
 class FileContent(BaseModel):
-    """A file's content."""
+    """A file's content, whole or a range of its lines."""
 
     model_config = _OUT
     path: str
     ref: str | None
     encoding: Literal["utf-8", "base64"]
     content: str
-    size: int
+    size: int = Field(description="Bytes of the whole file.")
+    start_line: int | None = Field(
+        default=None, exclude_if=_absent,
+        description="With a line range: the first line returned (1-based).",
+    )
+    end_line: int | None = Field(
+        default=None, exclude_if=_absent,
+        description="With a line range: the last line returned (start_line - 1 when none).",
+    )
+    total_lines: int | None = Field(
+        default=None, exclude_if=_absent, description="With a line range: lines in the file."
+    )
+
+
+class ListedEntry(BaseModel):
+    """One entry of a listing."""
+
+    model_config = _OUT
+    path: str
+    kind: Literal["file", "folder", "symlink", "submodule"]
+    size: int | None = Field(
+        default=None, exclude_if=_absent,
+        description="A file's size in bytes as stored (a protected file's sealed size).",
+    )
+
+
+class FileList(BaseModel):
+    """Files and folders of the session view, pruned to the caller's scope."""
+
+    model_config = _OUT
+    entries: list[ListedEntry]
+    pruned: int = Field(
+        description="Entries under `path` you may not see, never named (a folder with nothing "
+        "of your scope inside counts once); the same on every page, whatever the glob."
+    )
+    truncated: bool = Field(description="More entries follow: call again with `cursor`.")
+    cursor: str | None = Field(description="Where the next page starts, when truncated.")
+    incomplete: bool = Field(
+        description=f"The view under `path` holds more than {LIMITS.list_scan_entries} "
+        "entries: only the first ones in path order are listed; list a narrower path."
+    )
+
+
+class TextMatch(BaseModel):
+    """One matching line."""
+
+    model_config = _OUT
+    path: str
+    line: int = Field(description="Line number, 1-based.")
+    column: int = Field(description="Where the first match on the line starts, 1-based, "
+                        "in characters.")
+    text: str = Field(description="The line, or a window of it around the match if long.")
+    cut: bool = Field(description="The line is longer than `text` shows.")
+
+
+class TextMatches(BaseModel):
+    """Lines matching a search, in files the caller may read."""
+
+    model_config = _OUT
+    matches: list[TextMatch]
+    files_searched: int
+    skipped: int = Field(
+        description="Files you may read that were not searched: binary, or over "
+        f"{LIMITS.range_file_bytes} bytes."
+    )
+    truncated: bool = Field(
+        description="The search stopped early (limit, or bytes, files or time budget): call "
+        "again with `cursor` to go on."
+    )
+    cursor: str | None = Field(description="Where the next call goes on, when truncated.")
 
 
 class LogEntry(BaseModel):

@@ -8,6 +8,7 @@ the transport only (docs/architecture.md, "Lanes on the organisation's remote").
 
 from engine.git.handle import common_dir, private_folder
 from engine.git.history import commit_trailers
+from engine.git.listing import ViewEntry, sort_key
 from engine.git.reconcile import PARKED_PREFIX
 from engine.git.refs import LANE_PREFIX, MAIN, STORE_PREFIX, UPSTREAM_PREFIX, lane_ref
 from engine.git.replica import Replica
@@ -32,10 +33,12 @@ __all__ = [
     "SaveCache",
     "SavedSession",
     "StagedChange",
+    "ViewEntry",
     "commit_trailers",
     "common_dir",
     "lane_ref",
     "private_folder",
     "redact",
     "session_ref",
+    "sort_key",
 ]

@@ -23,6 +23,7 @@ from engine.limits import LIMITS
 
 __all__ = [
     "Handle",
+    "bounded_blob",
     "common_dir",
     "private_folder",
     "reference",
@@ -99,6 +100,33 @@ def tree_entry(tree: pygit2.Tree, path: str) -> pygit2.Object | None:
             return None
         current = entry
     return None
+
+
+def bounded_blob(repo: pygit2.Repository, entry: pygit2.Object | None, limit: int) -> bytes | None:
+    """The bytes of a blob entry no longer than ``limit``, or ``None``.
+
+    The size is read from the object's header (``git_odb_read_header``) before
+    the blob is loaded, so an oversized one (a record fetched from a remote)
+    costs no memory.
+
+    Args:
+        repo: The repository holding the entry.
+        entry: A tree entry (:func:`tree_entry`), or ``None``.
+        limit: The most bytes accepted.
+
+    Returns:
+        The blob's bytes; ``None`` when ``entry`` is missing, not a blob, longer
+        than ``limit``, or its object cannot be read.
+    """
+    if not isinstance(entry, pygit2.Blob):
+        return None
+    try:
+        _kind, size = repo.odb.read_header(entry.id)
+    except (KeyError, pygit2.GitError, ValueError):
+        return None
+    if size > limit:
+        return None
+    return bytes(entry.data)
 
 
 def reference(repo: pygit2.Repository, name: str) -> pygit2.Reference | None:

@@ -32,6 +32,7 @@ from engine.git.names import (
     STORE_PREFIX,
     UPSTREAM_PREFIX,
 )
+from engine.git.reach import is_visible_commit
 from engine.limits import LIMITS
 
 __all__ = [
@@ -274,7 +275,8 @@ def resolve(handle: Handle, rev: str) -> pygit2.Commit:
     """Resolve a revision given by an agent, accepting no revision syntax.
 
     Accepted forms: a branch short name (``master``, ``agent/x``), a full
-    ``refs/heads/...`` name, or a 7 to 40 digit hex commit id prefix. A
+    ``refs/heads/...`` name, or a 7 to 40 digit hex commit id prefix of a
+    commit the base or a branch reaches (:func:`~engine.git.reach.is_visible_commit`). A
     branch wins over a hex prefix that spells the same name, as in git. The
     base branch's name gives the base as the engine sees it
     (:func:`base_head`: with a remote, the remote's base as last fetched);
@@ -291,7 +293,8 @@ def resolve(handle: Handle, rev: str) -> pygit2.Commit:
         InvalidRequestError: ``invalid_argument`` for anything else
             (options such as ``-x``, ranges ``a..b``, ``@{...}``, ``^``,
             ``~``, ``:``, whitespace, NUL) or an ambiguous hex prefix.
-        RepositoryError: ``not_found`` if the name or id names no commit.
+        RepositoryError: ``not_found`` if the name or id names no commit, or
+            a commit no branch reaches (chit's own records): the same answer.
     """
     if not isinstance(rev, str):
         raise InvalidRequestError("invalid_argument", "revision must be a string")
@@ -328,9 +331,13 @@ def resolve(handle: Handle, rev: str) -> pygit2.Commit:
             obj = None
         if obj is not None:
             try:
-                return obj.peel(pygit2.Commit)
+                commit = obj.peel(pygit2.Commit)
             except (pygit2.GitError, KeyError, ValueError):
-                pass
+                commit = None
+            # chit's own records (refs/chit/*) share the object database: an id
+            # no branch reaches is answered as one that does not exist.
+            if commit is not None and is_visible_commit(handle, commit.id):
+                return commit
     raise RepositoryError("not_found", "revision not found")
 
 

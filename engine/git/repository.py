@@ -10,14 +10,14 @@ does and guarantees.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pygit2
 
 from engine.auth.sealing import NO_SEALING, Sealing
 from engine.errors import ConfigurationError, RepositoryError
-from engine.git import commit, history, merge, reading, refs, saved, staging, store
+from engine.git import commit, history, listing, merge, reading, refs, saved, staging, store
 from engine.git.base import base_head, base_ref, default_base, tracking_ref
 from engine.git.handle import Handle
 from engine.git.replica import Replica
@@ -213,6 +213,17 @@ class Repository:
     ) -> tuple[str, dict[str, str], Callable[[str], bytes | None]]:
         """List a view's regular files and bind a reader to it."""
         return reading.view_files(self._handle, agent, staged, limit=limit)
+
+    def walk_view(
+        self,
+        agent: str,
+        staged: StagedChange | None,
+        *,
+        enter: Callable[[str], bool],
+        after: str | None = None,
+    ) -> tuple[Iterator[listing.ViewEntry], Callable[[str], bytes | None]]:
+        """Walk a session's view in path order and bind a reader to it."""
+        return listing.walk_view(self._handle, agent, staged, enter=enter, after=after)
 
     def read_at(self, rev: str, path: str) -> bytes:
         """Read a file at a revision given by an agent."""

@@ -19,7 +19,7 @@ from pygit2.enums import FileMode
 
 from engine.auth import cbor
 from engine.errors import ProfileError, RepositoryError
-from engine.git.handle import Handle, tree_entry
+from engine.git.handle import Handle, bounded_blob, tree_entry
 from engine.git.reffiles import list_refs, read_ref, swap_ref
 from engine.git.views import MODE_EXECUTABLE, MODE_FILE, MODE_SYMLINK, StagedChange, check_path
 from engine.limits import LIMITS
@@ -355,11 +355,12 @@ def _path(value: Any) -> str:
 
 
 def _read_record(handle: Handle, commit: pygit2.Commit) -> dict[str, Any]:
-    entry = tree_entry(commit.tree, RECORD_ENTRY)
-    if not isinstance(entry, pygit2.Blob) or entry.size > LIMITS.saved_session_record_bytes:
+    data = bounded_blob(handle.repo, tree_entry(commit.tree, RECORD_ENTRY),
+                        LIMITS.saved_session_record_bytes)
+    if data is None:
         raise _unreadable()
     try:
-        record = cbor.decode(entry.data, max_size=LIMITS.saved_session_record_bytes,
+        record = cbor.decode(data, max_size=LIMITS.saved_session_record_bytes,
                              max_depth=4)
     except ProfileError:
         raise _unreadable() from None

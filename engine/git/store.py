@@ -16,7 +16,7 @@ import pygit2
 from pygit2.enums import FileMode
 
 from engine.errors import RepositoryError
-from engine.git.handle import Handle, tree_entry
+from engine.git.handle import Handle, bounded_blob, tree_entry
 from engine.git.refs import STORE_PREFIX, CasUpdate, RefLocks, equals, ref_target
 from engine.git.views import MODE_FILE
 from engine.limits import LIMITS
@@ -276,12 +276,11 @@ def store_owner(handle: Handle, store_ref: str) -> bytes | None:
     Returns:
         The record's bytes (untrusted), or ``None`` if the store or the entry
         is missing, the entry is not a blob, or it is longer than
-        ``LIMITS.identity_record_bytes`` (as :mod:`engine.git.saved` reads its records).
+        ``LIMITS.identity_record_bytes`` (its size is read from the object's
+        header first: an oversized blob is never loaded).
     """
     current = ref_target(handle.repo, store_ref)
     if current is None:
         return None
     entry = tree_entry(handle.commit(current).tree, OWNER_ENTRY)
-    if not isinstance(entry, pygit2.Blob) or entry.size > LIMITS.identity_record_bytes:
-        return None
-    return bytes(entry.data)
+    return bounded_blob(handle.repo, entry, LIMITS.identity_record_bytes)

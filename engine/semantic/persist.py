@@ -485,6 +485,25 @@ def read_owner(folder: str | os.PathLike[str]) -> object | None:
         The decoded record (untrusted), or ``None``: no file, no record, a
         foreign schema, a record over ``LIMITS.identity_record_bytes``, not JSON.
     """
+    row = _read_meta(folder, "SELECT value FROM meta WHERE key = 'owner' AND length(value) <= ?",
+                     (LIMITS.identity_record_bytes,))
+    if row is None or not isinstance(row[0], str):
+        return None
+    try:
+        record: object = json.loads(row[0])
+    except ValueError:
+        return None
+    return record
+
+
+def _read_meta(
+    folder: str | os.PathLike[str], sql: str, params: tuple[object, ...] = ()
+) -> tuple[object, ...] | None:
+    """One row of ``sql`` over the index in ``folder``, opened read only; ``None`` if unreadable.
+
+    Nothing is made, migrated or removed; the schema is checked before the
+    query (a foreign schema, a missing file or any SQLite error: ``None``).
+    """
     path = Path(folder) / DB_NAME
     if not path.is_file():
         return None
@@ -496,16 +515,12 @@ def read_owner(folder: str | os.PathLike[str]) -> object | None:
     try:
         db.execute("PRAGMA trusted_schema=OFF")
         check_schema(db)
-        row = db.execute("SELECT value FROM meta WHERE key = 'owner' AND length(value) <= ?",
-                         (LIMITS.identity_record_bytes,)).fetchone()
-        if row is None or not isinstance(row[0], str):
-            return None
-        record: object = json.loads(row[0])
-    except (UntrustedSchemaError, sqlite3.Error, ValueError):
+        row = db.execute(sql, params).fetchone()
+    except (UntrustedSchemaError, sqlite3.Error):
         return None
     finally:
         db.close()
-    return record
+    return None if row is None else tuple(row)
 
 
 _INDEXED = "SELECT value FROM meta WHERE key = 'indexed' AND length(value) <= 256"
@@ -540,20 +555,4 @@ def read_indexed(folder: str | os.PathLike[str]) -> tuple[str, str] | None:
         file, no record (nothing indexed the base head yet, or a file made
         before the record existed), a foreign schema, a malformed record.
     """
-    path = Path(folder) / DB_NAME
-    if not path.is_file():
-        return None
-    try:
-        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True,
-                             timeout=LIMITS.sqlite_busy_timeout_seconds)
-    except sqlite3.Error:
-        return None
-    try:
-        db.execute("PRAGMA trusted_schema=OFF")
-        check_schema(db)
-        row = db.execute(_INDEXED).fetchone()
-    except (UntrustedSchemaError, sqlite3.Error):
-        return None
-    finally:
-        db.close()
-    return _indexed(row)
+    return _indexed(_read_meta(folder, _INDEXED))

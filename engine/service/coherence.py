@@ -10,11 +10,13 @@ a call; it only reports.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from engine.auth.reponames import repo_identity, validate_repo_name
+from engine.auth.signkeys import is_key_id
 from engine.limits import LIMITS
 from engine.tools.scope import warning_line
 
@@ -125,9 +127,13 @@ def parse_identity(record: object) -> Identity | None:
         record: Untrusted: the decoded record (any type).
 
     Returns:
-        The identity, or ``None`` (which every check reads as silent). A name
-        that is not a repository name (:func:`engine.auth.reponames.validate_repo_name`)
-        is malformed: the name goes into the line an agent is shown.
+        The identity, or ``None`` (which every check reads as silent). Its
+        parts go into the lines an operator and an agent are shown, so any
+        part out of form makes the record malformed: a name that is not a
+        repository name (:func:`engine.auth.reponames.validate_repo_name`), a
+        root that is not a commit id (40 or 64 lowercase hex), a key that is
+        not a key id (:func:`engine.auth.signkeys.is_key_id`), or more than
+        ``LIMITS.identity_record_entries`` roots or keys.
     """
     if not isinstance(record, Mapping):
         return None
@@ -136,11 +142,22 @@ def parse_identity(record: object) -> Identity | None:
         name = validate_repo_name(name)
     except ValueError:
         return None
-    if not isinstance(roots, list) or not all(isinstance(r, str) for r in roots):
-        return None
-    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+    if not _listed(roots, _is_root) or not _listed(keys, is_key_id):
         return None
     return Identity.of(name, roots, keys)
+
+
+_ROOT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def _is_root(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and _ROOT.fullmatch(value) is not None
+
+
+def _listed(value: object, check: Any) -> bool:
+    """Whether ``value`` is a list of at most ``identity_record_entries``, each ``check``ed."""
+    return (isinstance(value, list) and len(value) <= LIMITS.identity_record_entries
+            and all(check(item) for item in value))
 
 
 def record_bytes(identity: Identity) -> bytes:
@@ -206,7 +223,9 @@ def store_record(served: Sequence[Identity]) -> dict[str, Any]:
     return {"keys": keys, "repos": [{"name": i.name, "roots": list(i.roots)} for i in served]}
 
 
-def check_store(served: Sequence[Identity], record: object) -> Signal | None:
+def check_store(
+    served: Sequence[Identity], record: object, *, names: bool = True
+) -> Signal | None:
     """Compare what a state store records with the engine's repositories and keyring.
 
     The store is the home's: it is foreign when it records keys and none is in
@@ -219,6 +238,8 @@ def check_store(served: Sequence[Identity], record: object) -> Signal | None:
         served: The identities of the repositories the engine serves.
         record: The store's record, decoded (untrusted); malformed or ``None``:
             silent.
+        names: Compare the names; ``False`` when the names served under are
+            not known (``chit doctor --repo PATH``): histories and keyrings only.
 
     Returns:
         ``None``, an ``ok`` or a ``mismatch`` signal for ``state_store``.
@@ -226,26 +247,26 @@ def check_store(served: Sequence[Identity], record: object) -> Signal | None:
     if not isinstance(record, Mapping) or not served:
         return None
     keys, repos = record.get("keys"), record.get("repos")
-    if not isinstance(keys, list) or not isinstance(repos, list):
+    if not _listed(keys, is_key_id) or not _listed(repos, lambda r: True):
         return None
-    recorded = [i for i in (parse_identity(r) for r in repos) if i is not None]
+    recorded = [i for i in (parse_identity(r) for r in repos or ()) if i is not None]
     ours = {key for identity in served for key in identity.keys}
     expected = "; ".join(i.describe() for i in served)
     found = "; ".join(i.describe() for i in recorded) or "no repository"
-    if ours and keys and not ours & {k for k in keys if isinstance(k, str)}:
+    if ours and keys and not ours & set(keys or ()):
         return Signal("state_store", "mismatch",
                       "made under another home's keyring (no key in common)", expected, found)
-    if recorded and not any(_same_repository(a, b) for a in served for b in recorded):
-        names = ", ".join(i.name for i in recorded)
+    if recorded and not any(_same_repository(a, b, names) for a in served for b in recorded):
+        theirs = ", ".join(i.name for i in recorded)
         return Signal("state_store", "mismatch",
-                      f"made for repository {names}, serving {', '.join(i.name for i in served)}",
+                      f"made for repository {theirs}, serving {', '.join(i.name for i in served)}",
                       expected, found)
     return Signal("state_store", "ok", "made for this home and its repositories")
 
 
-def _same_repository(a: Identity, b: Identity) -> bool:
+def _same_repository(a: Identity, b: Identity, names: bool = True) -> bool:
     shared = bool(set(a.roots) & set(b.roots))
-    if repo_identity(a.name) == repo_identity(b.name):
+    if not names or repo_identity(a.name) == repo_identity(b.name):
         return shared or not a.roots or not b.roots
     return shared
 

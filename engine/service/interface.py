@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import logging
 import os
 import time
@@ -34,7 +33,6 @@ from engine.auth.sealkeys import SealingKeyring
 from engine.catalog.confirmation import confirmed
 from engine.catalog.declarations import CATALOG_ENCODING, CATALOG_STORE_REF, ToolSpec, tool_by_name
 from engine.errors import AccessDeniedError, ChitError, ConfigurationError, StoreError, denied
-from engine.limits import LIMITS
 from engine.semantic.persist import derive_key
 from engine.service import coherence, vitals
 from engine.service.answers import (
@@ -156,7 +154,9 @@ class Engine:
             self._store.close()
             raise
         # Whose the store is: recorded by its first engine, compared by each.
-        self._repos.store_sign = self._store_sign(read_only)
+        self._repos.store_sign = vitals.store_sign(
+            self._store, [self._repos.identity_of(r.name, r.repo) for r in self._repos],
+            record=not read_only)
         # Lanes a failed push left behind go to each remote in the background.
         self._repos.start()
         self._clock = clock
@@ -290,22 +290,6 @@ class Engine:
     def _semantic_index_key(self) -> bytes:
         """The HMAC key of the persisted semantic index (from the newest sealing key)."""
         return derive_key(self._sealing_keys.sealing_key()[1])
-
-    def _store_sign(self, read_only: bool) -> coherence.Signal | None:
-        """The state store's vital sign (docs/vital-signs.md); silent if it cannot be read."""
-        served = [self._repos.identity_of(r.name, r.repo) for r in self._repos]
-        mine = json.dumps(coherence.store_record(served), sort_keys=True)
-        try:
-            text = self._store.recorded_owner()
-            if text is None:  # a new store (or one from before records): this engine's now
-                if not read_only:
-                    self._store.record_owner(mine)
-                return None
-            if len(text) > LIMITS.identity_record_bytes:
-                return None
-            return coherence.check_store(served, json.loads(text))
-        except (StoreError, ValueError):
-            return None
 
     def _key_ids(self) -> list[str]:
         """The home's provenance signing key ids (part of a repository's identity)."""
@@ -456,7 +440,13 @@ class Engine:
         # 1-2. validity and chain: MAC, engine-made delegation blocks, depth,
         # expiry, revocation of any block (so of every ancestor).
         self._keyring.refresh()
-        current = self._policies.current()  # this call's policy, start to end
+        try:
+            current = self._policies.current()  # this call's policy, start to end
+            unusable: AccessDeniedError | None = None
+        except AccessDeniedError as exc:
+            # An invalid policy file refuses every call, but only after the token
+            # is verified: a forged token learns nothing of the engine's state.
+            current, unusable = self._policies.last_good, exc
         modes: list[FreezeState] = []
 
         def is_revoked(block_ids: Iterable[str]) -> bool:
@@ -475,6 +465,8 @@ class Engine:
         )
         # 3, first: the repository, which the token's repos caveats must cover.
         served = self._repos.resolve(verified, repo)
+        if unusable is not None:
+            raise unusable
         # 4. the operations and the flag decide the offer; a frozen engine (the
         # operator's mode, read on every call) or a read-only edge offers only
         # the read-only tools among them.

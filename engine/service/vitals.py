@@ -8,19 +8,78 @@ that cannot be read is silent.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from typing import Any
 
 from engine.errors import ChitError, StoreError
 from engine.limits import LIMITS
-from engine.service.coherence import Signal, check_pending
+from engine.service.coherence import Identity, Signal, check_pending, check_store, store_record
 from engine.service.served import Served, ServedRepos
 from engine.state import Store
 
-__all__ = ["call_log_sign", "freshness_sign", "policy_sign", "signs_for_status"]
+__all__ = [
+    "call_log_sign",
+    "freshness_sign",
+    "policy_sign",
+    "recorded_store_sign",
+    "signs_for_status",
+    "store_sign",
+]
 
 logger = logging.getLogger("chit.engine")
+
+
+def store_sign(store: Store, served: list[Identity], *, record: bool) -> Signal | None:
+    """The state store's sign: whose it records it is, against the repositories served.
+
+    A store with no record (new, or from before records) becomes this
+    engine's: its record is written when ``record`` is true, and the sign is
+    silent either way.
+
+    Args:
+        store: The state store.
+        served: The identities of the repositories this engine serves.
+        record: Write this engine's record into a store that has none
+            (``False`` for a read-only engine).
+
+    Returns:
+        ``None`` (silent: no record, an unreadable or oversized one), or
+        :func:`engine.service.coherence.check_store`'s signal.
+    """
+    mine = json.dumps(store_record(served), sort_keys=True)
+    try:
+        text = store.recorded_owner()
+        if text is None:
+            if record:
+                store.record_owner(mine)
+            return None
+    except StoreError:
+        return None
+    return recorded_store_sign(text, served)
+
+
+def recorded_store_sign(
+    text: str | None, served: list[Identity], *, names: bool = True
+) -> Signal | None:
+    """The state store's sign from its record as read (read only: ``chit doctor``).
+
+    Args:
+        text: Untrusted: the store's record (JSON text), or ``None``.
+        served: The identities of the repositories served.
+        names: Compare names (``False``: the names served under are not known).
+
+    Returns:
+        ``None`` (silent: no record, an oversized or malformed one), or
+        :func:`engine.service.coherence.check_store`'s signal.
+    """
+    if text is None or len(text) > LIMITS.identity_record_bytes:
+        return None
+    try:
+        return check_store(served, json.loads(text), names=names)
+    except (ValueError, RecursionError):
+        return None
 
 
 def call_log_sign(store: Store, now: float) -> Signal | None:

@@ -114,13 +114,17 @@ class PostgresStore(
         with self._tx() as conn:
             conn.execute("INSERT INTO chit_owner (id, owner) VALUES (1, %s)"
                          " ON CONFLICT (id) DO NOTHING", (owner,))
-            row = conn.execute("SELECT owner FROM chit_owner WHERE id = 1").fetchone()
+            row = conn.execute(
+                "SELECT owner FROM chit_owner WHERE id = 1 AND octet_length(owner) <= %s",
+                (LIMITS.identity_record_bytes,)).fetchone()
         return owner if row is None else str(row[0])
 
     def recorded_owner(self) -> str | None:
         """Whose the store says it is (untrusted JSON text), or ``None`` if it never said."""
         with self._conn() as conn:
-            row = conn.execute("SELECT owner FROM chit_owner WHERE id = 1").fetchone()
+            row = conn.execute(
+                "SELECT owner FROM chit_owner WHERE id = 1 AND octet_length(owner) <= %s",
+                (LIMITS.identity_record_bytes,)).fetchone()
         return None if row is None else str(row[0])
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import SchemaError, StoreError
+from engine.limits import LIMITS
 from engine.state._common import freeze_of
 from engine.state._sqlite import guard_errors
 from engine.state.sqlite_approvals import SQLiteApprovals
@@ -121,12 +122,16 @@ class SQLiteStore(SQLiteCallLog, SQLiteIntents, SQLiteDurable, SQLiteApprovals, 
         """Record whose the store is, unless it already says (the first engine's record stays)."""
         with self._write() as db:
             db.execute("INSERT OR IGNORE INTO chit_owner (id, owner) VALUES (1, ?)", (owner,))
-            row = db.execute("SELECT owner FROM chit_owner WHERE id = 1").fetchone()
+            row = db.execute(
+                "SELECT owner FROM chit_owner WHERE id = 1 AND length(CAST(owner AS BLOB)) <= ?",
+                (LIMITS.identity_record_bytes,)).fetchone()
         return owner if row is None else str(row[0])
 
     def recorded_owner(self) -> str | None:
         """Whose the store says it is (untrusted JSON text), or ``None`` if it never said."""
-        row = self._connect().execute("SELECT owner FROM chit_owner WHERE id = 1").fetchone()
+        row = self._connect().execute(
+            "SELECT owner FROM chit_owner WHERE id = 1 AND length(CAST(owner AS BLOB)) <= ?",
+            (LIMITS.identity_record_bytes,)).fetchone()
         return None if row is None else str(row[0])
 
     def close(self) -> None:

@@ -407,11 +407,16 @@ class Store(ApprovalStore, Protocol):
             owner: The identity (JSON text) of the engine's home and repositories.
 
         Returns:
-            What the store records now: ``owner``, or what an engine wrote before.
+            What the store records now: ``owner``, or what an engine wrote
+            before (``owner`` when that is over ``LIMITS.identity_record_bytes``).
         """
 
     def recorded_owner(self) -> str | None:
-        """Whose the store says it is (untrusted JSON text), or ``None`` if it never said."""
+        """Whose the store says it is (untrusted JSON text), or ``None``.
+
+        ``None`` when it never said, or its record is longer than
+        ``LIMITS.identity_record_bytes`` (bounded in the query: never loaded).
+        """
 
     def note_presence(self, rows: Sequence[Presence], *, now: int) -> None:
         """Record engines and edges seen, in one transaction (docs/vital-signs.md).

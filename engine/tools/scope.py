@@ -7,10 +7,12 @@ see, and of the remote only its redacted URL, whether lanes wait to be pushed
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from engine.catalog import schemas as s
 from engine.catalog.declarations import CATALOG_ENCODING
+from engine.limits import LIMITS
 from engine.tools.context import CallContext
 
 __all__ = ["effective_scope", "status", "warning_line"]
@@ -57,14 +59,27 @@ def warning_line(signs: list[dict[str, Any]]) -> str | None:
         signs: Vital signs (``{sign, state, reason, ...}``, docs/vital-signs.md).
 
     Returns:
-        The line for the first mismatch, or ``None`` when there is none.
+        The line for the first mismatch, or ``None`` when there is none. It
+        is at most ``LIMITS.warning_line_chars``: a longer one (a reason
+        naming many repositories) names only the signs that mismatch and how
+        many times each.
     """
-    for sign in signs:
-        if sign["state"] == "mismatch":
-            return (f"warning: this engine serves an artefact made for something else "
-                    f"({sign['sign']}: {sign['reason']}); run `chit doctor` and remove or "
-                    "rebuild it. Calls are served as usual.")
-    return None
+    mismatches = [str(sign["sign"]) for sign in signs if sign["state"] == "mismatch"]
+    if not mismatches:
+        return None
+    first = next(sign for sign in signs if sign["state"] == "mismatch")
+    line = _warning(f"{first['sign']}: {first['reason']}")
+    if len(line) <= LIMITS.warning_line_chars:
+        return line
+    counts = Counter(mismatches)
+    short = _warning(", ".join(f"{name}: {n} mismatch{'es' if n > 1 else ''}"
+                               for name, n in sorted(counts.items())))
+    return short[:LIMITS.warning_line_chars]
+
+
+def _warning(what: str) -> str:
+    return (f"warning: this engine serves an artefact made for something else ({what}); "
+            "run `chit doctor` and remove or rebuild it. Calls are served as usual.")
 
 
 def status(ctx: CallContext, _args: s.NoArgs) -> s.Status:

@@ -20,8 +20,10 @@ from engine.tools import (
     discard,
     files,
     history,
+    listing,
     provenance,
     scope,
+    search,
 )
 from engine.tools.semantic import impact, project, relations, symbols
 
@@ -35,6 +37,8 @@ HANDLERS: Mapping[str, Handler] = MappingProxyType(
         "effective_scope": scope.effective_scope,
         "status": scope.status,
         "read_file": files.read_file,
+        "list_files": listing.list_files,
+        "search_text": search.search_text,
         "list_conflicts": conflicts.list_conflicts,
         "log": history.log,
         "diff": history.diff,

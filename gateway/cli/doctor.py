@@ -29,8 +29,9 @@ def add_doctor(
         help="check the home, the state store and a repository, and whether its remote "
         "has every lane commit (exit 1 if not)",
     )
-    p.add_argument("--repo", help="a repository to examine (default: the [[repo]] tables of "
-                   "<home>/engine.toml)")
+    p.add_argument("--repo", metavar="NAME|PATH",
+                   help="a repository to examine: a name of a [[repo]] table of "
+                   "<home>/engine.toml, or a path (default: every [[repo]] table)")
     p.add_argument("--base", help="its base branch (default: the branch its HEAD names)")
     p.add_argument("--remote", metavar="URL",
                    help="its remote (prefer a URL without a password: docs/deployment.md)")
@@ -44,8 +45,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     home = admin.resolve_home(args.home)
     repos = None
     if args.repo:
-        repos = [admin.DoctorRepository(name=args.repo, path=args.repo, base=args.base,
-                                         remote=args.remote)]
+        repos = [admin.doctor_repository(home, args.repo, base=args.base, remote=args.remote)]
     report = admin.diagnose(home, repos, state=args.state)
     if args.json:
         print_json(report)
@@ -54,7 +54,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             mark = "ok  " if check["ok"] else "FAIL"
             print(f"{mark} {check['check']}: {check['detail']}")
         for sign in report["signs"]:
-            print(f"{_mark(sign)} {_sign_line(sign)}")
+            if sign["sign"] != "policy":  # the policy check above said it
+                print(f"{_mark(sign)} {_sign_line(sign)}")
         for seen in report["seen"]:
             print(f"seen {seen['kind']} {term(seen['label'])} ({term(seen['role'])}): "
                   f"{seen['age_seconds']} s ago")

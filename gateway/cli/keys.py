@@ -10,7 +10,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from gateway.cli._output import EXIT_OK, print_json, write_new_file
+from gateway.cli._output import EXIT_OK, print_json, when, write_new_file
 
 if TYPE_CHECKING:
     from argparse import _SubParsersAction
@@ -44,7 +44,9 @@ def add_keys(
     p.add_argument("--out", help="write to this new file instead of stdout")
     p.set_defaults(func=cmd_keys)
     p = keys_sub.add_parser(
-        "retire", parents=[common], help="retire a key: its tokens stop working"
+        "retire", parents=[common],
+        help="retire a key by its id: a root key's tokens stop working; an older sealing "
+        "key's content stops opening"
     )
     p.add_argument("kid")
     p.add_argument("--json", action="store_true")
@@ -88,5 +90,6 @@ def cmd_keys(args: argparse.Namespace) -> int:
             role = "seals" if key["signing"] else ("opens" if key["status"] == "active" else "")
         else:
             role = "mints" if key["signing"] else ("verifies" if key["status"] == "active" else "")
-        print(f"{key['kid']}  {key.get('kind', 'root'):7} {key['status']:8} {role}")
+        print(f"{key['kid']}  {key.get('kind', 'root'):7} {key['status']:8} "
+              f"{when(key['created'])}  {role}".rstrip())
     return EXIT_OK

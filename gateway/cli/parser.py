@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from gateway import __version__
 from gateway.cli import (
     approvals,
     audit,
@@ -35,11 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "$CHIT_STATE, else [state] url in <home>/engine.toml, else "
                         "<home>/state.db; docs/deployment.md)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
+    parser.add_argument("--version", action="version", version=f"chit {__version__}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--home", default=argparse.SUPPRESS, help="chit home")
     common.add_argument("--state", metavar="URL", default=argparse.SUPPRESS,
                         help="state store URL (docs/deployment.md)")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command")  # none: main() prints the help
     setup.add_init(sub, common)
     tokens.add_mint(sub, common)
     tokens.add_exchange(sub, common)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gateway.cli._output import EXIT_FAILED, EXIT_OK, print_json
+from gateway.cli._output import EXIT_ERROR, EXIT_FAILED, EXIT_OK, print_json
 
 if TYPE_CHECKING:
     from argparse import _SubParsersAction
@@ -94,14 +94,18 @@ def add_demo(
     sub: _SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
     """Add ``chit demo`` to ``sub``."""
-    p = sub.add_parser(
-        "demo", parents=[common], help="run chit end to end on a temporary repository"
-    )
+    # No --home or --state: the demo makes a home of its own and removes it.
+    p = sub.add_parser("demo", help="run chit end to end on a temporary repository")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder")
     p.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from gateway.demo import run_demo
+
+    if args.home is not None or args.state is not None:
+        print("chit demo: it runs in a temporary home and store of its own; "
+              "--home and --state are not used (drop them)", file=sys.stderr)
+        return EXIT_ERROR
 
     return run_demo(keep=args.keep)

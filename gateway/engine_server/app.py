@@ -103,10 +103,9 @@ def create_app(
             token, repo = offer_request(await read_json(request, max_request_bytes))
         except RequestError as exc:
             return json_response(exc.answer, exc.status)
-        _seen(engine, request)
         call = telemetry.engine_offer(
             token, functools.partial(engine.offer, token, repo=repo), request.headers)
-        return await run(call)
+        return await run(_noting(engine, request, call))
 
     async def invoke(request: Request) -> Response:
         try:
@@ -115,13 +114,13 @@ def create_app(
             asked = invoke_request(doc)
         except RequestError as exc:
             return json_response(exc.answer, exc.status)
-        _seen(engine, request)
         call = functools.partial(
             engine.invoke, asked.token, asked.tool, asked.arguments,
             session=asked.session, offered_catalog_hash=asked.offered_catalog_hash,
             repo=asked.repo, **({} if asked.approval is None else {"approval": asked.approval}),
         )
-        call = telemetry.engine_call(asked.tool, asked.token, call, request.headers)
+        call = _noting(engine, request,
+                       telemetry.engine_call(asked.tool, asked.token, call, request.headers))
         if sessions is not None:
             return await sessions.invoke(asked, doc, functools.partial(run, call))
         return await run(call)
@@ -160,15 +159,30 @@ def create_app(
     )
 
 
-def _seen(engine: EngineClient, request: Request) -> None:
-    """Let the engine note the edge that sent a request (its ``chit-edge`` header, untrusted).
+_UNVERIFIED = ("token_", "caveat_", "delegation_", "internal_error")
 
-    Only an engine that notes edges (:meth:`engine.service.Engine.note_edge`)
-    does; it escapes and cuts the value, and never refuses or delays the call.
+
+def _noting(engine: EngineClient, request: Request, call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call``, then let the engine note the edge that sent it, if its token was verified.
+
+    The ``chit-edge`` header is untrusted: only an engine that notes edges
+    (:meth:`engine.service.Engine.note_edge`) does, escaping and cutting the
+    value, and only for a request whose token verified, so a caller without a
+    good token cannot fill the presence table. It never refuses or delays the
+    call.
     """
     note = getattr(engine, "note_edge", None)
-    if callable(note):
-        note(request.headers.get(_wire.EDGE_HEADER))
+    if not callable(note):
+        return call
+
+    def noted() -> Any:
+        answer = call()
+        code = getattr(answer, "code", None)
+        if not (isinstance(code, str) and code.startswith(_UNVERIFIED)):
+            note(request.headers.get(_wire.EDGE_HEADER))
+        return answer
+
+    return noted
 
 
 async def _http_error(_request: Request, exc: Exception) -> Response:

@@ -163,6 +163,7 @@ class Connections:
         self.sessions: dict[str, BoundSession] = {}
         self.stateless: OrderedDict[tuple[Principal, str | None], EngineSession] = OrderedDict()
         self.listens: dict[int, Listen] = {}
+        self.opening: dict[Principal, int] = {}  # sessions being opened, not yet recorded
 
     def __repr__(self) -> str:
         return f"Connections({len(self.sessions)} sessions, {len(self.listens)} listens)"
@@ -182,6 +183,23 @@ class Connections:
         else:
             self.stateless.move_to_end(key)
         return state
+
+    def held(self, principal: Principal) -> int:
+        """Sessions ``principal`` holds: open ones plus those still being opened."""
+        open_ = sum(1 for session in self.sessions.values() if session.principal == principal)
+        return open_ + self.opening.get(principal, 0)
+
+    def reserve(self, principal: Principal) -> None:
+        """Count a session ``principal`` is opening until :meth:`release`."""
+        self.opening[principal] = self.opening.get(principal, 0) + 1
+
+    def release(self, principal: Principal) -> None:
+        """End a :meth:`reserve` (the session is recorded in ``sessions`` by now, or failed)."""
+        left = self.opening.get(principal, 0) - 1
+        if left > 0:
+            self.opening[principal] = left
+        else:
+            self.opening.pop(principal, None)
 
     def forget_idle(self, limit: float) -> None:
         """Forget sessions with no call in flight, idle for more than ``limit`` seconds."""

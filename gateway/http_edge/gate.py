@@ -253,8 +253,12 @@ class Gate:
         if isinstance(answer, Refused):
             await self._refusal(answer, repo)(scope, receive, send)
             return
-        sessions = self._connections.sessions
-        held = sum(1 for open_ in sessions.values() if open_.principal == principal)
+        connections = self._connections
+        sessions = connections.sessions
+        # Counted and reserved with no await in between, and the reservation held
+        # until the session is recorded: requests opening sessions at once each
+        # see the others (docs/http.md, "Sessions").
+        held = connections.held(principal)
         if held >= MAX_SESSIONS_PER_IDENTITY:
             # One token must not use up the edge's sessions for every other agent.
             message = (f"this token already holds {held} open sessions; close one (DELETE) "
@@ -270,11 +274,22 @@ class Gate:
             session.engine_session = resumed
         scope[REQUEST_KEY] = Credentials(token, principal, session, repo)
 
+        reserved = True
+        connections.reserve(principal)
+
         def opened(session_id: str) -> None:
+            nonlocal reserved
             if session_id not in sessions:
                 sessions[session_id] = session
+            if reserved:  # the recorded session now counts instead
+                reserved = False
+                connections.release(principal)
 
-        await self._forward(scope, receive, send, on_session=opened)
+        try:
+            await self._forward(scope, receive, send, on_session=opened)
+        finally:
+            if reserved:  # no session was opened
+                connections.release(principal)
 
     async def _forward(
         self, scope: Scope, receive: Receive, send: Send,

@@ -34,7 +34,6 @@ VALID_PATHS = [
     ".github/workflows/x.yml",
     ".git-blame-ignore-revs",
     "docs/.gitkeep",
-    "a.",  # a trailing dot is fine (it is not ".git." and not all dots)
     ".env",
     "..foo",  # starts with dots, is not made only of dots
     "foo..bar",
@@ -43,12 +42,17 @@ VALID_PATHS = [
     "gitk~1",
     "x.git",
     ".gitx",
-    "ab:c",  # a colon is not a drive prefix past the second character
-    "src/a:b",
-    "1:x",  # a digit is not a drive letter
     "[abc]/{x,y}",  # brackets and braces are ordinary characters
     "caf\u00e9/\u65e5\u672c.txt",
     "with space/file name.txt",
+    "con x",  # a device name followed by more than spaces is an ordinary name
+    "conx/console.txt",
+    "com10",  # only COM1 to COM9 are devices
+    "lpt0",
+    "nul_/nulls.c",
+    "auxiliary.py",
+    "a.b.c",
+    " leading space",  # Win32 keeps leading spaces
     "x" * MAX_SEGMENT_BYTES,
     "/".join(["y" * 200] * 20),  # 4019 bytes
 ]
@@ -115,6 +119,34 @@ INVALID_PATHS = [
     ("encoding: lone low surrogate (surrogateescape byte)", "a\udcffb"),
     ("normalisation: NFD spelling of an NFC name (two paths for one name)", "docs/e\u0301.md"),
     ("normalisation: NFD segment in a folder", "re\u0301sume\u0301/a.py"),
+    # Windows checkouts (git's core.protectNTFS, is_valid_win32_path()): a name
+    # that opens a device or lands in another file than the one approved.
+    ("Windows device: NUL", "nul"),
+    ("Windows device: NUL with an extension", "nul.txt"),
+    ("Windows device: mixed case with an extension", "src/Con.c"),
+    ("Windows device: upper case folder", "AUX/x.py"),
+    ("Windows device: PRN", "docs/prn.md"),
+    ("Windows device: COM1", "COM1"),
+    ("Windows device: COM9 with two extensions", "coM9.tar.gz"),
+    ("Windows device: LPT1", "lpt1.log"),
+    ("Windows device: superscript one is a digit to Windows", "COM\u00b9"),
+    ("Windows device: superscript two", "lpt\u00b2.txt"),
+    ("Windows device: superscript three", "a/Com\u00b3"),
+    ("Windows device: CONIN$", "CONIN$"),
+    ("Windows device: CONOUT$ with an extension", "conout$.x"),
+    ("Windows device: spaces before the extension", "con .c"),
+    ("Windows device: trailing spaces", "nul  "),
+    ("Windows device: trailing dot", "aux."),
+    ("Windows trailing dot: 'a.' is 'a'", "a."),
+    ("Windows trailing dot: in a folder", "src./a.py"),
+    ("Windows trailing space: 'a ' is 'a'", "a /b"),
+    ("Windows trailing space: last segment", "src/a.py "),
+    ("Windows trailing dots and spaces", "src/a.py. ."),
+    ("NTFS stream: ::$DATA writes into the file", "src/a.py::$DATA"),
+    ("NTFS stream: named stream", "src/a.py:hidden"),
+    ("NTFS stream: on a folder", "src:x/a.py"),
+    ("NTFS stream: colon past the second character", "ab:c"),
+    ("NTFS stream: digit before the colon", "1:x"),
     ("order: invalid beats forbidden", ".git/../x"),
     ("order: backslash beats forbidden", ".git\\x"),
 ]
@@ -235,6 +267,13 @@ INVISIBLE = [
     ("byte order mark", "\ufeffREADME.md"),
     ("tag characters: text no reader sees", "notes/a\U000e0069\U000e0067\U000e006e.md"),
     ("Arabic letter mark", "docs/x\u061c.md"),
+    ("combining grapheme joiner", "src/x\u034fy.py"),
+    ("Hangul filler", "src/\u3164/a.py"),
+    ("halfwidth Hangul filler", "src/a\uffa0.py"),
+    ("variation selector", "src/a\ufe0f.py"),
+    ("variation selector supplement", "src/a\U000e0100.py"),
+    ("Mongolian free variation selector", "src/a\u180b.py"),
+    ("Khmer inherent vowel", "src/a\u17b4.py"),
 ]
 
 
@@ -280,6 +319,8 @@ VALID_GLOBS = [
     "!x",  # literal bang
     ".github/workflows/*.yml",
     ".git/**",  # valid, but it matches nothing: no valid path names .git
+    "con*",  # matches "console", not only a device name
+    "**/nul_*",
 ]
 
 
@@ -311,6 +352,12 @@ INVALID_GLOBS = [
     ("double star inside a segment: triple", "***"),
     ("double star inside a segment: middle", "src/a**b/c"),
     ("encoding: lone surrogate", "\ud800/**"),
+    ("Windows device: matches only device names", "src/nul.*"),
+    ("Windows device: upper case", "**/CON"),
+    ("Windows trailing dot", "src/*."),
+    ("Windows trailing space", "src /**"),
+    ("NTFS stream", "**/*::$DATA"),
+    ("NTFS stream: named", "src/*:x"),
 ]
 
 

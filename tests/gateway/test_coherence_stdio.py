@@ -178,3 +178,59 @@ def test_a_lane_signed_by_a_foreign_key_shows_in_doctor(tmp_path: Path) -> None:
     assert lane["found"].startswith("e") and lane["found"] not in lane["expected"]
     text = _doctor(other, "--repo", str(repo))
     assert text.returncode == 1 and "lane_signer: mismatch" in text.stdout
+
+
+def _record_store_owner(home: Path, repo: Path) -> None:
+    """Write the state store's owner record as an engine serving ``repo`` would."""
+    from engine.admin.state import state_store
+    from engine.auth.signkeys import signing_keys
+    from engine.service.coherence import Identity, store_record
+
+    vcs = Repository(repo)
+    try:
+        root = vcs.history_root()
+    finally:
+        vcs.close()
+    keys = [key.key_id for key in signing_keys(home)]
+    identity = Identity.of(repo.name, () if root is None else (root,), keys)
+    with state_store(home) as store:
+        store.record_owner(json.dumps(store_record([identity]), sort_keys=True))
+
+
+def test_doctor_names_a_state_store_made_for_another_repository(tmp_path: Path) -> None:
+    """Threat: doctor saying "all good" for a home whose state store is repository B's."""
+    home, a, b = tmp_path / "home", tmp_path / "repo-a", tmp_path / "repo-b"
+    create_repository(a, FILES)
+    create_repository(b, B_FILES)
+    admin.init_home(home)
+    _record_store_owner(home, b)
+    before = (home / "state.db").read_bytes()
+    foreign = _doctor(home, "--repo", str(a), "--json")
+    assert foreign.returncode == 1, foreign.stdout + foreign.stderr
+    report = json.loads(foreign.stdout)
+    [sign] = [s for s in report["signs"] if s["sign"] == "state_store"]
+    assert sign["state"] == "mismatch" and "repo-b" in sign["reason"]
+    assert sign["found"].startswith("repo-b ")
+    assert report["verdict"] == "wrong"
+    text = _doctor(home, "--repo", str(a))
+    assert text.returncode == 1 and "state_store" in text.stdout
+    own = _doctor(home, "--repo", str(b), "--json")
+    assert own.returncode == 0, own.stdout + own.stderr
+    [ok] = [s for s in json.loads(own.stdout)["signs"] if s["sign"] == "state_store"]
+    assert ok["state"] == "ok"
+    assert (home / "state.db").read_bytes() == before  # doctor never writes the record
+
+
+def test_doctor_writes_no_record_into_a_store_without_one(tmp_path: Path) -> None:
+    home, a = tmp_path / "home", tmp_path / "repo-a"
+    create_repository(a, FILES)
+    admin.init_home(home)
+    from engine.admin.state import state_store
+
+    with state_store(home) as store:
+        assert store.recorded_owner() is None
+    out = _doctor(home, "--repo", str(a), "--json")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert not [s for s in json.loads(out.stdout)["signs"] if s["sign"] == "state_store"]
+    with state_store(home) as store:
+        assert store.recorded_owner() is None

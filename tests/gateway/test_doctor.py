@@ -78,6 +78,8 @@ def test_doctor_checks_the_home_and_a_repository_without_a_remote(tmp_path: Path
     plain = _doctor(home, "--repo", str(tmp_path / "r.git"))
     assert plain.returncode == 0, plain.stdout
     assert "base master" in plain.stdout
+    assert [line for line in plain.stdout.splitlines() if " policy:" in line] == [
+        "ok   policy: valid"]  # once, not again as a sign
     wrong = _doctor(home, "--repo", str(tmp_path / "r.git"), "--base", "trunk")
     assert wrong.returncode == 1 and "trunk" in wrong.stdout
 
@@ -120,3 +122,27 @@ def test_doctor_fails_a_policy_naming_an_approver_the_store_does_not_know(
     gone = _doctor(home)
     assert gone.returncode == 1, gone.stdout
     assert "FAIL policy" in gone.stdout and "alice" in gone.stdout
+
+
+def test_doctor_repo_takes_a_name_of_engine_toml_or_a_path(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    admin.init_home(home)
+    make_origin(tmp_path / "origin.git")
+    origin = tmp_path / "origin.git"
+    engine_clone = clone(origin, tmp_path / "engine.git")
+    (home / "engine.toml").write_text(
+        f'[[repo]]\nname = "app"\npath = "{engine_clone}"\nbase = "master"\n'
+        f'remote = "{origin}"\n', encoding="utf-8")
+    (home / "engine.toml").chmod(0o600)
+    named = _doctor(home, "--repo", "app", "--json")
+    assert named.returncode == 0, named.stdout + named.stderr
+    [repo] = json.loads(named.stdout)["repositories"]
+    assert (repo["name"], repo["base"], repo["error"]) == ("app", "master", None)
+    assert repo["remote"] is not None  # the table's remote was used
+    by_path = _doctor(home, "--repo", str(engine_clone), "--json")
+    assert by_path.returncode == 0, by_path.stdout + by_path.stderr
+    [repo] = json.loads(by_path.stdout)["repositories"]
+    assert repo["name"] == str(engine_clone) and repo["remote"] is None
+    unknown = _doctor(home, "--repo", "nope")
+    assert unknown.returncode == 2
+    assert "no [[repo]]" in unknown.stderr and "Traceback" not in unknown.stderr

@@ -8,6 +8,7 @@ the listener, strict requests, and an edge that holds nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -550,3 +551,19 @@ def test_engine_urls(url: str, expected: tuple[str | None, str]) -> None:
 def test_engine_urls_refused(url: str) -> None:
     with pytest.raises(ValueError):
         parse_engine_url(url)
+
+
+def test_only_a_verified_token_lets_an_edge_be_seen(world: World, short_dir: Path) -> None:
+    """Threat: a caller without a good token filling or flooding doctor's list of edges."""
+    token = world.mint()
+    forged = token[:-4] + ("AAAA" if not token.endswith("AAAA") else "BBBB")
+    sock = short_dir / "e.sock"
+    with running_engine(world.home, world.repo, socket_path=sock) as server, \
+            _client(server.url) as http:
+        for text, label in ((forged, "forged-edge/1"), ("nope", "garbage-edge/2"),
+                            (token, "good-edge/3")):
+            http.post("/v1/offer", json={"token": text}, headers={"chit-edge": label})
+    done = subprocess.run([*world.cli(), "doctor", "--json"], capture_output=True, text=True,
+                          timeout=120, check=False)
+    labels = {row["label"] for row in json.loads(done.stdout)["seen"] if row["kind"] == "edge"}
+    assert labels == {"good-edge/3"}

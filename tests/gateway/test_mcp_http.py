@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,9 @@ def test_an_invalid_policy_file_is_503_not_a_login_challenge(world: World) -> No
         broken.write_text("[[rules]]\neffect = 'permit'\n", encoding="utf-8")
         os.replace(broken, policy_file)
         refused = http.post(edge.url, json=INIT, headers=headers)
+        # Threat: probing the engine's state with a token it would refuse anyway.
+        forged = http.post(edge.url, json=INIT, headers=JSON_HEADERS | {
+            "Authorization": f"Bearer {_forge_tag(token)}"})
         policy_file.write_text(good, encoding="utf-8")
         again = http.post(edge.url, json=INIT, headers=headers)
     assert refused.status_code == 503
@@ -190,6 +194,9 @@ def test_an_invalid_policy_file_is_503_not_a_login_challenge(world: World) -> No
     assert data["error"] == "policy_denied" and data["rule"] == "policy"
     assert token not in refused.text
     assert again.status_code == 200
+    assert forged.status_code == 401
+    assert forged.json()["error"]["data"]["error"] == "token_invalid_signature"
+    assert "policy" not in forged.text
 
 
 def test_foreign_host_is_421_and_foreign_origin_403(world: World) -> None:
@@ -289,6 +296,41 @@ def test_one_token_cannot_use_up_every_session(world: World) -> None:
     assert refused.json()["error"]["data"]["error"] == "limit_exceeded"
     assert theirs.status_code == 200
     assert closed.status_code < 300 and again.status_code == 200
+
+
+def test_the_session_limit_holds_under_concurrent_openers(world: World) -> None:
+    """Threat: one token racing many initialize requests past its session limit.
+
+    The requests arrive together, so each is counted while the others are
+    still being opened; the limit must hold all the same.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gateway.http_edge import MAX_SESSIONS_PER_IDENTITY
+
+    greedy = world.mint(agent="greedy")
+    openers = MAX_SESSIONS_PER_IDENTITY + 36
+    with running_edge(world) as edge:
+        start_together = threading.Barrier(openers)
+
+        def open_session(_: int) -> httpx2.Response:
+            with httpx2.Client(timeout=60) as http:  # a connection of its own each
+                start_together.wait()
+                return http.post(edge.url, json=INIT, headers=JSON_HEADERS | {
+                    "Authorization": f"Bearer {greedy}"})
+
+        with ThreadPoolExecutor(openers) as pool:
+            answers = list(pool.map(open_session, range(openers)))
+        with httpx2.Client(timeout=30) as http:
+            after = http.post(edge.url, json=INIT, headers=JSON_HEADERS | {
+                "Authorization": f"Bearer {greedy}"})
+    statuses = sorted(answer.status_code for answer in answers)
+    opened = [a for a in answers if a.status_code == 200 and a.headers.get("mcp-session-id")]
+    assert statuses.count(200) == len(opened) == MAX_SESSIONS_PER_IDENTITY, statuses
+    assert statuses.count(429) == openers - MAX_SESSIONS_PER_IDENTITY, statuses
+    assert len({a.headers["mcp-session-id"] for a in opened}) == MAX_SESSIONS_PER_IDENTITY
+    assert after.status_code == 429
+    assert after.json()["error"]["data"]["error"] == "limit_exceeded"
 
 
 def test_a_session_id_alone_grants_nothing(world: World) -> None:

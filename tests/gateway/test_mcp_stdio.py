@@ -18,6 +18,7 @@ from tests.gateway.mcp_client import Edge, payload
 READ_TOOLS = {
     "effective_scope", "status", "read_file", "log", "diff", "list_conflicts", "provenance_graph",
     "symbol_context", "symbol_relations", "search_symbols", "change_impact", "project_context",
+    "list_files", "search_text",
 }
 WRITE_TOOLS = {"write_file", "delete_file", "move_file", "commit"}
 
@@ -35,7 +36,7 @@ def test_read_only_token_is_offered_only_read_tools(world: World, edge: Edge) ->
     assert names == READ_TOOLS
     assert all(t.annotations and t.annotations.read_only_hint for t in listed.tools)
     assert scope["tools"] == sorted(READ_TOOLS)
-    assert scope["withheld"] == 19 - len(READ_TOOLS)
+    assert scope["withheld"] == 21 - len(READ_TOOLS)
     assert scope["operations"] == ["read"] and scope["lane"] == "agent/alice"
     # The agent is told how to work at initialize.
     for phrase in ("effective_scope", "project_context", "commit", "agent/<name>", "isError"):
@@ -114,7 +115,10 @@ def test_tools_outside_the_offer_are_unknown_under_any_spelling(
         ("read_file", {"path": "src/" + "a" * 5000}, "path_invalid"),
         ("read_file", {"path": "src/\u202eevil.py"}, "path_invalid"),
         ("read_file", {"path": "src/.ENV"}, "path_forbidden"),
-        ("write_file", {"path": "src/.env.", "content": "x"}, "path_forbidden"),
+        # A Windows checkout drops the trailing dot: refused before any rule.
+        ("write_file", {"path": "src/.env.", "content": "x"}, "path_invalid"),
+        ("write_file", {"path": "src/nul.txt", "content": "x"}, "path_invalid"),
+        ("write_file", {"path": "src/app.py::$DATA", "content": "x"}, "path_invalid"),
         ("write_file", {"path": "src_old/x.py", "content": "x"}, "path_outside_scope"),
         ("write_file", {"path": "src/.git/hooks/pre-commit", "content": "x"}, "path_forbidden"),
         (

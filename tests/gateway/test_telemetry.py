@@ -180,6 +180,29 @@ def test_stdio_edge_one_span_per_call_with_chits_attributes(
     assert by_tool[("write_file", None)]["count"] >= 1
 
 
+def test_a_long_tool_name_is_cut_in_span_names_and_attributes(
+    world: World, spans: Exported
+) -> None:
+    """Threat: a client growing every span and exporter payload with a name of its choosing."""
+    token = world.mint()
+    long_name = "x\x1b" + "y" * 3000
+    with _engine(world) as engine:
+        server = build_server(engine, token)
+
+        async def run() -> None:
+            async with Client(server) as client:
+                await client.list_tools()
+                with pytest.raises(MCPError):
+                    await client.call_tool(long_name, {})
+
+        anyio.run(run)
+    (span,) = [s for s in spans.server_spans() if s.name.startswith("tools/call x")]
+    assert span.name == f"tools/call {long_name[:100]}"
+    assert (span.attributes or {})["gen_ai.tool.name"] == long_name[:100]
+    for value in (span.attributes or {}).values():
+        assert len(str(value)) <= 100
+
+
 def test_trace_context_flows_to_the_servers_span(world: World, spans: Exported) -> None:
     token = world.mint()
     with _engine(world) as engine:

@@ -146,15 +146,59 @@ def form_problem_reference(text: str, noun: str) -> str | None:
     return None
 
 
+# Default_Ignorable_Code_Point outside category Cf, from DerivedCoreProperties.txt.
+IGNORABLE = frozenset(
+    [0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0]
+    + list(range(0x180B, 0x1810)) + list(range(0xFE00, 0xFE10)) + list(range(0xFFF0, 0xFFF9))
+    + list(range(0xE0000, 0xE1000))
+)
+
+
 def invisible_reference(text: str, noun: str) -> str | None:
-    invisible = [char for char in text if unicodedata.category(char) == "Cf"]
+    invisible = [char for char in text
+                 if unicodedata.category(char) == "Cf" or ord(char) in IGNORABLE]
     if invisible:
         return f"{noun} contains an invisible format character (U+{ord(invisible[0]):04X})"
     return None
 
 
+_DEVICES = frozenset(
+    ["con", "prn", "aux", "nul", "conin$", "conout$"]
+    + [f"{stem}{digit}" for stem in ("com", "lpt") for digit in "123456789\u00b9\u00b2\u00b3"]
+)
+
+
+def is_device_reference(segment: str) -> bool:
+    """git's is_valid_win32_path() reading: the name, then spaces, then end, '.' or ':'."""
+    stem = segment
+    for stop in (".", ":"):
+        stem = stem.split(stop, 1)[0]
+    stem = stem.rstrip(" ")
+    # Case-insensitive, and stricter than Windows where it costs nothing: the
+    # dotted and dotless i (U+0130, U+0131) count as "i", as re.IGNORECASE has it.
+    folded = "".join(
+        char.lower() if char.isascii() else "i" if char in "\u0130\u0131" else char
+        for char in stem
+    )
+    return folded in _DEVICES
+
+
+def windows_reference(text: str, noun: str) -> str | None:
+    if ":" in text:
+        return f"{noun} contains a colon (an NTFS stream or drive)"
+    for segment in text.split("/"):
+        if segment.endswith(".") or segment.endswith(" "):
+            return f"{noun} has a segment ending in a dot or a space"
+        if is_device_reference(segment):
+            return f"{noun} has a segment that is a Windows device name"
+    return None
+
+
 def glob_problem_reference(glob: str) -> str | None:
     problem = size_problem_reference(glob, "glob") or form_problem_reference(glob, "glob")
+    if problem is not None:
+        return problem
+    problem = windows_reference(glob, "glob")
     if problem is not None:
         return problem
     problem = invisible_reference(glob, "glob")
@@ -187,7 +231,9 @@ hostile_chars = st.sampled_from(
         "a", "/", ".", " ", "*", "?", "\\", ":", "C", "\x00", "\x1f", "\x7f", "\x80", "\x9f",
         "\xa0", "\u2028", "\u2029", "\u202a", "\u202e", "\u202f", "\u2066", "\u2069", "\u206a",
         "\u200c", "\u200b", "\u00ad", "\u2060", "\U000e0041", "\ufeff", "e\u0301", "\u00e9",
-        "\u212b", "\ud800", "\udfff", "\U0001f600",
+        "\u034f", "\u3164", "\ufe0f", "\U000e0100", "\u180b", "\u17b4",
+        "\u212b", "\ud800", "\udfff", "\U0001f600", "nul", "NuL", "con", "COM", "lpt", "1",
+        "9", "0", "\u00b9", "\u00b3", "\u2074", "$", "conin$", "aux", "prn", "co\u0130n", "x",
     ]
 )  # fmt: skip
 hostile_text = st.lists(hostile_chars, max_size=12).map("".join)
@@ -220,6 +266,21 @@ def test_validation_agrees_with_the_general_rules(text: str) -> None:
         "a/**b",
         "a/***",
         "",
+        "nul",
+        "src/Nul.txt",
+        "COM\u00b9.c",
+        "com\u2074",
+        "con x",
+        "conin$ .x",
+        "CON\u0130N$",
+        "con\u0131n$.txt",
+        "\u212aux",
+        "a.",
+        "a /b",
+        "a::$DATA",
+        "src/a:b",
+        "nul.*",
+        "con*",
     ],
 )
 def test_validation_examples(text: str) -> None:
@@ -250,8 +311,12 @@ def test_path_validation_agrees(text: str) -> None:
             assert exc.code == "path_invalid"
             assert exc.message in (expected, f"{expected}: {text!r}")
         elif exc.code == "path_invalid":  # checked after the .git spellings
+            windows = windows_reference(text, "path")
             invisible = invisible_reference(text, "path")
-            assert invisible is not None and exc.message == f"{invisible}: {text!r}"
+            if windows is not None:
+                assert exc.message == f"{windows}: {text!r}"
+            else:
+                assert invisible is not None and exc.message == f"{invisible}: {ascii(text)}"
         else:
             assert exc.code == "path_forbidden"
     else:

@@ -23,6 +23,8 @@ DESIGN_TOOLS = {
     "effective_scope": set(),
     "status": {"read"},
     "read_file": {"read"},
+    "list_files": {"read"},
+    "search_text": {"read"},
     "list_conflicts": {"read"},
     "log": {"read"},
     "diff": {"read"},
@@ -49,7 +51,7 @@ VECTORS = Path(__file__).parents[2] / "vectors" / "catalog_chit_catalog1.json"
 
 def test_all_design_tools_declared_once_with_their_requirements() -> None:
     names = [t.name for t in TOOLS]
-    assert len(names) == len(set(names)) == 19
+    assert len(names) == len(set(names)) == 21
     assert {t.name: set(t.requires) for t in TOOLS} == DESIGN_TOOLS
 
 
@@ -69,7 +71,7 @@ def test_effective_scope_always_offered() -> None:
     [
         ({"read"}, {"effective_scope", "status", "read_file", "log", "diff", "list_conflicts",
                     "provenance_graph", "symbol_context", "symbol_relations", "search_symbols",
-                    "change_impact", "project_context"}),
+                    "change_impact", "project_context", "list_files", "search_text"}),
         ({"write"}, {"effective_scope", "write_file", "delete_file", "move_file",
                      "resolve_conflict", "discard"}),
         ({"commit"}, {"effective_scope", "commit"}),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import zlib
 
 import pygit2
 import pytest
@@ -114,3 +116,40 @@ def test_an_owner_record_over_the_bound_is_neither_written_nor_read(
         assert vcs.recorded_store_owner(ref) is None
     with pytest.raises(ValueError):
         vcs.recorded_store_owner("refs/heads/main")
+
+
+def _plant_owner(git_repo: pygit2.Repository, ref: str, blob: pygit2.Oid) -> None:
+    head = git_repo[git_repo.references[ref].target].peel(pygit2.Commit)
+    builder = git_repo.TreeBuilder(head.tree)
+    builder.insert(OWNER_ENTRY, blob, pygit2.enums.FileMode.BLOB)
+    sig = pygit2.Signature("x", "x@example.com", T0, 0)
+    git_repo.create_commit(ref, sig, sig, "plant", builder.write(), [head.id])
+
+
+def test_a_huge_owner_record_reads_as_none(vcs: Repository, git_repo: pygit2.Repository) -> None:
+    """Threat: a fetched store whose owner.json is a blob of many megabytes (zeros compress)."""
+    ref = "refs/chit/catalogs"
+    vcs.put_blob_in_store(ref, "a" * 64, b"one", now=T0)
+    _plant_owner(git_repo, ref, git_repo.create_blob(bytes(64 * 1024 * 1024)))
+    assert vcs.recorded_store_owner(ref) is None
+
+
+def test_an_oversized_owner_record_is_never_loaded(
+    vcs: Repository, git_repo: pygit2.Repository
+) -> None:
+    """Threat: memory spent loading an owner record before its size is checked.
+
+    The planted object's header says 1 GiB but its body is cut short: only a
+    read of the whole object fails, so the record must be refused from its
+    header alone.
+    """
+    ref = "refs/chit/catalogs"
+    vcs.put_blob_in_store(ref, "a" * 64, b"one", now=T0)
+    raw = zlib.compress(b"blob %d\x00" % (1 << 30) + bytes(4096))
+    name = hashlib.sha1(raw).hexdigest()
+    folder = os.path.join(git_repo.path, "objects", name[:2])
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name[2:]), "wb") as out:
+        out.write(raw)
+    _plant_owner(git_repo, ref, pygit2.Oid(hex=name))
+    assert vcs.recorded_store_owner(ref) is None

@@ -8,6 +8,7 @@ from engine.service.coherence import (
     check_lane_signers,
     check_recorded,
     check_remote,
+    check_store,
     foreign_line,
     identity_record,
     parse_identity,
@@ -85,3 +86,43 @@ def test_an_unknown_served_name_compares_history_and_keys_only() -> None:
     assert signal is not None and signal.state == "mismatch" and "history" in signal.reason
     named = check_catalog(served, A)
     assert named is not None and named.state == "mismatch" and "repo-a" in named.reason
+
+
+def test_roots_and_keys_out_of_form_make_the_record_malformed() -> None:
+    """Threat: terminal controls (ESC, BEL, RLO) in a record reaching status and doctor."""
+    good = {"name": "repo-a", "roots": ["a" * 40, "b" * 64], "keys": ["e20260101-0a1b2c3d"]}
+    assert parse_identity(good) == Identity.of("repo-a", good["roots"], good["keys"])
+    bad_parts: list[dict[str, object]] = [
+        {"roots": ["\x1b[2J" + "a" * 36]}, {"roots": ["A" * 40]}, {"roots": ["a" * 41]},
+        {"roots": ["a" * 40 + "\x07"]}, {"keys": ["e-key\u202e1"]}, {"keys": ["k\x1b]0;x\x07"]},
+        {"keys": [""]}, {"keys": ["k" * 65]}, {"roots": ["a" * 40] * 65},
+        {"keys": [f"e-{n}" for n in range(65)]},
+    ]
+    for part in bad_parts:
+        assert parse_identity({**good, **part}) is None, part
+    served = [Identity.of("repo-a", ["a" * 40], ["e-key1"])]
+    store = {"keys": ["e-key1"], "repos": [{"name": "repo-b", "roots": ["c" * 40]}]}
+    assert check_store(served, store) is not None
+    for bad_store in ({**store, "keys": ["e-key1\x1b"]},
+                      {**store, "repos": [{"name": "repo-b", "roots": ["c" * 40]}] * 65}):
+        assert check_store(served, bad_store) is None
+    foreign_root = {**store, "repos": [{"name": "repo-b", "roots": ["\x1b[31m"]}]}
+    signal = check_store(served, foreign_root)  # the bad repository is not read
+    assert signal is not None and "\x1b" not in str(signal.as_dict())
+
+
+def test_a_long_warning_is_shortened_to_fit_not_dropped() -> None:
+    """A store naming many repositories made a line too long to show: the sign went unseen."""
+    from engine.limits import LIMITS
+    from engine.service.coherence import Signal
+
+    many = ", ".join(f"repository-{n:03d}" for n in range(200))
+    signals = [Signal("state_store", "mismatch", f"made for repository {many}"),
+               Signal("lane_signer", "mismatch", "lane a signed by a key this home lacks"),
+               Signal("lane_signer", "mismatch", "lane b signed by a key this home lacks")]
+    line = foreign_line(signals)
+    assert line is not None and len(line) <= LIMITS.warning_line_chars
+    assert line.startswith("warning: ") and "repository-000" not in line
+    assert "state_store: 1 mismatch" in line and "lane_signer: 2 mismatches" in line
+    short = foreign_line(signals[1:])
+    assert short is not None and "lane a signed by a key this home lacks" in short

@@ -24,6 +24,8 @@ def test_offer_and_call_share_one_check(engine: Engine, world: World) -> None:
         "provenance_graph",
         "status",
         "read_file",
+        "list_files",
+        "search_text",
         "log",
         "diff",
         "symbol_context",
