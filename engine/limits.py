@@ -285,6 +285,8 @@ class Limits:
     """Bytes of plaintext in one batch sent to a parse worker, at most (256 KiB)."""
     pool_min_batch_bytes: int = 16 * 1024
     """Bytes of plaintext a batch sent to a parse worker is let grow to, at least (16 KiB)."""
+    pool_close_seconds: float = 5.0
+    """Seconds a closing parse pool waits for its workers before it ends them."""
 
     # --- semantic tools (engine/tools/semantic) ---------------------------------------
     result_budget_bytes: int = 32_768

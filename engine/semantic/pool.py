@@ -5,8 +5,10 @@ A :class:`ParsePool` keeps up to ``LIMITS.pool_workers`` workers started by a
 extractor once. The engine reads and opens every file itself and sends the
 plaintext in batches; workers answer with each file's records in the codec's
 byte form (engine/semantic/codec/). If the pool cannot start or a worker dies,
-the engine parses the batch itself. Workers end with the engine's process, even
-one that was killed. See docs/semantic.md, "Building and reuse".
+the engine parses the batch itself. Workers ignore Ctrl-C (the engine decides
+when they stop), end with the engine's process, even one that was killed, and
+a closing pool ends those that do not stop in time. See docs/semantic.md,
+"Building and reuse", and docs/deployment.md, "Stopping".
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import logging
 import multiprocessing
 import os
 import select
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -85,12 +88,15 @@ def _target(left: int, workers: int) -> int:
 
 
 def _end_with(owner: int) -> None:
-    """A worker's start: exit as soon as process ``owner`` (the engine) ends.
+    """A worker's start: ignore ``SIGINT``, exit as soon as process ``owner`` (the engine) ends.
 
-    A forkserver's workers hold both ends of their queues and the server's
-    "alive" pipe, so without this they, the forkserver and its resource
-    tracker would outlive an engine that was killed (``SIGKILL``).
+    A terminal's Ctrl-C reaches the whole process group: the engine stops and
+    closes the pool, a worker must not die mid-batch with a traceback of its
+    own. A forkserver's workers hold both ends of their queues and the server's
+    "alive" pipe, so without the watch below they, the forkserver and its
+    resource tracker would outlive an engine that was killed (``SIGKILL``).
     """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         fd = os.pidfd_open(owner)
     except ProcessLookupError:
@@ -181,9 +187,36 @@ class ParsePool:
             if id(batch) not in done:
                 yield from zip(batch, parse_batch(batch)[0], strict=True)
 
-    def close(self) -> None:
-        """Stop the workers (they also stop with the engine's process)."""
+    def close(self, timeout: float = LIMITS.pool_close_seconds) -> None:
+        """Stop the workers: they finish their batch, or are ended after ``timeout``.
+
+        Batches not started are dropped. A worker still running after
+        ``timeout`` seconds is terminated (``SIGTERM``), then killed. Safe to
+        call twice and from ``atexit``; a later :meth:`parse` starts new workers.
+
+        Args:
+            timeout: Seconds to wait for the workers (``LIMITS.pool_close_seconds``).
+        """
         with self._lock:
             executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
+        if executor is None:
+            return
+        # Taken before shutdown(), which drops its references to them.
+        processes = list((executor._processes or {}).values())
+        manager: threading.Thread | None = getattr(executor, "_executor_manager_thread", None)
+        executor.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + timeout
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        stuck = [process for process in processes if process.is_alive()]
+        if stuck:
+            logger.warning("%d index workers did not stop in time; ending them", len(stuck))
+        for process in stuck:
+            process.terminate()
+        for process in stuck:
+            process.join(1.0)
+            if process.is_alive():
+                process.kill()
+                process.join(1.0)
+        if manager is not None:
+            manager.join(timeout)
