@@ -12,6 +12,7 @@ waits for an approval is answered in the client's protocol era
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import json
@@ -19,7 +20,7 @@ import logging
 import sys
 import uuid
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import anyio
 import anyio.to_thread
@@ -33,6 +34,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from engine.service import CallAnswer, Called, OfferAnswer, Offered, Refused
 from gateway import approvals, instructions, telemetry
+from gateway._stopping import StdinLines, claimed_stdin, stop_signals
 from gateway.feed import FeedFollower, OfferState, offer_state
 
 __all__ = [
@@ -468,7 +470,11 @@ def serve_stdio(
     state_keys: Sequence[bytes] | None = None,
     approval_url: str | None = None,
 ) -> None:
-    """Serve MCP over stdio until the client closes the connection.
+    """Serve MCP over stdio until the client closes the connection, or a stop signal.
+
+    ``SIGTERM`` or ``SIGINT`` (Ctrl-C) ends the input as the client's EOF
+    would: the connection ends the usual way and this returns, so the caller
+    closes the engine (docs/deployment.md, "Stopping").
 
     ``repo`` names the repository the connection works on (``chit mcp
     --engine URL --repo-name NAME``); ``None``: the engine's only one.
@@ -491,9 +497,18 @@ def serve_stdio(
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
 
     async def main() -> None:
-        async with stdio_server() as (read, write), anyio.create_task_group() as tg:
-            tg.start_soon(edge.watch)
-            await server.run(read, write, options)
-            tg.cancel_scope.cancel()
+        with claimed_stdin() as stdin:
+            lines = StdinLines(stdin)
+            loop = asyncio.get_running_loop()
+
+            def stop(_sig: int, _frame: object) -> None:
+                loop.call_soon_threadsafe(lines.stop)
+
+            with stop_signals(stop):
+                async with (stdio_server(stdin=cast(Any, lines)) as (read, write),
+                            anyio.create_task_group() as tg):
+                    tg.start_soon(edge.watch)
+                    await server.run(read, write, options)
+                    tg.cancel_scope.cancel()
 
     anyio.run(main)

@@ -2,8 +2,10 @@
 
 ``chit mcp`` serves one token over stdio or every bearer token over HTTP, with
 the engine in this process (``--repo``) or a separate one (``--engine``);
-``chit engine serve`` runs that separate engine. docs/http.md and
-docs/engine-api.md say more.
+``chit engine serve`` runs that separate engine. Both stop on ``SIGTERM`` or
+Ctrl-C through Python, with status 0, leaving no process behind
+(gateway/_stopping.py). docs/http.md, docs/engine-api.md and
+docs/deployment.md ("Stopping") say more.
 """
 
 from __future__ import annotations
@@ -116,6 +118,13 @@ def _read_session(args: argparse.Namespace) -> str | None:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
+    from gateway._stopping import stop_signals
+
+    with stop_signals():
+        return _cmd_mcp(args)
+
+
+def _cmd_mcp(args: argparse.Namespace) -> int:
     _start_otel(args)
     if args.workers is not None and not args.http:
         raise ValueError("--workers applies to --http (one stdio edge is one process)")
@@ -269,6 +278,13 @@ def add_engine(
 
 
 def cmd_engine_serve(args: argparse.Namespace) -> int:
+    from gateway._stopping import stop_signals
+
+    with stop_signals():
+        return _cmd_engine_serve(args)
+
+
+def _cmd_engine_serve(args: argparse.Namespace) -> int:
     _start_otel(args)
     from engine import admin
     from engine.service import Engine, resolve_repo_specs

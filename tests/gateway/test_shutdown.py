@@ -7,12 +7,15 @@ resource tracker) outlives the server and keeps the pipe open; surviving
 workers also keep repository data in memory. Each server is started in its
 own process group, made to start its parse pool with a semantic call, then
 signalled; the test then checks the process tree and the group are empty and
-that stderr ends, without a traceback. See docs/deployment.md, "Stopping".
+that stderr ends, without a traceback. A command whose reader closes stdout
+early (``chit ... | head``) is no error, and spans still buffered when a server
+with ``--otel`` is stopped are exported. See docs/deployment.md, "Stopping".
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -20,7 +23,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import anyio
 import pytest
@@ -63,7 +66,7 @@ def group(pgid: int) -> list[int]:
     return found
 
 
-def read_to_eof(stream: BinaryIO) -> bytes | None:
+def read_to_eof(stream: IO[bytes]) -> bytes | None:
     """Everything left on ``stream``, or ``None`` if EOF does not come within the bound."""
     out: list[bytes] = []
     reader = threading.Thread(target=lambda: out.append(stream.read()), daemon=True)
@@ -72,7 +75,7 @@ def read_to_eof(stream: BinaryIO) -> bytes | None:
     return None if reader.is_alive() else out[0]
 
 
-def wait_ready(stream: BinaryIO, marker: bytes) -> str:
+def wait_ready(stream: IO[bytes], marker: bytes) -> str:
     """Read stderr until the ready line; its text after ``marker``."""
     seen = b""
     while True:
@@ -90,49 +93,73 @@ def semantic_call(client: Client) -> Any:
     return call()
 
 
-def check_stopped(pid: int, tree: dict[int, int], stderr: bytes | None) -> None:
-    """No process of the tree or of the group is left, stderr ended, with no traceback."""
-    assert tree, "the parse pool was never started: the test would prove nothing"
-    assert stderr is not None, "stderr never reached EOF: a process still holds it"
-    leftover = procs.alive(tree) + group(pid)
-    for stray in leftover:  # do not leave them to the next test
+def leftovers(pid: int, tree: dict[int, int]) -> list[int]:
+    """What is left of the server's tree and group, now killed so no later test meets it."""
+    found = sorted(set(procs.alive(tree) + group(pid)))
+    for stray in found:
         with contextlib.suppress(OSError):
             os.kill(stray, signal.SIGKILL)
-    assert leftover == []
+    return found
+
+
+def check_stopped(pid: int, tree: dict[int, int], stderr: bytes | None,
+                  left: list[int] | None = None) -> None:
+    """No process of the tree or of the group is left, stderr ended, with no traceback."""
+    assert tree, "the parse pool was never started: the test would prove nothing"
+    left = leftovers(pid, tree) if left is None else left
+    assert stderr is not None, "stderr never reached EOF: a process still holds it"
+    assert left == []
     text = stderr.decode(errors="replace")
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
     assert "leaked semaphore" not in text, text
 
 
 @contextlib.contextmanager
-def started(argv: list[str], marker: bytes) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def started(argv: list[str], marker: bytes, env: dict[str, str] | None = None,
+            ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, start_new_session=True)
+                               stderr=subprocess.PIPE, start_new_session=True, env=env)
     assert process.stderr is not None
     try:
         yield process, wait_ready(process.stderr, marker)
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # whatever a failed test left
         if process.poll() is None:
             process.kill()
         process.wait(EXIT_BOUND)
         process.stderr.close()
 
 
-def stop(process: subprocess.Popen[bytes], sig: signal.Signals) -> dict[int, int]:
-    """Signal the server (SIGINT to its whole group, as a terminal's Ctrl-C does)."""
+class Stop:
+    """How a server is told to stop: a signal, to it or to its whole process group."""
+
+    def __init__(self, sig: signal.Signals, whole_group: bool, name: str) -> None:
+        self.sig, self.whole_group, self.name = sig, whole_group, name
+
+    def send(self, pid: int) -> None:
+        if self.whole_group:
+            os.killpg(pid, self.sig)
+        else:
+            os.kill(pid, self.sig)
+
+
+SIGNALS = [
+    Stop(signal.SIGTERM, False, "SIGTERM"),  # a supervisor, kill(1), a container runtime
+    Stop(signal.SIGTERM, True, "SIGTERM-group"),  # systemd's KillMode=control-group
+    Stop(signal.SIGINT, True, "SIGINT-group"),  # a terminal's Ctrl-C
+]
+
+
+def stop(process: subprocess.Popen[bytes], how: Stop) -> dict[int, int]:
+    """Signal the server; its tree as it was just before."""
     tree = procs.descendants(process.pid)
-    if sig == signal.SIGINT:
-        os.killpg(process.pid, sig)
-    else:
-        os.kill(process.pid, sig)
+    how.send(process.pid)
     return tree
 
 
-SIGNALS = [signal.SIGTERM, signal.SIGINT]
-
-
-@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
-def test_stdio_server_leaves_nothing(site: tuple[Path, Path, str], sig: signal.Signals) -> None:
+@pytest.mark.parametrize("how", SIGNALS, ids=lambda s: s.name)
+def test_stdio_server_leaves_nothing(site: tuple[Path, Path, str], how: Stop) -> None:
     home, repo, token = site
     read_end, write_end = os.pipe()
     errlog = os.fdopen(write_end, "w")
@@ -147,22 +174,24 @@ def test_stdio_server_leaves_nothing(site: tuple[Path, Path, str], sig: signal.S
                        if b"gateway.cli" in Path(f"/proc/{p}/cmdline").read_bytes()]
             assert len(servers) == 1
             pid = found["pid"] = servers[0]
-            assert (await semantic_call(client))["symbols"]
-            found["tree"] = procs.descendants(pid)
-            if sig == signal.SIGINT:
-                os.killpg(pid, sig)
-            else:
-                os.kill(pid, sig)
-            with open(read_end, "rb") as stream:
-                found["stderr"] = await anyio.to_thread.run_sync(read_to_eof, stream)
+            try:
+                assert (await semantic_call(client))["symbols"]
+                found["tree"] = procs.descendants(pid)
+                # The client keeps the server's stdin open: the signal alone must stop it.
+                how.send(pid)
+                with open(read_end, "rb") as stream:
+                    found["stderr"] = await anyio.to_thread.run_sync(read_to_eof, stream)
+            finally:  # before the client's exit, which would wait on a server still running
+                found["left"] = leftovers(pid, found.get("tree", {}))
 
     with contextlib.suppress(Exception):  # the client sees its server go: that is the point
         anyio.run(body)
-    check_stopped(found["pid"], found["tree"], found.get("stderr"))
+    assert "pid" in found, "the server did not start"
+    check_stopped(found["pid"], found.get("tree", {}), found.get("stderr"), found["left"])
 
 
-@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
-def test_http_edge_leaves_nothing(site: tuple[Path, Path, str], sig: signal.Signals) -> None:
+@pytest.mark.parametrize("how", SIGNALS, ids=lambda s: s.name)
+def test_http_edge_leaves_nothing(site: tuple[Path, Path, str], how: Stop) -> None:
     home, repo, token = site
     argv = [sys.executable, "-m", "gateway.cli", "--home", str(home), "mcp", "--repo", str(repo),
             "--http", "127.0.0.1:0"]
@@ -173,7 +202,7 @@ def test_http_edge_leaves_nothing(site: tuple[Path, Path, str], sig: signal.Sign
                 assert (await semantic_call(client))["symbols"]
 
         anyio.run(call)
-        tree = stop(process, sig)
+        tree = stop(process, how)
         assert process.stderr is not None
         stderr = read_to_eof(process.stderr)
         process.wait(EXIT_BOUND)
@@ -182,9 +211,9 @@ def test_http_edge_leaves_nothing(site: tuple[Path, Path, str], sig: signal.Sign
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-@pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)
+@pytest.mark.parametrize("how", SIGNALS, ids=lambda s: s.name)
 def test_engine_server_leaves_nothing(
-    site: tuple[Path, Path, str], tmp_path: Path, sig: signal.Signals, workers: int
+    site: tuple[Path, Path, str], tmp_path: Path, how: Stop, workers: int
 ) -> None:
     home, repo, token = site
     sock = Path(os.path.realpath(tmp_path)) / "e.sock"
@@ -201,9 +230,69 @@ def test_engine_server_leaves_nothing(
                 assert (await semantic_call(client))["symbols"]
 
         anyio.run(call)
-        tree = stop(process, sig)
+        tree = stop(process, how)
         assert process.stderr is not None
         stderr = read_to_eof(process.stderr)
         process.wait(EXIT_BOUND)
         check_stopped(process.pid, tree, stderr)
         assert process.returncode == 0
+
+
+def test_http_edge_exports_its_spans_when_stopped(site: tuple[Path, Path, str]) -> None:
+    # Threat: an operator's trace of the last calls before a stop (the calls an
+    # incident review needs) is lost when SIGTERM skips the exporter's flush.
+    home, repo, token = site
+    argv = [sys.executable, "-m", "gateway.cli", "--home", str(home), "mcp", "--repo", str(repo),
+            "--http", "127.0.0.1:0", "--otel"]
+    env = dict(os.environ, OTEL_TRACES_EXPORTER="console", OTEL_METRICS_EXPORTER="none",
+               OTEL_BSP_SCHEDULE_DELAY="3600000")  # spans leave only when the provider shuts down
+    with started(argv, READY.encode(), env=env) as (process, url):
+
+        async def call() -> None:
+            async with http_client(url, token) as (client, _):
+                assert (await semantic_call(client))["symbols"]
+
+        anyio.run(call)
+        tree = stop(process, SIGNALS[0])
+        assert process.stderr is not None
+        stderr = read_to_eof(process.stderr)
+        process.wait(EXIT_BOUND)
+        check_stopped(process.pid, tree, stderr)
+        assert process.returncode == 0
+    assert stderr is not None
+    assert "tools/call search_symbols" in [doc["name"] for doc in console_spans(stderr.decode())]
+
+
+def console_spans(text: str) -> list[dict[str, Any]]:
+    """The span documents the console exporter wrote into ``text``, among other lines."""
+    decoder = json.JSONDecoder()
+    found: list[dict[str, Any]] = []
+    at = text.find("{")
+    while at != -1:
+        try:
+            doc, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            at = text.find("{", at + 1)
+            continue
+        if isinstance(doc, dict) and "name" in doc and "kind" in doc:
+            found.append(doc)
+        at = text.find("{", end)
+    return found
+
+
+@pytest.mark.parametrize("command", [["--version"], ["--help"], ["keys", "list"],
+                                     ["keys", "list", "--json"]], ids=" ".join)
+def test_a_closed_stdout_is_no_error(site: tuple[Path, Path, str], command: list[str]) -> None:
+    # `chit keys list | head -1`: the reader has what it wanted and closed the pipe.
+    # The read end is closed before chit starts, so every write meets EPIPE.
+    home, _, _ = site
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "gateway.cli", "--home", str(home), *command],
+                              stdin=subprocess.DEVNULL, stdout=write_end, stderr=subprocess.PIPE,
+                              timeout=EXIT_BOUND, check=False)
+    finally:
+        os.close(write_end)
+    assert done.stderr == b""
+    assert done.returncode == 0
