@@ -11,6 +11,7 @@ stdin open. See docs/deployment.md, "Stopping".
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import threading
@@ -64,7 +65,11 @@ def claimed_stdin() -> Iterator[BinaryIO]:
     EOF rather than the client's messages. The private descriptor is never
     closed: a reader thread may still be blocked on it after the server stops.
     """
-    private = os.dup(0)
+    try:
+        private = os.dup(0)
+    except OSError:  # no fd 0: nothing to divert, and nothing to read but EOF
+        yield io.BytesIO()
+        return
     devnull = os.open(os.devnull, os.O_RDONLY)
     try:
         os.dup2(devnull, 0)

@@ -67,7 +67,11 @@ def group(pgid: int) -> list[int]:
 
 
 def read_to_eof(stream: IO[bytes]) -> bytes | None:
-    """Everything left on ``stream``, or ``None`` if EOF does not come within the bound."""
+    """Everything left on ``stream``, or ``None`` if EOF does not come within the bound.
+
+    On ``None`` the reading thread is still blocked: close ``stream`` only once
+    its writers are killed (a close waits for a read in progress).
+    """
     out: list[bytes] = []
     reader = threading.Thread(target=lambda: out.append(stream.read()), daemon=True)
     reader.start()
@@ -163,6 +167,7 @@ def test_stdio_server_leaves_nothing(site: tuple[Path, Path, str], how: Stop) ->
     home, repo, token = site
     read_end, write_end = os.pipe()
     errlog = os.fdopen(write_end, "w")
+    stream = os.fdopen(read_end, "rb")
     found: dict[str, Any] = {}
 
     async def body() -> None:
@@ -179,13 +184,15 @@ def test_stdio_server_leaves_nothing(site: tuple[Path, Path, str], how: Stop) ->
                 found["tree"] = procs.descendants(pid)
                 # The client keeps the server's stdin open: the signal alone must stop it.
                 how.send(pid)
-                with open(read_end, "rb") as stream:
-                    found["stderr"] = await anyio.to_thread.run_sync(read_to_eof, stream)
+                found["stderr"] = await anyio.to_thread.run_sync(read_to_eof, stream)
             finally:  # before the client's exit, which would wait on a server still running
                 found["left"] = leftovers(pid, found.get("tree", {}))
 
-    with contextlib.suppress(Exception):  # the client sees its server go: that is the point
-        anyio.run(body)
+    try:
+        with contextlib.suppress(Exception):  # the client sees its server go: that is the point
+            anyio.run(body)
+    finally:
+        stream.close()  # only now: closing it under a blocked read would wait for that read
     assert "pid" in found, "the server did not start"
     check_stopped(found["pid"], found.get("tree", {}), found.get("stderr"), found["left"])
 
