@@ -303,3 +303,21 @@ def test_a_closed_stdout_is_no_error(site: tuple[Path, Path, str], command: list
         os.close(write_end)
     assert done.stderr == b""
     assert done.returncode == 0
+
+
+def test_ctrl_c_ends_a_command_quietly_with_130() -> None:
+    # `chit inspect -` waits for the token on stdin; Ctrl-C there is the user's
+    # change of mind: status 130 as shells report it, and no traceback.
+    process = subprocess.Popen([sys.executable, "-m", "gateway.cli", "inspect", "-"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        procs.wait_for(lambda: "pipe_read" in Path(f"/proc/{process.pid}/wchan").read_text(),
+                       "the command to wait on stdin")
+        os.killpg(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=EXIT_BOUND)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+    assert (process.returncode, out, err) == (130, b"", b"")
