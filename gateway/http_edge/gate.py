@@ -78,6 +78,18 @@ def jsonrpc_error(status: int, code: int, message: str, data: Any = None,
     )
 
 
+def _described(code: str) -> str:
+    """``code`` if it has the form of chit's codes, else ``token_malformed``.
+
+    The challenge's ``error_description`` is a quoted-string limited to
+    printable ASCII without the double quote and backslash (RFC 6750 §3); chit's codes are
+    lower-case words joined by ``_``, and nothing else is let through.
+    """
+    if 0 < len(code) <= 64 and all(c == "_" or "a" <= c <= "z" for c in code):
+        return code
+    return "token_malformed"
+
+
 def _resumed(headers: Headers) -> str | None:
     """The engine session a ``Chit-Session`` header names, if any.
 
@@ -129,11 +141,27 @@ class Gate:
     def unauthorized(
         self, code: str, message: str, *, presented: bool, repo: str | None = None
     ) -> Response:
-        """401 with the RFC 6750 challenge and the chit refusal as a JSON-RPC error."""
+        """401 with the RFC 6750 challenge and the chit refusal as a JSON-RPC error.
+
+        Args:
+            code: chit's refusal code (``token_missing`` when no bearer token
+                was sent, else the engine's or the parser's, e.g. ``token_expired``).
+            message: The refusal's message, for the JSON body only.
+            presented: Whether a bearer token was sent. RFC 6750 §3.1: with
+                none the challenge carries no error attribute; with one it
+                carries ``error="invalid_token"`` and ``error_description``
+                set to ``code``, so a client can say why instead of starting
+                an OAuth flow.
+            repo: The repository of the request's path, if any.
+
+        Returns:
+            The ``401`` response.
+        """
         metadata = self._metadata_for(repo)
         challenge = f'Bearer resource_metadata="{metadata}"'
-        if presented:  # RFC 6750 §3.1: no error attribute when no token was sent
-            challenge = f'Bearer error="invalid_token", resource_metadata="{metadata}"'
+        if presented:
+            challenge = (f'Bearer error="invalid_token", error_description="{_described(code)}", '
+                         f'resource_metadata="{metadata}"')
         return jsonrpc_error(
             401, TOKEN_REFUSED, f"token refused: {code}", {"error": code, "message": message},
             headers={"WWW-Authenticate": challenge},
@@ -148,7 +176,7 @@ class Gate:
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             response = self.unauthorized(
-                "token_malformed", "send the chit token as Authorization: Bearer chit_...",
+                "token_missing", "send the chit token as Authorization: Bearer chit_...",
                 presented=False, repo=repo,
             )
             await response(scope, receive, send)

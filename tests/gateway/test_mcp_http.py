@@ -136,15 +136,52 @@ def test_no_token_is_401_with_rfc9728_metadata(world: World) -> None:
     for response in (bare, basic, modern, get):
         assert response.status_code == 401
         assert response.headers["www-authenticate"] == expected
+        assert response.json()["error"]["data"]["error"] == "token_missing"
     assert garbage.status_code == 401
     assert garbage.headers["www-authenticate"] == (
-        f'Bearer error="invalid_token", resource_metadata="{meta_url}"')
+        f'Bearer error="invalid_token", error_description="token_malformed", '
+        f'resource_metadata="{meta_url}"')
     assert garbage.json()["error"]["data"]["error"] == "token_malformed"
     assert meta.status_code == 200 and root_meta.json() == meta.json()
     doc = meta.json()
     assert doc["resource"] == edge.url
     assert doc["bearer_methods_supported"] == ["header"]
     assert "authorization_servers" not in doc  # none configured (--authorization-server)
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_refused_token_is_told_why_in_the_challenge(world: World, era: str) -> None:
+    """RFC 6750 §3: a client shows "token expired" instead of starting an OAuth flow."""
+    import time
+
+    expired = world.mint(ttl=60, now=int(time.time()) - 3600)
+    revoked = world.mint(agent="rex")
+    admin.revoke(world.home, _token_id(revoked))
+    text = world.mint(agent="kim")
+    forged = text[:-4] + ("AAAA" if not text.endswith("AAAA") else "BBBB")
+    headers = dict(JSON_HEADERS)
+    if era == MODERN:
+        headers["MCP-Protocol-Version"] = MODERN
+    answers = {}
+    with running_edge(world) as edge, httpx2.Client(timeout=30) as http:
+        meta_url = edge.origin + "/.well-known/oauth-protected-resource/mcp"
+        for name, token in (("token_expired", expired), ("token_revoked", revoked),
+                            ("forged", forged)):
+            answers[name] = http.post(
+                edge.url, json=INIT, headers=headers | {"Authorization": f"Bearer {token}"})
+    for code in ("token_expired", "token_revoked"):
+        answer = answers[code]
+        assert answer.status_code == 401, answer.text
+        assert answer.headers["www-authenticate"] == (
+            f'Bearer error="invalid_token", error_description="{code}", '
+            f'resource_metadata="{meta_url}"')
+        assert answer.json()["error"]["data"]["error"] == code
+    forged_answer = answers["forged"]
+    assert forged_answer.status_code == 401
+    code = forged_answer.json()["error"]["data"]["error"]
+    assert code in ("token_invalid_signature", "token_malformed")
+    assert f'error_description="{code}"' in forged_answer.headers["www-authenticate"]
+    assert forged not in forged_answer.text and forged not in str(forged_answer.headers)
 
 
 def test_a_token_the_engine_refuses_opens_no_session(world: World) -> None:
