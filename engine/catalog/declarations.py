@@ -281,7 +281,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     ),
     _tool(
         "issue_sub_token",
-        "Issue a strictly narrower token for a helper agent, whose lane becomes agent/<agent>.",
+        "Issue a strictly narrower token for a helper agent named <your agent>.<label> "
+        "(label: a-z, 0-9, '-', '_'), whose lane becomes agent/<your agent>.<label>.",
         s.IssueSubTokenArgs,
         s.SubToken,
         ("sub-token:issue", DELEGATION_FLAG),

@@ -227,7 +227,12 @@ class IssueSubTokenArgs(BaseModel):
     """Arguments of issue_sub_token."""
 
     model_config = _IN
-    agent: str = Field(min_length=1, max_length=LIMITS.agent_name_chars)
+    agent: str = Field(
+        min_length=1,
+        max_length=LIMITS.agent_name_chars,
+        description="The helper's name: your agent name, a dot and a new label "
+        "(a-z, 0-9, '-', '_'), e.g. alice.tests.",
+    )
     ops: list[str] = Field(max_length=LIMITS.sub_token_ops_entries)
     paths: list[str] = Field(max_length=LIMITS.caveat_globs)
     ttl_seconds: int = Field(gt=0)

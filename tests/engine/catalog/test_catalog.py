@@ -137,3 +137,11 @@ def test_issue_sub_token_needs_the_flag_and_the_operation() -> None:
     assert "issue_sub_token" not in offer_for(frozenset({"sub-token:issue"}), False).names()
     assert "issue_sub_token" not in offer_for(frozenset({"read"}), True).names()
     assert "issue_sub_token" in offer_for(frozenset({"sub-token:issue"}), True).names()
+
+
+def test_issue_sub_token_says_how_the_helper_is_named() -> None:
+    """An agent asking for ``helper`` instead of ``alice.helper`` learns the rule up front."""
+    tool = tool_by_name("issue_sub_token")
+    assert "<your agent>.<label>" in tool.description
+    agent = tool.input_model.model_json_schema()["properties"]["agent"]
+    assert "alice.tests" in agent["description"]
