@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from argparse import _SubParsersAction
 
     from engine.service import RepoSpec
+    from gateway.mcp_server import EngineClient
 
 __all__ = ["add_engine", "add_mcp"]
 
@@ -104,6 +105,25 @@ def _read_token(args: argparse.Namespace) -> str:
     return text
 
 
+def _report_refused_token(engine: EngineClient, token: str, repo: str | None = None) -> None:
+    """Say on stderr, once at start, if the engine refuses the stdio edge's token.
+
+    The edge still serves: every call then answers the same refusal, which an
+    MCP host shows the agent. Only the code and the engine's caller-safe
+    message are printed, never the token (docs/cli.md, "chit mcp").
+    """
+    from engine.service import Refused
+
+    answer = engine.offer(token, repo=repo)
+    if not isinstance(answer, Refused) or answer.code in ("internal_error", "policy_denied"):
+        return  # the engine's own trouble is reported where it happens
+    logging.getLogger("chit.gateway").warning(
+        "the token is refused (%s): %s; every call will be refused until the edge is "
+        "started with a good token (chit inspect shows why, chit mint makes a new one)",
+        answer.code, answer.message,
+    )
+
+
 def _read_session(args: argparse.Namespace) -> str | None:
     """The session a stdio edge resumes: ``--session``, else ``$CHIT_SESSION``, else none."""
     from engine.service import validate_session_id
@@ -158,6 +178,7 @@ def _cmd_mcp(args: argparse.Namespace) -> int:
     repos = resolve_repo_specs(home, [args.repo])
     with Engine(home, repos, read_only=args.read_only, state=args.state,
                 role="embedded") as engine:
+        _report_refused_token(engine, token)
         serve_stdio(engine, token, session=session,
                     state_keys=admin.request_state_keys(home).keys,
                     approval_url=admin.approval_url_template(home))
@@ -234,6 +255,8 @@ def _mcp_remote(args: argparse.Namespace) -> int:
             logging.getLogger("chit.gateway").warning(
                 "the engine at %s does not answer yet; calls fail until it does", args.engine
             )
+        else:
+            _report_refused_token(engine, token, args.repo_name)
         serve_stdio(engine, token, repo=args.repo_name, session=session)
     return EXIT_OK
 

@@ -318,3 +318,32 @@ def test_tampered_token_is_refused(world: World, edge: Edge, where: int) -> None
     assert called.is_error
     assert payload(called)["error"] == listed_error.data["error"]
     assert token not in str(listed_error) and tampered not in str(payload(called))
+
+
+def _stderr_at_start(edge: Edge, token: str) -> str:
+    """What ``chit mcp`` writes on stderr when its client leaves at once (stdin at EOF)."""
+    params = edge.params(token)
+    done = subprocess.run([params.command, *params.args], env=params.env, cwd=params.cwd,
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=120, check=False)
+    return done.stderr.decode("utf-8", "replace")
+
+
+def test_a_refused_token_is_reported_on_stderr_at_start(world: World, edge: Edge) -> None:
+    """An operator sees why at once, not only after the agent's first call fails."""
+    import time
+
+    from engine import admin
+
+    expired = world.mint(ttl=60, now=int(time.time()) - 3600)
+    revoked = world.mint(agent="rex")
+    admin.revoke(world.home, str(admin.inspect_token(revoked)["id"]))
+    good = world.mint(agent="gus")
+    for token, code in ((expired, "token_expired"), (revoked, "token_revoked"),
+                        (good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB"), None)):
+        stderr = _stderr_at_start(edge, token)
+        said = [line for line in stderr.splitlines() if "the token is refused" in line]
+        assert len(said) == 1, stderr
+        if code is not None:
+            assert f"({code})" in said[0]
+        assert token not in stderr
+    assert "the token is refused" not in _stderr_at_start(edge, good)
