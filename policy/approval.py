@@ -9,7 +9,6 @@ in file order. Pure; the engine runs the approval itself (docs/approvals.md).
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Annotated, Protocol
 
@@ -37,7 +36,8 @@ from policy._fields import (
     check_can_match,
 )
 from policy.decision import Request
-from policy.paths import _fold_glob, deny_matches, fold_path
+from policy.overlap import globs_may_overlap
+from policy.paths import deny_matches
 
 __all__ = [
     "APPROVER",
@@ -135,43 +135,11 @@ class ApprovalRule(BaseModel):
         if self.paths is None:
             return True
         if request.tool == _DELEGATION_TOOL:  # the requested scope: globs, not paths
-            return any(_may_overlap(g, t) for g in request.paths for t in self.paths)
+            return any(globs_may_overlap(g, t) for g in request.paths for t in self.paths)
         return any(deny_matches(path, self.paths) for path in request.paths)
 
 
 _DELEGATION_TOOL = "issue_sub_token"
-_WILD = frozenset("*?")
-
-
-def _may_overlap(requested: str, table: str) -> bool:
-    """Whether some path could match both globs; True when unsure (fail safe).
-
-    ``**`` is taken to match zero or more segments and a segment with ``*`` or
-    ``?`` to match anything, which only widens the answer; literal segments
-    are compared case- and spelling-folded, as the deny side matches. So a
-    requested ``**`` or ``*/prod.toml`` meets a table's ``deploy/**``.
-    """
-    return _overlap(tuple(_fold_glob(requested).split("/")), tuple(_fold_glob(table).split("/")))
-
-
-@functools.lru_cache(maxsize=4096)
-def _overlap(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
-    if not a or not b:
-        return all(s == "**" for s in a + b)
-    if a[0] == "**":
-        return _overlap(a[1:], b) or _overlap(a, b[1:])
-    if b[0] == "**":
-        return _overlap(a, b[1:]) or _overlap(a[1:], b)
-    head = (
-        bool(_WILD & set(a[0]))
-        or bool(_WILD & set(b[0]))
-        or _fold_segment(a[0]) == _fold_segment(b[0])
-    )
-    return head and _overlap(a[1:], b[1:])
-
-
-def _fold_segment(segment: str) -> str:
-    return fold_path(segment) if segment not in ("", ".", "..") else segment
 
 
 def approval_match(

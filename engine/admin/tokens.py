@@ -13,11 +13,14 @@ import time
 from typing import Any
 
 from engine.admin.state import state_store
+from engine.audit.calllog import decode_entry
 from engine.auth import token as tokens
 from engine.auth.rootkeys import Keyring
 from engine.errors import ChitError
 from engine.paths import validate_path
 from engine.service.policyfile import load_policy
+from engine.state import Store
+from policy.overlap import globs_may_overlap
 
 __all__ = ["attenuate_token", "inspect_token", "mint_token", "parse_duration", "revoke"]
 
@@ -123,7 +126,10 @@ def inspect_token(text: str) -> dict[str, Any]:
 
     Returns:
         ``{"verified": False, "version", "algorithm", "key_id", "id" (the
-        token's id: its last identity block), "agent", "chain", "blocks":
+        token's id: its last identity block, whose revocation ends this token
+        with every attenuation and sub-token of it), "agent", "chain",
+        "last_block_id" (revoking it ends only this attenuation and what
+        derives from it; the token id when nothing was attenuated), "blocks":
         [{"id", "agent"?, "caveats"}]}``.
 
     Raises:
@@ -141,6 +147,7 @@ def inspect_token(text: str) -> dict[str, Any]:
         "id": identity["id"],
         "agent": identity.get("agent"),
         "chain": [{"id": b["id"], "agent": b["agent"]} for b in identities],
+        "last_block_id": blocks[-1]["id"],
         "blocks": blocks,
     }
 
@@ -173,6 +180,7 @@ def attenuate_token(
         MalformedDataError: ``token_malformed`` if the token does not parse.
         ValueError: If nothing is narrowed or an argument is invalid.
     """
+    _refuse_no_authority(tokens.parse(text), operations, paths, repos)
     issued = int(time.time()) if now is None else now
     narrowed = tokens.attenuate(
         text,
@@ -184,6 +192,50 @@ def attenuate_token(
     )
     info = inspect_token(narrowed)
     return {"token": narrowed, "id": info["id"], "blocks": len(info["blocks"])}
+
+
+def _refuse_no_authority(
+    parsed: tokens.UnverifiedToken,
+    operations: list[str] | None,
+    paths: list[str] | None,
+    repos: list[str] | None,
+) -> None:
+    """Refuse an attenuation that would leave no authority at all.
+
+    Authority is the intersection of every block's caveats
+    (docs/token-format.md): operations none of which the token holds, or globs
+    none of which can meet one of the token's path (or repository) lists,
+    would mint a token that can do nothing. Globs are compared with
+    :func:`policy.overlap.globs_may_overlap`, which answers "may overlap" when
+    unsure, so only a provably empty result is refused.
+
+    Raises:
+        ValueError: Naming what is disjoint.
+        MalformedDataError: ``token_malformed`` if a block does not decode.
+    """
+    held_ops: set[str] | None = None
+    lists: dict[str, list[list[str]]] = {"paths": [], "repos": []}
+    for block in parsed.unverified_blocks():
+        for caveat in block["caveats"]:
+            if not isinstance(caveat, list) or len(caveat) != 2:
+                continue
+            kind, value = caveat
+            if kind == "ops" and isinstance(value, list):
+                held_ops = set(value) if held_ops is None else held_ops & set(value)
+            elif kind in lists and isinstance(value, list):
+                lists[kind].append([str(v) for v in value])
+    if operations is not None and held_ops is not None and not set(operations) & held_ops:
+        raise ValueError(
+            f"no authority would be left: the token holds only {sorted(held_ops)}, none of "
+            f"{sorted(set(operations))}")
+    for kind, asked in (("paths", paths), ("repos", repos)):
+        if asked is None:
+            continue
+        for held in lists[kind]:
+            if not any(globs_may_overlap(a, h) for a in asked for h in held):
+                raise ValueError(
+                    f"no authority would be left: none of {asked} can meet the token's "
+                    f"{kind} {held}")
 
 
 def revoke(
@@ -202,13 +254,44 @@ def revoke(
         state: A state URL (``--state``); ``None``: the home's.
 
     Returns:
-        ``{"id", "revoked_at", "new"}`` (``new``: it was not revoked before).
+        ``{"id", "revoked_at", "new", "known"}``: ``new`` if it was not
+        revoked before; ``known`` what the store knows of the id, ``None`` if
+        nothing: ``{"agent", "seen": "delegation"}`` for a sub-token the engine
+        issued (or the token that issued one), ``{"agent", "seen": "calls"}``
+        for a token whose chain made a call within the policy's longest token
+        lifetime. chit records no minted token, so a root token that has not
+        called yet is unknown; the revocation holds all the same.
 
     Raises:
         ValueError: If the id is not 32 lowercase hex digits.
         StoreError: If the state store fails; nothing is revoked.
     """
     now = int(time.time())
+    wanted = block_id.strip().lower()
+    lifetime = load_policy(home).limits.token_lifetime_seconds
     with state_store(home, state) as store:
-        added = store.revoke(block_id.strip().lower(), now=now, reason=reason)
-    return {"id": block_id.strip().lower(), "revoked_at": now, "new": added}
+        added = store.revoke(wanted, now=now, reason=reason)
+        known = _known_id(store, wanted, since=now - lifetime)
+    return {"id": wanted, "revoked_at": now, "new": added, "known": known}
+
+
+def _known_id(store: Store, block_id: str, *, since: int) -> dict[str, str] | None:
+    """What the store knows of ``block_id``: an issued delegation, or a caller's chain.
+
+    Only call-log entries from ``since`` on are read (no token lives longer),
+    and each is decoded as untrusted data; one that does not decode is passed over.
+    """
+    for delegation in store.delegations():
+        if delegation.child_id == block_id:
+            return {"agent": delegation.child_agent, "seen": "delegation"}
+        if delegation.parent_id == block_id:
+            return {"agent": delegation.parent_agent, "seen": "delegation"}
+    for row in store.log_rows(since=since):
+        try:
+            entry = decode_entry(row.entry)
+        except ValueError:
+            continue
+        chain = [c.hex() if isinstance(c, bytes) else str(c) for c in entry.get("chain", ())]
+        if block_id in chain:
+            return {"agent": str(entry.get("agent", "")), "seen": "calls"}
+    return None

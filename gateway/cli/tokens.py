@@ -60,6 +60,9 @@ def cmd_mint(args: argparse.Namespace) -> int:
     home = admin.resolve_home(args.home)
     admin.ensure_home(home)
     ttl = admin.parse_duration(args.ttl)
+    if args.delegable and "sub-token:issue" not in _split(args.ops):
+        # The flag alone grants nothing: issue_sub_token needs the operation too.
+        raise ValueError("--delegable is useless without the sub-token:issue operation")
     info = admin.mint_token(
         home,
         agent=args.agent,
@@ -149,6 +152,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"block {i}:   {block['id']}{who}")
         for caveat in block["caveats"]:
             print(f"           {shown(caveat)}")
+    last = info["blocks"][-1]["id"]
+    print(f"revoke:    chit revoke {info['id']}  (this token with every attenuation and "
+          "sub-token of it)")
+    if last != info["id"]:
+        print(f"           chit revoke {last}  (only this attenuation, its last block, "
+              "and what derives from it)")
     return EXIT_OK
 
 
@@ -211,5 +220,15 @@ def cmd_revoke(args: argparse.Namespace) -> int:
         print_json(info)
     else:
         state = "revoked" if info["new"] else "was already revoked"
-        print(f"{info['id']} {state}: it and every token derived from it now fail")
+        known = info["known"]
+        if known is None:
+            print(f"{info['id']} {state}, but chit has no record of it: no sub-token it "
+                  "issued and no call within a token's lifetime carries it (minted tokens "
+                  "are recorded nowhere). Any token carrying it fails from its next call; "
+                  "check the id with chit inspect.")
+        else:
+            how = ("issued as a sub-token" if known["seen"] == "delegation"
+                   else "seen in its calls")
+            print(f"{info['id']} {state}: the token of agent {shown(known['agent'])} "
+                  f"({how}); it and every token derived from it now fail")
     return EXIT_OK
