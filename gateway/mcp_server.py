@@ -32,8 +32,8 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from engine.service import CallAnswer, Called, OfferAnswer, Offered, Refused
-from gateway import approvals, instructions, telemetry
+from engine.service import CallAnswer, Called, OfferAnswer, Offered, Refused, Reporter, reporting
+from gateway import approvals, instructions, progress, telemetry
 from gateway._stopping import StdinLines, claimed_stdin, stop_signals
 from gateway.feed import FeedFollower, OfferState, offer_state
 
@@ -295,18 +295,21 @@ class _Edge:
     ) -> types.CallToolResult | types.InputRequiredResult:
         approval = approvals.approval_from_state(params)
 
-        async def ask() -> CallAnswer:
+        async def ask(hear: Reporter | None = None) -> CallAnswer:
             try:
                 if params.name in self._inline:
                     return self._call(params.name, params.arguments, approval)
                 return await anyio.to_thread.run_sync(
-                    self._call, params.name, params.arguments, approval, limiter=self._limiter
+                    self._call, params.name, params.arguments, approval, hear,
+                    limiter=self._limiter,
                 )
             except Exception:
                 logger.exception("edge failed to reach the engine")
                 return ENGINE_UNAVAILABLE
 
-        answer = await self._hold.again(await ask(), approval, ask)
+        async with progress.following(ctx) as hear:
+            asking = functools.partial(ask, hear)
+            answer = await self._hold.again(await asking(), approval, asking)
         telemetry.note_call(self._token, self.listed_hash, answer)
 
         def elicited(hints: dict[str, Any]) -> None:
@@ -317,8 +320,12 @@ class _Edge:
         return waiting if waiting is not None else call_result(params.name, answer)
 
     def _call(
-        self, name: str, arguments: dict[str, Any] | None, approval: str | None = None
+        self, name: str, arguments: dict[str, Any] | None, approval: str | None = None,
+        hear: Reporter | None = None,
     ) -> CallAnswer:
+        if hear is not None:  # an embedded engine's work reports to it; a remote one's cannot
+            with reporting(hear):
+                return self._call(name, arguments, approval)
         return self._engine.invoke(
             self._token,
             name,

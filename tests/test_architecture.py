@@ -35,6 +35,7 @@ FLOORS = (
     "engine.state",
     "engine.auth",
     "engine.paths",
+    "engine.progress",
     "engine.errors",
     "engine.limits",
 )

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 
-from engine import git
+from engine import git, progress
 from engine.errors import RepositoryError
 from engine.limits import LIMITS
 from engine.paths import glob_may_match_below, in_scope
@@ -297,9 +297,13 @@ class Indexer:
                 items.append((path, blob, data, language))
         loaded_count = len(fresh)
         rows: list[tuple[str, str, bytes, bytes]] = []
+        total = len(items)
+        what = f"indexing {total} files"
+        progress.report(0, total, what)
         if len(items) >= LIMITS.pool_min_files:
             pool = self._pool or _shared_pool()
-            for (path, blob, data, language), payload in pool.parse(items):
+            for done, ((path, blob, data, language), payload) in enumerate(pool.parse(items), 1):
+                progress.report(done, total, what)
                 try:
                     record = decode_lazily(
                         payload, path, blob, language, repair(path, blob, language)
@@ -311,7 +315,8 @@ class Indexer:
                 if keep(path, blob, data):
                     rows.append((path, blob, encode_outline(record), payload))
         else:  # a few files (a staged edit, a new commit): here, no encoding unless kept
-            for path, blob, data, language in items:
+            for done, (path, blob, data, language) in enumerate(items, 1):
+                progress.report(done, total, what)
                 record = extract(path, blob, data, language)
                 fresh.append(record)
                 if keep(path, blob, data):

@@ -9,6 +9,8 @@ edges the bounds of the API they speak (docs/limits.md), and
 and ``resolve_repo_specs`` (the repositories an engine serves,
 engine/service/repos.py) are imported on first use too, and
 ``validate_repo_name`` (pure: an edge checks a name in a path with it).
+``reporting`` lets an edge hear the progress of an embedded engine's call
+(engine/progress.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.limits import LIMITS
 from engine.paths import validate_session_id
+from engine.progress import Reporter, reporting
 from engine.service.answers import (
     Answer,
     AnswerError,
@@ -52,11 +55,13 @@ __all__ = [
     "Placement",
     "Refused",
     "RepoSpec",
+    "Reporter",
     "SessionElsewhere",
     "read_call",
     "read_offer",
     "read_refusal",
     "read_warning",
+    "reporting",
     "resolve_repo_specs",
     "validate_repo_name",
     "validate_session_id",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import re2
 
+from engine import progress
 from engine.catalog import schemas as s
 from engine.errors import InvalidRequestError
 from engine.limits import LIMITS
@@ -192,6 +193,7 @@ def search_text(ctx: CallContext, args: s.SearchTextArgs) -> s.TextMatches:
             skipped += 1
             continue
         searched += 1
+        progress.report(searched, None, "searching files")
         budget.files_left -= 1
         budget.bytes_left -= len(data)
         found, stopped = _search_file(pattern, path, data, done, args.limit - len(matches))

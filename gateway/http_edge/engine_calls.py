@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from engine.service import CallAnswer, OfferAnswer
+from engine.service import CallAnswer, OfferAnswer, Reporter, reporting
 from gateway.http_edge.connections import OfferState, offer_state
 from gateway.mcp_server import ENGINE_UNAVAILABLE, EngineClient, invoke_args
 
@@ -61,13 +61,16 @@ class EngineCalls:
         offered_catalog_hash: str | None,
         repo: str | None,
         approval: str | None = None,
+        hear: Reporter | None = None,
     ) -> CallAnswer:
         """The engine's answer to one call; ``internal_error`` if it could not answer.
 
-        ``approval`` is the approval id a client echoed in its ``requestState``.
+        ``approval`` is the approval id a client echoed in its ``requestState``;
+        ``hear`` hears an embedded engine's progress (gateway/progress.py).
         """
         call = functools.partial(
-            self._engine.invoke,
+            self._invoke,
+            hear,
             token,
             tool,
             arguments,
@@ -81,6 +84,12 @@ class EngineCalls:
         except Exception:
             logger.exception("edge failed to reach the engine")
             return ENGINE_UNAVAILABLE
+
+    def _invoke(self, hear: Reporter | None, *args: Any, **kwargs: Any) -> CallAnswer:
+        if hear is None:
+            return self._engine.invoke(*args, **kwargs)
+        with reporting(hear):
+            return self._engine.invoke(*args, **kwargs)
 
     def warning(self, token: str, repo: str | None) -> str | None:
         """The engine's vital-sign line for the instructions (blocking: call it in a thread)."""

@@ -8,6 +8,7 @@ listing is computed per request from the presented token and marked
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -18,8 +19,8 @@ from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
 
-from engine.service import CallAnswer
-from gateway import approvals, instructions, telemetry
+from engine.service import CallAnswer, Reporter
+from gateway import approvals, instructions, progress, telemetry
 from gateway.http_edge.approval_page import ApprovalBook
 from gateway.http_edge.connections import (
     BoundSession,
@@ -173,7 +174,7 @@ class Handlers:
         request = self._request(ctx)
         echoed = approvals.approval_from_state(params)
 
-        async def ask() -> CallAnswer:
+        async def ask(hear: Reporter | None = None) -> CallAnswer:
             return await self._engine.invoke(
                 request.token,
                 params.name,
@@ -182,11 +183,14 @@ class Handlers:
                 offered_catalog_hash=request.state.listed_hash,
                 repo=request.repo,
                 approval=echoed,
+                hear=hear,
             )
 
-        answer = await ask()
-        if self._hold is not None:
-            answer = await self._hold.again(answer, echoed, ask)
+        async with progress.following(ctx) as hear:
+            asking = functools.partial(ask, hear)
+            answer = await asking()
+            if self._hold is not None:
+                answer = await self._hold.again(answer, echoed, asking)
         telemetry.note_call(request.token, request.state.listed_hash, answer)
         hints = approvals.approval_of(answer)
         if hints is not None:
