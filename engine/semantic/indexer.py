@@ -299,7 +299,8 @@ class Indexer:
         rows: list[tuple[str, str, bytes, bytes]] = []
         total = len(items)
         what = f"indexing {total} files"
-        progress.report(0, total, what)
+        if total:
+            progress.report(0, total, what)
         if len(items) >= LIMITS.pool_min_files:
             pool = self._pool or _shared_pool()
             for done, ((path, blob, data, language), payload) in enumerate(pool.parse(items), 1):

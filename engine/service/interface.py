@@ -34,7 +34,7 @@ from engine.catalog.confirmation import confirmed
 from engine.catalog.declarations import CATALOG_ENCODING, CATALOG_STORE_REF, ToolSpec, tool_by_name
 from engine.errors import AccessDeniedError, ChitError, ConfigurationError, StoreError, denied
 from engine.semantic.persist import derive_key
-from engine.service import coherence, vitals
+from engine.service import coherence, vitals, warm
 from engine.service.answers import (
     CallAnswer,
     Called,
@@ -336,6 +336,13 @@ class Engine:
             CATALOG_ENCODING,
             checked.offer.withheld,
         )
+
+    def index_base(self, repo: str | None = None) -> dict[str, Any]:
+        """Index a repository's base branch ahead of any call (``chit index``).
+
+        See :func:`engine.service.warm.index_base` for the answer and errors.
+        """
+        return warm.index_base(self._repos, repo)
 
     def warning(self, token: str, *, repo: str | None = None) -> str | None:
         """The vital-sign line an edge adds to its MCP instructions, on a mismatch only.

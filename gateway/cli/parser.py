@@ -13,6 +13,7 @@ from gateway.cli import (
     audit,
     doctor,
     freeze,
+    index,
     keys,
     operators,
     repos,
@@ -60,5 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
     state.add_state(sub, common)
     audit.add_audit(sub, common)
     doctor.add_doctor(sub, common)
+    index.add_index(sub, common)
     setup.add_demo(sub, common)
     return parser
