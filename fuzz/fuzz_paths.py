@@ -7,7 +7,10 @@ refuses only with ``PathError`` (a stable code), ``validate_glob`` only with
 their argument unchanged; for valid ones, the matching functions never raise
 and keep their documented promises:
 
-* ``**`` matches every valid path, and ``fold_path`` of one is still valid;
+* ``**`` matches every valid path, and ``fold_path`` of one is NFC;
+* a deny glob that denies a path denies every valid spelling of it with the
+  same folding (upper, lower, swapped and title case): what a case-insensitive
+  checkout would write to the same file;
 * ``glob_contained(inner, outer)`` is sound: what ``inner`` matches, ``outer``
   matches (it refuses widening delegations);
 * what a glob matches, ``deny_matches`` with that glob denies (protected paths);
@@ -15,6 +18,8 @@ and keep their documented promises:
 """
 
 from __future__ import annotations
+
+import unicodedata
 
 import _harness
 import atheris
@@ -58,8 +63,14 @@ def TestOneInput(data: bytes) -> None:
         return
     if not paths.glob_matches("**", path):
         _fail("** did not match a valid path")
-    if not _valid(paths.validate_path, paths.fold_path(path)):
-        _fail("fold_path of a valid path is not valid")
+    folded = paths.fold_path(path)
+    if not unicodedata.is_normalized("NFC", folded):
+        _fail("fold_path of a valid path is not NFC")
+    # Spellings a case-insensitive checkout writes to the same file.
+    variants = [
+        v for v in {path.upper(), path.lower(), path.swapcase(), path.title()}
+        if paths.fold_path(v) == folded and _valid(paths.validate_path, v)
+    ]
     segments = path.split("/")
     for glob in globs:
         matched = paths.glob_matches(glob, path)
@@ -67,6 +78,10 @@ def TestOneInput(data: bytes) -> None:
             _fail("in_scope and glob_matches disagree")
         if matched and not paths.deny_matches(path, (glob,)):
             _fail("a path a glob matches is not denied by it")
+        if paths.deny_matches(path, (glob,)):
+            for variant in variants:
+                if not paths.deny_matches(variant, (glob,)):
+                    _fail("a spelling of a denied path with the same folding is not denied")
         if matched:
             for end in range(1, len(segments)):
                 if not paths.glob_may_match_below(glob, "/".join(segments[:end])):
