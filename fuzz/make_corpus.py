@@ -173,10 +173,27 @@ def jwt_seeds() -> list[bytes]:
     return seeds
 
 
+def engine_api_dict() -> str:
+    """A libFuzzer dictionary for the engine API: JSON, the API's fields, the tools."""
+    from engine.catalog.declarations import TOOLS
+
+    words = [
+        '"token"', '"tool"', '"arguments"', '"session"', '"offered_catalog_hash"', '"repo"',
+        '"approval"', '"after"', '"timeout"', "null", "true", "false", "{", "}", "[", "]",
+        ":", ",", '"apr_', '"chit_', "-1", "1e400", "\\uD800",
+    ]
+    words += [f'"{tool.name}"' for tool in TOOLS]
+    fields = {name for tool in TOOLS for name in tool.input_model.model_fields}
+    words += [f'"{name}"' for name in sorted(fields)]
+    quoted = ('"' + w.replace("\\", "\\\\").replace('"', '\\"') + '"' for w in words)
+    return "".join(f"{line}\n" for line in dict.fromkeys(quoted))
+
+
 def write_all(corpus: Path = CORPUS) -> None:
-    """Write every target's seeds under ``corpus`` (default: fuzz/corpus)."""
+    """Write every target's seeds under ``corpus`` (default: fuzz/corpus) and the dictionary."""
     for target, seeds in SEEDS.items():
         _write(target, seeds(), corpus)
+    (corpus / "engine_api.dict").write_text(engine_api_dict())
 
 
 SEEDS = {

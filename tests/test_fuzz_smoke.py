@@ -32,11 +32,12 @@ def test_harness_runs_clean(target: str, tmp_path: Path) -> None:
     dirs = [found, FUZZ / "corpus" / target]
     if (FUZZ / "regressions" / target).is_dir():
         dirs.append(FUZZ / "regressions" / target)
+    options = [f"-dict={FUZZ / 'corpus' / 'engine_api.dict'}"] if target == "engine_api" else []
     done = subprocess.run(
         [
             sys.executable, str(FUZZ / f"fuzz_{target}.py"), *map(str, dirs),
             f"-runs={RUNS}", "-seed=1", "-rss_limit_mb=2048", "-timeout=60",
-            f"-artifact_prefix={tmp_path}/",
+            f"-artifact_prefix={tmp_path}/", *options,
         ],
         capture_output=True, text=True, timeout=600, check=False,
     )
@@ -53,3 +54,5 @@ def test_seed_corpus_is_what_make_corpus_writes(tmp_path: Path) -> None:
         want = {p.name: p.read_bytes() for p in (tmp_path / target).iterdir()}
         have = {p.name: p.read_bytes() for p in (FUZZ / "corpus" / target).iterdir()}
         assert have == want, f"fuzz/corpus/{target} is stale: run python fuzz/make_corpus.py"
+    dictionary = (FUZZ / "corpus" / "engine_api.dict").read_text()
+    assert dictionary == (tmp_path / "engine_api.dict").read_text()
