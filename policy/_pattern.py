@@ -196,7 +196,8 @@ def compile_message_pattern(pattern: object) -> re.Pattern[str]:
         warnings.simplefilter("error")  # "possible nested set" and kin are errors here
         try:
             compiled = re.compile(pattern)
-        except (re.error, FutureWarning, DeprecationWarning) as exc:
+        except (re.error, FutureWarning, DeprecationWarning, OverflowError) as exc:
+            # OverflowError: a repetition count past re's limit ("a{99999999999}").
             raise ValueError(f"is not a valid regular expression: {exc}") from None
     _check_structure(pattern)
     return compiled

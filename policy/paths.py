@@ -505,10 +505,13 @@ def fold_path(path: str) -> str:
 
     Per segment: NFKC-normalised and case-folded (Unicode full case folding),
     HFS+ ignorable code points dropped, case folded again (with the
-    ASCII look-alikes of :func:`_fold_char`), an NTFS stream suffix (``:...``)
+    ASCII look-alikes of :func:`_fold_char`), NFC-normalised (folding can
+    decompose), an NTFS stream suffix (``:...``)
     dropped, trailing dots and spaces dropped. A segment that would become empty,
-    ``.`` or ``..`` keeps its case-folded spelling, so the result stays a valid
-    path whenever ``path`` is one.
+    ``.`` or ``..`` keeps its case-folded spelling. The result is a key to
+    compare, not a path to validate: NFKC can make it longer than the size
+    limits (U+FDFA is 18 characters), so :func:`deny_matches` matches it without
+    checking it again.
 
     Args:
         path: A valid repository path.
@@ -519,6 +522,9 @@ def fold_path(path: str) -> str:
     out = []
     for segment in path.split(_SEP):
         folded = _fold_for_dotgit(unicodedata.normalize("NFKC", segment).casefold())
+        # Case folding can leave text that is not NFC (U+03B0 folds to U+03C5
+        # U+0308 U+0301), which no valid path is, so no folded glob would match it.
+        folded = unicodedata.normalize("NFC", folded)
         stripped = folded.split(":", 1)[0].rstrip(". ")
         out.append(stripped if stripped not in ("", ".", "..") else folded)
     return _SEP.join(out)
@@ -526,7 +532,8 @@ def fold_path(path: str) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _fold_glob(glob: str) -> str:
-    return "".join(_fold_char(char) for char in unicodedata.normalize("NFKC", glob).casefold())
+    folded = "".join(_fold_char(char) for char in unicodedata.normalize("NFKC", glob).casefold())
+    return unicodedata.normalize("NFC", folded)  # as fold_path
 
 
 def deny_matches(path: str, globs: Sequence[str]) -> bool:
@@ -564,7 +571,12 @@ def _deny_matches(path: str, globs: tuple[str, ...]) -> bool:
     # probed by writing "below" it either.
     for end in range(len(segments), 0, -1):
         prefix = _SEP.join(segments[:end])
-        if in_scope(prefix, globs) or in_scope(fold_path(prefix), folded_globs):
+        if in_scope(prefix, globs):
+            return True
+        # The folded spelling is matched as it is: checking it as a path again
+        # would let a name whose folding is too long escape every deny glob.
+        folded = fold_path(prefix)
+        if any(_is_valid_glob(glob) and _match(glob, folded) for glob in folded_globs):
             return True
     return False
 

@@ -61,8 +61,13 @@ def read_unverified(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
         for the call log.
 
     Raises:
-        ChitError: ``exchange_refused`` with reason ``malformed`` if it is not a JWT.
+        ChitError: ``exchange_refused`` with reason ``malformed`` if it is not a JWT
+            (a compact JWT is ASCII: base64url parts and dots, RFC 7515 §7.1).
     """
+    if not text.isascii():
+        # pyjwt encodes the text as UTF-8 first, which a lone surrogate (a byte
+        # that was not UTF-8, read with surrogateescape) turns into UnicodeEncodeError.
+        raise refused("malformed", "the subject token is not a JWT")
     try:
         header = jwt.get_unverified_header(text)
         untrusted = jwt.decode(text, options={"verify_signature": False})

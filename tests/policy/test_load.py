@@ -220,6 +220,10 @@ def test_a_rule_that_can_never_match_is_an_error() -> None:
         "(",  # does not compile
         "",
         "x" * 257,
+        # A count past re's MAXREPEAT: OverflowError from re.compile, which
+        # escaped policy.load instead of a PolicyError (found by fuzz/fuzz_policy.py).
+        ".{1,4294967296}",
+        "a{99999999999}",
     ],
 )
 def test_an_unsafe_or_invalid_message_pattern_is_an_error(pattern: str) -> None:

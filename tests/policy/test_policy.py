@@ -58,6 +58,44 @@ def test_deny_rules_do_not_overreach(path: str) -> None:
 def test_fold_path_keeps_paths_valid() -> None:
     assert fold_path("a/..:x/B") == "a/..:x/b"
     assert fold_path("Src/Key.PEM.") == "src/key.pem"
+    # U+03B0 and U+0390 case-fold to three code points that are not NFC.
+    for path in ("a/\u03b0", "\u0390.txt", "SECRETS/x\u03b0y"):
+        assert policy.paths.validate_path(fold_path(path)) == fold_path(path)
+
+
+def test_deny_rules_fold_names_whose_folding_is_too_long() -> None:
+    """Threat: a protected folder reached on a case-insensitive checkout by a
+    name that NFKC lengthens past the segment limit (U+FDFA is 18 characters):
+    its folded spelling was not a valid path, so no deny glob matched it (found
+    by fuzz/fuzz_paths.py)."""
+    path = "SECRETS/" + "\ufdfa" * 80  # 240 bytes as written, 2,640 folded
+    assert policy.paths.validate_path(path) == path
+    assert deny_matches(path, DENY)
+    decision = policy.evaluate(
+        policy.load('version = 1\n[paths]\nforbidden = ["secrets/**"]\n'),
+        policy.Request(agent="a", tool="write_file", operation="write", paths=(path,)),
+    )
+    assert not decision.allowed and decision.code == "path_forbidden"
+
+
+@pytest.mark.parametrize("path", ["SECRETS/\u03b0", "Secrets/a/\u0390.txt", "src/\u03b0/KEY.PEM"])
+def test_deny_rules_fold_paths_whose_case_folding_is_not_nfc(path: str) -> None:
+    """Threat: a protected or forbidden folder reached on a case-insensitive checkout
+    by a path holding a character whose case folding is not NFC (U+03B0): its
+    folded spelling was not a valid path, so no deny glob matched it (found by
+    fuzz/fuzz_paths.py)."""
+    assert deny_matches(path, DENY)
+    decision = policy.evaluate(
+        policy.load('version = 1\n[paths]\nforbidden = ["**/*.pem", "secrets/**"]\n'),
+        policy.Request(agent="a", tool="write_file", operation="write", paths=(path,)),
+    )
+    assert not decision.allowed and decision.code == "path_forbidden"
+
+
+def test_deny_globs_fold_to_nfc_like_paths() -> None:
+    upper = unicodedata.normalize("NFC", "\u03b0".upper())  # capital upsilon, dialytika, tonos
+    assert deny_matches(f"{upper}/x", ["\u03b0/**"])
+    assert deny_matches("\u03b0/x", [f"{upper}/**"])
 
 
 def test_unknown_keys_and_bad_values_are_errors_with_locations() -> None:

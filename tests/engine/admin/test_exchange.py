@@ -196,6 +196,16 @@ def test_garbage_is_malformed(home: Path) -> None:
     assert (err.code, err.hints["reason"]) == ("exchange_refused", "malformed")
 
 
+@pytest.mark.parametrize("text", ["eyJhbGciOiJFZERTQSJ9.\udcff.x", "eyJ\u00e9.e30.x"])
+def test_non_ascii_subject_token_is_malformed(home: Path, text: str) -> None:
+    # Threat: a subject token holding a byte that is not UTF-8 (stdin read with
+    # surrogateescape, as in the POSIX locale) escaped the exchange as a
+    # UnicodeEncodeError instead of a refusal with a stable code (found by
+    # fuzz/fuzz_jwt.py).
+    err = _refusal(home, text)
+    assert (err.code, err.hints["reason"]) == ("exchange_refused", "malformed")
+
+
 @pytest.mark.parametrize(
     ("snippet", "where"),
     [
