@@ -25,7 +25,7 @@ __all__ = ["EXIT_INTERRUPTED", "main"]
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command ended by Ctrl-C
 
 
-class _ReaderGone(Exception):
+class _ReaderGone(BaseException):  # passes through every handler of errors
     """stdout's reader closed it (``| head``): the command stops, and that is no error."""
 
 
@@ -75,7 +75,7 @@ def _main(argv: Sequence[str] | None) -> int:
             raise _ReaderGone from None
         return status
 
-    return reported(run, args.command)
+    return reported(run, args.command, as_json=bool(getattr(args, "json", False)))
 
 
 def _stdout_closed() -> bool:

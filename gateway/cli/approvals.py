@@ -1,7 +1,8 @@
 """``chit approvals list|show``, ``chit approve`` and ``chit deny`` (docs/approvals.md).
 
 A refused decision prints one line, ``chit approve: refused (REASON): ...``,
-and exits 2 (docs/errors.md); nothing is recorded then.
+and exits 3 (4 for an unknown approval id; docs/errors.md); nothing is
+recorded then.
 """
 
 from __future__ import annotations

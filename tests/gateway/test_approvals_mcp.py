@@ -102,7 +102,7 @@ def test_stdio_required_then_approved_from_the_cli_then_the_retry_lands(
     assert out["status"] == [{"id": asked["approval"]["id"], "tool": "commit",
                               "expires_at": asked["approval"]["expires_at"]}]
     assert out["again"]["approval"]["id"] == asked["approval"]["id"]
-    assert out["unlisted"].returncode == 2
+    assert out["unlisted"].returncode == 3  # refused
     assert "refused (not_an_approver)" in out["unlisted"].stderr
     assert out["approved"].returncode == 0, out["approved"].stderr
     is_error, landed = out["landed"]
@@ -242,6 +242,6 @@ def test_http_an_unanswered_approval_expires_on_the_engines_clock(
     assert out["expired"]["approval"]["id"] == first
     assert out["anew"]["error"] == "approval_required" and out["anew"]["approval"]["id"] != first
     late = cli(world, "approve", first, "--as", "alice")
-    assert late.returncode == 2 and "refused (expired)" in late.stderr
+    assert late.returncode == 3 and "refused (expired)" in late.stderr
     assert json.loads(cli(world, "approvals", "show", first, "--json").stdout)["state"] == (
         "expired")

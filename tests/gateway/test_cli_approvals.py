@@ -153,14 +153,14 @@ def test_list_show_approve_and_the_retry_lands(world: World, operators: Path) ->
         (["--as", "rel", "--key", "ALICE"], "wrong_key"),
     ],
 )
-def test_refused_decisions_exit_2_with_a_stable_line_and_record_nothing(
+def test_refused_decisions_exit_3_with_a_stable_line_and_record_nothing(
     world: World, operators: Path, args: list[str], reason: str
 ) -> None:
     """Threats: an operator the policy does not list, an unknown one, a key not theirs."""
     approval, _token = _pending(world)
     args = [str(operators) if a == "ALICE" else a for a in args]
     out = run(world, "approve", approval, *args)
-    assert out.returncode == 2
+    assert out.returncode == 3  # refused (docs/errors.md, "Exit statuses")
     assert out.stderr.startswith(f"chit approve: refused ({reason}): ")
     assert out.stderr.count("\n") == 1
     assert run_json(world, "approvals", "show", approval)["state"] == "pending"
@@ -176,10 +176,10 @@ def test_deny_with_the_operator_from_the_environment_then_decided_is_refused(
     assert out.returncode == 0, out.stderr
     assert f"{approval} denied by rel" in out.stdout
     again = run(world, "approve", approval, "--as", "alice", "--key", str(operators))
-    assert again.returncode == 2
+    assert again.returncode == 3
     assert again.stderr.startswith("chit approve: refused (already_decided): ")
     unknown = run(world, "approvals", "show", "apr_" + "b" * 26)
-    assert unknown.returncode == 2 and "refused (unknown_approval)" in unknown.stderr
+    assert unknown.returncode == 4 and "refused (unknown_approval)" in unknown.stderr
     nobody = run(world, "approve", approval, env={"CHIT_OPERATOR": ""})
     assert nobody.returncode == 2 and "--as NAME" in nobody.stderr
 

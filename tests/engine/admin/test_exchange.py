@@ -343,7 +343,7 @@ def test_cli_exchange(home: Path, rsa_key: rsa.RSAPrivateKey, tmp_path: Path) ->
          "--jwt", str(jwt_file)],
         capture_output=True, text=True, check=False,
     )
-    assert done.returncode == 2
+    assert done.returncode == 3  # refused
     assert "exchange_refused" in done.stderr
 
 
@@ -398,8 +398,10 @@ def test_the_cache_holds_across_processes_and_restarts(
     assert done.returncode == 0, done.stderr
     # Another process, and this one with a fresh exchanger: both refuse it.
     again = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
-    assert again.returncode == 2
-    assert "exchange_refused" in again.stderr and "already been exchanged" in again.stderr
+    assert again.returncode == 3  # refused (docs/errors.md, "Exit statuses")
+    refusal = json.loads(again.stdout)  # --json: the error as JSON on stdout
+    assert refusal["error"] == "exchange_refused"
+    assert "already been exchanged" in refusal["message"]
     assert text not in again.stderr + again.stdout
     err = _refusal(home, text)
     assert err.hints["reason"] == "replayed"

@@ -159,7 +159,7 @@ def test_cli_audit_graph_formats(story: dict[str, Any], world: World, tmp_path: 
     assert dot.startswith("digraph provenance {") and dot.rstrip().endswith("}")
     assert dot.count(" -> ") == len(doc["edges"])
     missing = run("json", "nope")
-    assert missing.returncode == 2 and "not_found" in missing.stderr
+    assert missing.returncode == 4 and "not_found" in missing.stderr  # not found
 
 
 def test_renderers_escape_labels() -> None:

@@ -125,9 +125,14 @@ def test_a_newer_schema_is_refused_and_left_alone(
         assert "schema version 99" in str(info.value) and "upgrade chit" in str(info.value)
     for flags in ((), ("--check",), ("--json",)):
         done = chit(tmp_path, "state", "migrate", "--state", store_url, *flags)
-        assert done.returncode == 2 and "upgrade chit" in done.stderr and not done.stdout
+        assert done.returncode == 5  # internal: the store cannot be used by this chit
+        if "--json" in flags:
+            assert json.loads(done.stdout)["error"] == "store_unavailable"
+            assert "upgrade chit" in json.loads(done.stdout)["message"] and not done.stderr
+        else:
+            assert "upgrade chit" in done.stderr and not done.stdout
     done = chit(tmp_path, "revoke", "b" * 32, "--state", store_url)
-    assert done.returncode == 2 and "upgrade chit" in done.stderr
+    assert done.returncode == 5 and "upgrade chit" in done.stderr
     assert raw(store_url, "SELECT version FROM chit_schema") == [(99,)]
     assert raw(store_url, "SELECT COUNT(*) FROM revocations") == [(0,)]
 
@@ -205,7 +210,7 @@ def test_the_database_password_is_never_shown(
         shown += [str(refused.value), repr(refused.value),
                   "".join(traceback.format_exception(refused.value))]
         done = chit(tmp_path, "-v", "state", "migrate", "--check", "--state", bad)
-        assert done.returncode == 2 and reason in done.stderr
+        assert done.returncode == 5 and reason in done.stderr
         shown += [done.stdout, done.stderr]
     done = chit(tmp_path, "-v", "state", "migrate", "--json", "--state", url)
     shown += [done.stdout, done.stderr]
