@@ -11,6 +11,7 @@ from gateway import __version__
 from gateway.cli import (
     approvals,
     audit,
+    completion,
     doctor,
     freeze,
     index,
@@ -63,4 +64,5 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_doctor(sub, common)
     index.add_index(sub, common)
     setup.add_demo(sub, common)
+    completion.add_completion(sub, common)
     return parser
