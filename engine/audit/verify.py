@@ -55,7 +55,7 @@ from typing import Any
 import pygit2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from engine import git
+from engine import git, progress
 from engine.audit import provenance
 from engine.audit.approval import ApprovalFacts, ApprovalProblem, check_approval
 from engine.auth import cbor
@@ -184,8 +184,12 @@ def verify_repository(
             missing.append(Finding("-", "refs", f"{git.Repository.provenance_ref(agent)} is "
                                    f"missing, so no commit of agent/{agent} can be checked: "
                                    + FETCH_HINT))
-        for commit in commits:
+        what = f"verifying agent/{agent}"
+        for done, commit in enumerate(commits):
+            progress.report(done, len(commits), what)
             reports.append(auditor.verify_commit(agent, commit))
+        if commits:
+            progress.report(len(commits), len(commits), what)
     if reports and repo.store_head(CATALOG_STORE_REF) is None:
         missing.append(Finding("-", "refs", f"{CATALOG_STORE_REF} is missing: " + FETCH_HINT))
     if not reports and not any(f.check == "lane" for f in missing):

@@ -93,9 +93,16 @@ def add_audit(
 
 def cmd_audit_verify(args: argparse.Namespace) -> int:
     from engine import admin
+    from engine.service import reporting
+    from gateway.cli.progress import Bar
 
-    report = admin.verify_lanes(args.repo, args.lanes or None, public_keys=_public_keys(args),
-                                base=args.base)
+    bar = Bar(enabled=False if args.json else None)  # on a terminal only
+    try:
+        with reporting(bar):
+            report = admin.verify_lanes(args.repo, args.lanes or None,
+                                        public_keys=_public_keys(args), base=args.base)
+    finally:
+        bar.close()
     if args.json:
         print_json(report)
     else:

@@ -58,3 +58,48 @@ def test_index_ahead_of_time_then_no_agent_waits(big: World) -> None:  # noqa: F
 def test_index_names_an_unknown_repository(world: World) -> None:
     out = run(world, "index", "--repo", "nosuch")
     assert out.returncode == 2 and "nosuch" in out.stderr and "Traceback" not in out.stderr
+
+
+def _on_a_terminal(argv: list[str]) -> tuple[int, str, str]:
+    """Run ``argv`` with stderr on a pseudo-terminal: (status, stdout, what the terminal got)."""
+    import os
+    import pty
+    import subprocess
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=follower, text=True,
+                              timeout=120, check=False)
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(leader)
+        if follower != -1:
+            os.close(follower)
+    return done.returncode, done.stdout, b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_the_bar_is_drawn_on_a_terminal_only(world: World) -> None:
+    status, stdout, terminal = _on_a_terminal([*world.cli(), "index", "--repo", str(world.repo)])
+    assert status == 0 and "indexed" in stdout
+    assert "indexing" in terminal and "[" in terminal and "\r" in terminal
+    assert "\r" not in stdout
+    token = world.mint()
+    from engine.service import Engine
+    from tests.engine.engine_calls import land
+
+    with Engine(world.home, world.repo) as engine:
+        land(engine, token, {"src/a.py": "A = 1\n"}, message="add a")
+    status, stdout, terminal = _on_a_terminal(
+        [*world.cli(), "audit", "verify", "--repo", str(world.repo)])
+    assert status == 0, stdout + terminal
+    assert "verifying agent/alice" in terminal and "verified" in stdout
