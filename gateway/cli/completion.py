@@ -31,9 +31,7 @@ def add_completion(
 
 def cmd_completion(args: argparse.Namespace) -> int:
     """Print the script for ``args.shell``."""
-    from gateway.cli.parser import build_parser
-
-    print(script(build_parser(), args.shell), end="")
+    print(script(args.root_parser, args.shell), end="")
     return EXIT_OK
 
 

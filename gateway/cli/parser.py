@@ -65,4 +65,5 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_index(sub, common)
     setup.add_demo(sub, common)
     completion.add_completion(sub, common)
+    parser.set_defaults(root_parser=parser)  # chit completion reads the whole tree
     return parser
