@@ -15,6 +15,7 @@ import policy
 
 CODES: frozenset[str] = frozenset(
     {
+        "token_missing",
         "token_malformed",
         "token_unsupported_version",
         "token_unknown_key",

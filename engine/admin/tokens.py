@@ -232,7 +232,7 @@ def _refuse_no_authority(
         if asked is None:
             continue
         for held in lists[kind]:
-            if not any(globs_may_overlap(a, h) for a in asked for h in held):
+            if not any(globs_may_overlap(a, h, fold=False) for a in asked for h in held):
                 raise ValueError(
                     f"no authority would be left: none of {asked} can meet the token's "
                     f"{kind} {held}")

@@ -298,13 +298,19 @@ class Indexer:
         loaded_count = len(fresh)
         rows: list[tuple[str, str, bytes, bytes]] = []
         total = len(items)
-        what = f"indexing {total} files"
+        # The view is shared by every scope: its file count is not the
+        # caller's to know, so progress is told in steps of 5% of 100.
+        what = "indexing the repository"
+
+        def step(done: int) -> None:
+            progress.report(done * 20 // total * 5, 100, what)
+
         if total:
-            progress.report(0, total, what)
+            step(0)
         if len(items) >= LIMITS.pool_min_files:
             pool = self._pool or _shared_pool()
             for done, ((path, blob, data, language), payload) in enumerate(pool.parse(items), 1):
-                progress.report(done, total, what)
+                step(done)
                 try:
                     record = decode_lazily(
                         payload, path, blob, language, repair(path, blob, language)
@@ -317,7 +323,7 @@ class Indexer:
                     rows.append((path, blob, encode_outline(record), payload))
         else:  # a few files (a staged edit, a new commit): here, no encoding unless kept
             for done, (path, blob, data, language) in enumerate(items, 1):
-                progress.report(done, total, what)
+                step(done)
                 record = extract(path, blob, data, language)
                 fresh.append(record)
                 if keep(path, blob, data):

@@ -52,7 +52,9 @@ def test_revoke_says_what_it_revoked_and_when_it_knows_nothing(world: World) -> 
 def test_attenuate_refuses_to_leave_no_authority(world: World) -> None:
     """A useless token is refused, not minted: disjoint operations or paths."""
     token = world.mint(ops="read,write", paths="src/**")
-    for extra in (["--ops", "commit"], ["--paths", "docs/**"], ["--paths", "SRC2/*.py"]):
+    # Scope globs match case-sensitively: SRC/** meets nothing of src/**.
+    for extra in (["--ops", "commit"], ["--paths", "docs/**"], ["--paths", "SRC2/*.py"],
+                  ["--paths", "SRC/**"], ["--paths", "Src/a.py"]):
         out = run(world, "attenuate", "-", *extra, stdin=token)
         assert out.returncode == 2, (extra, out.stdout)
         assert "no authority would be left" in out.stderr

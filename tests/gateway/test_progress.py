@@ -61,7 +61,15 @@ def _check(heard: Heard) -> None:
     assert progress == sorted(progress) and len(set(progress)) == len(progress)  # it rises
     for value, total, _message in heard.values:
         assert total is None or value <= total
-    assert any(m and m.startswith("indexing") for _p, _t, m in heard.values)
+    assert any(m == "indexing the repository" for _p, _t, m in heard.values)
+    # Threat: a narrow token learning how many files the repository holds
+    # outside its scope. The view is shared, so its progress is in 5% steps of 100.
+    # (Engine counts continue from the heartbeats sent before them, if any.)
+    indexing = [(v, t) for v, t, m in heard.values if m == "indexing the repository"]
+    offset = len([m for _v, _t, m in heard.values[: heard.values.index(
+        next(h for h in heard.values if h[2] == "indexing the repository"))]])
+    for value, total in indexing:
+        assert total == offset + 100 and (value - offset) % 5 == 0
 
 
 async def _calls(client: Client) -> tuple[Heard, dict[str, Any], dict[str, Any]]:
