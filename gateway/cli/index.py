@@ -32,6 +32,7 @@ def add_index(
 
 
 def _specs(home: str, repo: str | None) -> list[RepoSpec]:
+    from engine import admin
     from engine.errors import ConfigurationError
     from engine.service import resolve_repo_specs
 
@@ -40,13 +41,10 @@ def _specs(home: str, repo: str | None) -> list[RepoSpec]:
     if os.sep in repo or repo in (".", "..") or os.path.isdir(repo):
         return resolve_repo_specs(home, [repo])
     try:
-        named = [s for s in resolve_repo_specs(home, None) if s.name == repo]
-    except ConfigurationError:
-        named = []
-    if not named:
-        raise ConfigurationError(f"no [[repo]] table of <home>/engine.toml is named {repo!r}; "
-                                 "give the repository's path instead")
-    return named
+        configured = resolve_repo_specs(home, None)
+    except ConfigurationError:  # no engine.toml: no name can match
+        configured = []
+    return admin.select_repos(configured, [repo])
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -60,7 +58,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
     with Engine(home, specs, state=args.state, role="embedded") as engine:
         for spec in specs:
-            bar = Bar(enabled=None if not args.json else False)
+            bar = Bar(enabled=False if args.json else None)  # on a terminal only
             try:
                 with reporting(bar):
                     results.append(engine.index_base(spec.name))
