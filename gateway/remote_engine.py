@@ -20,7 +20,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpcore2
 import httpx2
+from httpcore2._backends.sync import SyncStream  # no public name; pinned in pyproject
 
 from engine.service import (
     LIMITS,
@@ -105,6 +107,31 @@ def parse_engine_url(url: str) -> tuple[str | None, str]:
     return None, f"http://{shown}:{port}"
 
 
+class _ClosingBackend(httpcore2.SyncBackend):
+    """httpcore's blocking backend, but a Unix socket that fails to connect is closed.
+
+    An engine that was killed leaves its socket file behind; every connect to it
+    is refused, and each refused socket must not linger until collected.
+    """
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Any = None
+    ) -> httpcore2.NetworkStream:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            for option in socket_options or ():
+                sock.setsockopt(*option)
+            sock.settimeout(timeout)
+            sock.connect(path)
+        except TimeoutError as exc:
+            sock.close()
+            raise httpcore2.ConnectTimeout(str(exc)) from exc
+        except OSError as exc:
+            sock.close()
+            raise httpcore2.ConnectError(str(exc)) from exc
+        return SyncStream(sock)
+
+
 class RemoteEngine:
     """A client of ``chit engine serve``, with the engine's ``offer``/``invoke``.
 
@@ -134,6 +161,17 @@ class RemoteEngine:
         # ever sees the token.
         transport = httpx2.HTTPTransport(uds=socket_path, retries=2, limits=limits,
                                          trust_env=False)
+        if socket_path is not None:
+            # The same pool, on a backend that closes a socket whose connect failed
+            # (the stock one leaves it to the garbage collector).
+            transport._pool = httpcore2.ConnectionPool(
+                max_connections=limits.max_connections,
+                max_keepalive_connections=limits.max_keepalive_connections,
+                keepalive_expiry=limits.keepalive_expiry,
+                uds=socket_path,
+                retries=2,
+                network_backend=_ClosingBackend(),
+            )
         self._client = httpx2.Client(
             base_url=base_url,
             transport=transport,

@@ -8,6 +8,7 @@ the listener, strict requests, and an edge that holds nothing.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -567,3 +569,20 @@ def test_only_a_verified_token_lets_an_edge_be_seen(world: World, short_dir: Pat
                           timeout=120, check=False)
     labels = {row["label"] for row in json.loads(done.stdout)["seen"] if row["kind"] == "edge"}
     assert labels == {"good-edge/3"}
+
+
+def test_a_refused_unix_connect_closes_its_socket(tmp_path: Path) -> None:
+    """A dead engine's socket file refuses every connect; no refused socket may linger."""
+    path = tmp_path / "engine.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.close()  # the file stays; connecting to it is refused, as after a SIGKILL
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with RemoteEngine(f"unix:{path}") as remote:
+            for _ in range(3):
+                assert remote.health() == {"ok": False, "error": {
+                    "error": "internal_error", "message": "the engine is unreachable"}}
+        gc.collect()
+    leaked = [w for w in caught if issubclass(w.category, ResourceWarning)]
+    assert leaked == []
