@@ -209,6 +209,10 @@ class Limits:
     # --- audit and call log (engine/audit) --------------------------------------------
     provenance_record_bytes: int = 1 << 20
     """Bytes of a provenance envelope, and of the record inside it, that are decoded (1 MiB)."""
+    attestation_bytes: int = 4 << 20
+    """Bytes of one attestation (a DSSE envelope's JSON line) that are read (4 MiB)."""
+    attestation_note_bytes: int = 16 << 20
+    """Bytes of a commit's attestation note (``refs/notes/chit``) that are read (16 MiB)."""
     calllog_entry_bytes: int = 65536
     """Bytes of a stored call-log entry that are decoded."""
     calllog_head_bytes: int = 4096

@@ -27,12 +27,14 @@ from engine.errors import ProfileError
 from engine.limits import LIMITS
 
 __all__ = [
+    "ASSISTED_TRAILER",
     "PROVENANCE_TRAILER",
     "RECORD_VERSION",
     "RECORD_VERSIONS",
     "RECORD_VERSION_APPROVED",
     "Hop",
     "ProvenanceError",
+    "assisted_by",
     "check_chain",
     "delegation_chain",
     "envelope_hash",
@@ -48,6 +50,8 @@ RECORD_VERSION_APPROVED: Final = "chit-provenance/2"
 """A ``chit-provenance/1`` record plus ``approval``: a commit made under an approval."""
 RECORD_VERSIONS: Final = frozenset({RECORD_VERSION, RECORD_VERSION_APPROVED})
 PROVENANCE_TRAILER: Final = "Chit-Provenance"
+ASSISTED_TRAILER: Final = "Assisted-by"
+"""The conventional attribution trailer of AI-assisted commits (docs/provenance-format.md §3)."""
 SIGNATURE_CONTEXT: Final = b"chit-provenance/1 signature\x00"
 """Prefixed to the record bytes before signing (domain separation)."""
 _CONTEXTS: Final = {
@@ -55,6 +59,11 @@ _CONTEXTS: Final = {
     RECORD_VERSION_APPROVED: b"chit-provenance/2 signature\x00",
 }
 _TRAILER_LINE = re.compile(r"\nChit-Provenance: (sha256:[0-9a-f]{64})\n\Z")
+
+
+def assisted_by(agent: str) -> str:
+    """The :data:`ASSISTED_TRAILER` value of ``agent``'s commits: ``chit agent <agent>``."""
+    return f"chit agent {agent}"
 
 
 class ProvenanceError(Exception):

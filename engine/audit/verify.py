@@ -20,6 +20,9 @@ explains the threat each check answers):
 - ``record_decodes``: envelope and record are ``chit-det/1`` in the
   ``chit-provenance/1`` shape;
 - ``signature``: Ed25519 signature by a known engine key;
+- ``attestation``: the commit's note under ``refs/notes/chit`` holds a DSSE
+  envelope, signed by a known key, whose in-toto statement attests this commit
+  and exactly its record (required once the commit has ``Assisted-by``);
 - ``record_commit``: the commit object has only the headers chit writes and a
   UTF-8 message, and the recorded tree, parents, author, committer and message
   digest are the commit's own;
@@ -56,7 +59,7 @@ import pygit2
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from engine import git, progress
-from engine.audit import provenance
+from engine.audit import intoto, provenance
 from engine.audit.approval import ApprovalFacts, ApprovalProblem, check_approval
 from engine.auth import cbor
 from engine.auth.agents import is_agent_name
@@ -102,6 +105,8 @@ class CommitReport:
     findings: list[Finding] = field(default_factory=list)
     record: Mapping[str, Any] | None = field(default=None, repr=False)
     approval: ApprovalFacts | None = None
+    attestation: str | None = None
+    """``sha256:<hex>`` of the commit's attestation that verified, if any."""
 
     @property
     def ok(self) -> bool:
@@ -112,7 +117,7 @@ class CommitReport:
 FETCH_HINT = (
     "audit a mirror clone of the remote (git clone --mirror URL), or fetch chit's refs "
     "into this clone: git fetch origin 'refs/heads/agent/*:refs/heads/agent/*' "
-    "'refs/chit/*:refs/chit/*'"
+    "'refs/chit/*:refs/chit/*' 'refs/notes/chit:refs/notes/chit'"
 )
 """What a finding about missing lanes or ``refs/chit/*`` tells the auditor to do."""
 
@@ -203,6 +208,7 @@ def verify_repository(
                 "commit": r.commit,
                 "lane": r.lane,
                 "catalog_hash": r.catalog_hash,
+                "attestation": r.attestation,
                 "ok": r.ok,
                 "findings": [f.__dict__ for f in r.findings],
             }
@@ -352,9 +358,16 @@ class Auditor:
         absent = [k for k in REQUIRED_TRAILERS if k not in trailers]
         if absent:
             return fail("trailers", "missing trailers: " + ", ".join(absent))
-        repeated = [k for k in REQUIRED_TRAILERS if counts.get(k, 0) > 1]
+        repeated = [k for k in (*REQUIRED_TRAILERS, provenance.ASSISTED_TRAILER)
+                    if counts.get(k, 0) > 1]
         if repeated:
             return fail("trailers", "repeated trailers: " + ", ".join(repeated))
+        # Commits since attestations began say who assisted; they must be attested.
+        attested = counts.get(provenance.ASSISTED_TRAILER, 0) == 1
+        if attested and trailers.get(provenance.ASSISTED_TRAILER) != provenance.assisted_by(
+            trailers["Chit-Agent"]
+        ):
+            fail("trailers", "Assisted-by does not name the Chit-Agent")
         try:
             signed_part, record_hash = provenance.split_message(message)
         except provenance.ProvenanceError as exc:
@@ -376,6 +389,7 @@ class Auditor:
         except provenance.ProvenanceError as exc:
             return fail(exc.check, exc.reason)
         report.record = record
+        self._check_attestation(report, record, record_hash, required=attested, fail=fail)
 
         recorded = record["commit"]
         actual = {
@@ -434,6 +448,26 @@ class Auditor:
             fail("catalog_scope", "catalog offers tools the recorded operations do not unlock: "
                  + ", ".join(wider))
         return report
+
+    def _check_attestation(
+        self, report: CommitReport, record: Mapping[str, Any], record_hash: str, *,
+        required: bool, fail: Any,
+    ) -> None:
+        """The ``attestation`` check: the commit's note attests its record (docs/audit.md)."""
+        try:
+            note = self.repo.attestation_note(report.commit)
+        except (ChitError, pygit2.GitError, KeyError, ValueError):
+            note = None
+        if note is None:
+            if required:
+                fail("attestation", f"no attestation of this commit under {git.NOTES_REF}: "
+                     + FETCH_HINT)
+            return
+        try:
+            report.attestation = intoto.check_commit(
+                note, report.commit, record, record_hash, self.public_keys)
+        except intoto.AttestationError as exc:
+            fail("attestation", exc.reason)
 
     def _blob(self, blob_id: str) -> bytes | None:
         try:

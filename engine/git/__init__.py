@@ -10,7 +10,7 @@ from engine.git.handle import common_dir, private_folder
 from engine.git.history import commit_trailers
 from engine.git.listing import ViewEntry, sort_key
 from engine.git.reconcile import PARKED_PREFIX
-from engine.git.refs import LANE_PREFIX, MAIN, STORE_PREFIX, UPSTREAM_PREFIX, lane_ref
+from engine.git.refs import LANE_PREFIX, MAIN, NOTES_REF, STORE_PREFIX, UPSTREAM_PREFIX, lane_ref
 from engine.git.replica import Replica
 from engine.git.repository import Repository
 from engine.git.saved import SESSION_FOLDER, Owner, SaveCache, SavedSession, session_ref
@@ -23,6 +23,7 @@ __all__ = [
     "MODE_EXECUTABLE",
     "MODE_FILE",
     "MODE_SYMLINK",
+    "NOTES_REF",
     "PARKED_PREFIX",
     "SESSION_FOLDER",
     "STORE_PREFIX",

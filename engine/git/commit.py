@@ -9,6 +9,7 @@ the commit is pushed before the lane moves (engine/git/replica.py).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,7 @@ from engine.errors import InvalidRequestError, RepositoryError
 from engine.git.base import base_head
 from engine.git.handle import Handle, reference, tree_entry
 from engine.git.merge import merge_onto_lane
+from engine.git.notes import NOTES_REF, note_commit
 from engine.git.refs import CasUpdate, RefLocks, equals, lane_ref, ref_target
 from engine.git.remote import PushOutcome, PushResult, RemoteError
 from engine.git.replica import Replica
@@ -136,6 +138,7 @@ def commit(
     time: int,
     merge: bool = False,
     seal: Callable[[dict[str, Any]], bytes] | None = None,
+    attest: Callable[[str, bytes], bytes] | None = None,
     replica: Replica | None = None,
 ) -> pygit2.Oid:
     """Land the staged change as one commit on the agent's lane.
@@ -186,6 +189,11 @@ def commit(
             the envelope is stored in
             :func:`~engine.git.store.provenance_ref` under the new commit's
             id (git-notes layout) before the lane moves.
+        attest: With ``seal``, makes the commit's attestation: called with
+            the new commit's id and its envelope, it returns one JSON line,
+            added to the commit's note under
+            :data:`~engine.git.notes.NOTES_REF` before the lane moves (and
+            pushed with it), holding that reference's writer lock.
         replica: The repository's remote, if it has one.
 
     Returns:
@@ -214,8 +222,8 @@ def commit(
             replica.fetch_base()  # a new lane starts from the remote's base as it is now
         attempts = 1 if replica is None else LIMITS.remote_push_attempts
         for attempt in range(attempts):
-            landed = _land(handle, update, agent, staged, message, signature, who,
-                           merge=merge, seal=seal, replica=replica)
+            landed = _land(handle, locks, update, agent, staged, message, signature, who,
+                           merge=merge, seal=seal, attest=attest, replica=replica)
             if landed is not None:
                 break
             if replica is None:  # unreachable: only a replica refuses a landing
@@ -246,6 +254,7 @@ def _moved_on_remote() -> RepositoryError:
 
 def _land(
     handle: Handle,
+    locks: RefLocks,
     update: CasUpdate,
     agent: str,
     staged: StagedChange,
@@ -255,6 +264,7 @@ def _land(
     *,
     merge: bool,
     seal: Callable[[dict[str, Any]], bytes] | None,
+    attest: Callable[[str, bytes], bytes] | None,
     replica: Replica | None,
 ) -> pygit2.Oid | None:
     """Make the commit and move the lane (lane lock held); ``None`` if the remote's lane moved.
@@ -286,24 +296,35 @@ def _land(
     record = None
     if envelope is not None:
         record = record_commit(handle, agent, new, envelope, int(who["time"]))
+    line = None if envelope is None or attest is None else attest(str(new), envelope)
 
     def expected(current: pygit2.Oid | None) -> bool:
         if current is not None:
             return current == base.id
         return base.id == main or repo.descendant_of(main, base.id)
 
-    pushed: PushResult | None = None
-    if replica is not None:
-        # Nothing reaches the remote that the local lane would then refuse.
-        if not expected(ref_target(repo, ref)):
-            raise RepositoryError("conflict", "the branch moved since this change was based on it")
-        pushed = replica.push_lane(agent, new, None if record is None else record[1])
-        if pushed.outcome is PushOutcome.MOVED:
-            return None
-    if record is not None:
-        current, record_id = record
-        update(repo, provenance_ref(agent), record_id, equals(current), "chit: provenance")
-    update(repo, ref, new, expected, "chit: commit")
+    with contextlib.ExitStack() as held:
+        noted = None
+        if line is not None:
+            # The notes reference is every lane's: held from reading it to moving it.
+            held.enter_context(locks.hold(NOTES_REF))
+            noted = note_commit(handle, new, line, int(who["time"]))
+        pushed: PushResult | None = None
+        if replica is not None:
+            # Nothing reaches the remote that the local lane would then refuse.
+            if not expected(ref_target(repo, ref)):
+                raise RepositoryError(
+                    "conflict", "the branch moved since this change was based on it")
+            pushed = replica.push_lane(agent, new, None if record is None else record[1],
+                                       notes=None if noted is None else noted[1])
+            if pushed.outcome is PushOutcome.MOVED:
+                return None
+        if record is not None:
+            current, record_id = record
+            update(repo, provenance_ref(agent), record_id, equals(current), "chit: provenance")
+        if noted is not None:
+            update(repo, NOTES_REF, noted[1], equals(noted[0]), "chit: attestation")
+        update(repo, ref, new, expected, "chit: commit")
     if replica is not None and pushed is not None:
         replica.landed(agent, pushed)
     return new

@@ -1,6 +1,7 @@
 """The reference namespaces chit reads and writes, and the shapes of names in them.
 
-Lanes are ``refs/heads/agent/<agent>``; chit's own store is ``refs/chit/*``, and
+Lanes are ``refs/heads/agent/<agent>``; chit's own store is ``refs/chit/*``, its
+attestation notes ``refs/notes/chit``, and
 what it fetched from a remote is kept under ``refs/chit/upstream/``
 (docs/architecture.md, "Version control").
 """
@@ -16,6 +17,7 @@ __all__ = [
     "HEX_PREFIX",
     "LANE_PREFIX",
     "MAIN",
+    "NOTES_REF",
     "STORE_PREFIX",
     "UPSTREAM_PREFIX",
 ]
@@ -27,6 +29,8 @@ LANE_PREFIX: Final = "refs/heads/agent/"
 STORE_PREFIX: Final = "refs/chit/"
 UPSTREAM_PREFIX: Final = "refs/chit/upstream/"
 """Where refs fetched from a remote are kept: ``refs/X`` there is ``refs/chit/upstream/X``."""
+NOTES_REF: Final = "refs/notes/chit"
+"""chit's attestation notes (``git notes --ref=chit``; docs/attestations.md)."""
 
 HEX_PREFIX: Final = re.compile(r"[0-9a-fA-F]{7,40}")
 """A commit id prefix an agent may give."""

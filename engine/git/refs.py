@@ -29,6 +29,7 @@ from engine.git.names import (
     HEX_PREFIX,
     LANE_PREFIX,
     MAIN,
+    NOTES_REF,
     STORE_PREFIX,
     UPSTREAM_PREFIX,
 )
@@ -38,6 +39,7 @@ from engine.limits import LIMITS
 __all__ = [
     "LANE_PREFIX",
     "MAIN",
+    "NOTES_REF",
     "STORE_PREFIX",
     "UPSTREAM_PREFIX",
     "CasUpdate",
@@ -126,12 +128,14 @@ def cas_update(
         reflog: The reflog message.
 
     Raises:
-        ValueError: If ``ref`` is outside lanes and the store, or a copy of a
+        ValueError: If ``ref`` is outside lanes, the store and
+            :data:`NOTES_REF`, or a copy of a
             remote's reference (a caller bug): the base branch is never written.
         RepositoryError: ``conflict`` if the current target is not the
             expected one or the reference is locked by someone else.
     """
-    if not ref.startswith((LANE_PREFIX, STORE_PREFIX)) or ref.startswith(UPSTREAM_PREFIX):
+    ours = ref == NOTES_REF or ref.startswith((LANE_PREFIX, STORE_PREFIX))
+    if not ours or ref.startswith(UPSTREAM_PREFIX):
         raise ValueError("refusing to update a reference outside lanes and the chit store")
     try:
         _swap(repo, ref, new, expected, reflog)

@@ -22,6 +22,7 @@ import pygit2
 from engine.errors import RepositoryError
 from engine.git.compare import compare_lanes, unpushed
 from engine.git.handle import Handle
+from engine.git.names import NOTES_REF
 from engine.git.reconcile import LaneMove, adopt_lane, union_store
 from engine.git.refs import CasUpdate, RefLocks, lane_ref, ref_target
 from engine.git.remote import PushOutcome, PushResult, Remote, RemoteError
@@ -131,8 +132,15 @@ class Replica:
 
     # -- a commit's push -------------------------------------------------------
 
-    def push_lane(self, agent: str, lane: pygit2.Oid, record: pygit2.Oid | None) -> PushResult:
-        """Push a lane head that is not yet local, with its record and the stores.
+    def push_lane(
+        self,
+        agent: str,
+        lane: pygit2.Oid,
+        record: pygit2.Oid | None,
+        *,
+        notes: pygit2.Oid | None = None,
+    ) -> PushResult:
+        """Push a lane head that is not yet local, with its record, its note and the stores.
 
         Called by ``commit`` (lane lock held) before the local references
         move, so a commit that the remote refuses because its lane moved can be
@@ -142,6 +150,9 @@ class Replica:
             agent: A validated agent name.
             lane: The new lane head.
             record: The new head of the agent's provenance reference, if any.
+            notes: The new head of :data:`~engine.git.names.NOTES_REF`, if
+                any (its writer lock held by the caller); pushed in place of
+                the local one.
 
         Returns:
             The push's result. ``FAILED`` is noted: the lane is pending.
@@ -150,6 +161,8 @@ class Replica:
         updates[lane_ref(agent)] = lane
         if record is not None:
             updates[provenance_ref(agent)] = record
+        if notes is not None:
+            updates[NOTES_REF] = notes
         return self._push(agent, updates)
 
     def _push(self, agent: str, updates: dict[str, pygit2.Oid]) -> PushResult:
@@ -164,6 +177,8 @@ class Replica:
         repo = self._handle.repo
         with contextlib.ExitStack() as held:
             for store in self._stores:
+                if store in updates:
+                    continue
                 local = ref_target(repo, store)
                 with self._state:
                     known = self._remote_heads.get(store)

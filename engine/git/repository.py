@@ -17,9 +17,21 @@ import pygit2
 
 from engine.auth.sealing import NO_SEALING, Sealing
 from engine.errors import ConfigurationError, RepositoryError
-from engine.git import commit, history, listing, merge, reading, refs, saved, staging, store
+from engine.git import (
+    commit,
+    history,
+    listing,
+    merge,
+    notes,
+    reading,
+    refs,
+    saved,
+    staging,
+    store,
+)
 from engine.git.base import base_head, base_ref, default_base, tracking_ref
 from engine.git.handle import Handle
+from engine.git.names import NOTES_REF
 from engine.git.replica import Replica
 from engine.git.transport import RemoteURL
 from engine.git.views import StagedChange
@@ -49,7 +61,8 @@ class Repository:
             push); each lane commit is pushed there with its provenance
             (engine/git/replica.py). ``None``: nothing leaves the repository.
         pushed_stores: chit store references every lane commit may depend on
-            (the catalogs), pushed with each one when there is a remote.
+            (the catalogs), pushed with each one when there is a remote; the
+            attestation notes (``refs/notes/chit``) always are.
         sealing: Seals protected content on commit and opens sealed blobs on
             read (``engine.auth.sealing``); without it nothing is sealed and a
             sealed blob never opens (``seal_invalid``), as for an auditor.
@@ -88,7 +101,8 @@ class Repository:
             url = RemoteURL(remote)
             self._handle.upstream_ref = tracking_ref(self._handle.base_ref)
             self._replica = Replica(
-                self._handle, self._ref_locks, self._cas_update, url, stores=pushed_stores
+                self._handle, self._ref_locks, self._cas_update, url,
+                stores=(*pushed_stores, NOTES_REF),
             )
         try:
             base_head(self._handle)
@@ -288,8 +302,9 @@ class Repository:
         time: int,
         merge: bool = False,
         seal: Callable[[dict[str, Any]], bytes] | None = None,
+        attest: Callable[[str, bytes], bytes] | None = None,
     ) -> pygit2.Oid:
-        """Land the staged change as one commit on the agent's lane."""
+        """Land the staged change as one commit on the agent's lane (:func:`commit.commit`)."""
         return commit.commit(
             self._handle,
             self._ref_locks,
@@ -302,6 +317,7 @@ class Repository:
             time=time,
             merge=merge,
             seal=seal,
+            attest=attest,
             replica=self._replica,
         )
 
@@ -317,6 +333,10 @@ class Repository:
     def provenance_record(self, agent: str, commit: str) -> bytes | None:
         """The stored envelope for a lane commit, or ``None``."""
         return store.provenance_record(self._handle, agent, commit)
+
+    def attestation_note(self, commit: str) -> bytes | None:
+        """A commit's note under ``refs/notes/chit`` (:func:`notes.read_note`), or ``None``."""
+        return notes.read_note(self._handle, commit)
 
     # -- merging ------------------------------------------------------------
 

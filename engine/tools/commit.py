@@ -13,7 +13,7 @@ from typing import Any
 
 import policy
 from engine import git
-from engine.audit import provenance
+from engine.audit import intoto, provenance
 from engine.audit.approval import approval_entry
 from engine.catalog import schemas as s
 from engine.catalog.declarations import CATALOG_ENCODING
@@ -99,6 +99,7 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     if not decision.allowed:
         raise denied(decision)
     trailers = {
+        provenance.ASSISTED_TRAILER: provenance.assisted_by(ctx.token.agent),
         "Chit-Agent": ctx.token.agent,
         "Chit-Session": ctx.session.session_id,
         "Chit-Token-Id": ctx.token.token_id,
@@ -109,7 +110,7 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
     ctx.repo.put_blob_in_store(
         ctx.catalog_store, ctx.offer.catalog_hash.removeprefix("sha256:"), ctx.offer.catalog_bytes
     )
-    seal = _sealer(ctx)  # an approved change that cannot land as approved is refused here
+    seal, attest = _sealer(ctx)  # an approved change that cannot land as approved is refused here
     try:
         oid = ctx.repo.commit(
             ctx.token.agent,
@@ -120,6 +121,7 @@ def commit(ctx: CallContext, args: s.CommitArgs) -> s.Committed:
             time=ctx.now,
             merge=True,
             seal=seal,
+            attest=attest,
         )
     except RepositoryError as exc:
         if exc.code == "conflict" and staged.conflicts:
@@ -184,8 +186,14 @@ def _approved_parent(ctx: CallContext) -> str:
     return str(head.id)
 
 
-def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
-    """The closure that signs this commit's provenance record (docs/provenance-format.md)."""
+def _sealer(
+    ctx: CallContext,
+) -> tuple[Callable[[dict[str, Any]], bytes], Callable[[str, bytes], bytes]]:
+    """The closures that sign this commit's provenance record and its attestation.
+
+    The first makes the record's envelope (docs/provenance-format.md), the
+    second the in-toto attestation of the landed commit (docs/attestations.md).
+    """
     if ctx.signing_key is None:
         raise ConfigurationError("no signing key configured")
     key = ctx.signing_key()
@@ -229,4 +237,7 @@ def _sealer(ctx: CallContext) -> Callable[[dict[str, Any]], bytes]:
             )
         return provenance.seal(record, key)
 
-    return seal
+    def attest(commit: str, envelope: bytes) -> bytes:
+        return intoto.attest_commit(commit, envelope, key)
+
+    return seal, attest

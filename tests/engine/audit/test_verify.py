@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
-from engine.audit import provenance
+from engine.audit import intoto, provenance
 from engine.audit.verify import verify_repository
 from engine.auth import cbor, signkeys
 from engine.catalog import declarations as catalog
@@ -142,9 +142,25 @@ class Attacker:
             top.remove(cid[:2])
         self._write_ref(ref, top.write(), "notes\n")
 
+    def put_note(self, cid: str, text: str | None) -> None:
+        """Replace ``cid``'s note under refs/notes/chit with ``text`` (``None``: remove), by git."""
+        args = (["add", "-f", "-m", text, cid] if text is not None
+                else ["remove", "--ignore-missing", cid])
+        subprocess.run(["git", "-C", self.repo.path, "-c", "user.name=mallory",
+                        "-c", "user.email=m@example.invalid", "notes", "--ref=chit", *args],
+                       check=True, capture_output=True)
+
+    def note(self, cid: str) -> str | None:
+        run = subprocess.run(["git", "-C", self.repo.path, "notes", "--ref=chit", "show", cid],
+                             capture_output=True, text=True)
+        return run.stdout if run.returncode == 0 else None
+
     def move_record(self, agent: str, old: str, new: str) -> None:
+        """Carry the genuine record and attestation of ``old`` over to ``new``."""
         self.put_envelope(agent, new, self.envelope(agent, old))
         self.put_envelope(agent, old, None)
+        self.put_note(new, self.note(old))
+        self.put_note(old, None)
 
     def rewrite_head(
         self,
@@ -245,6 +261,7 @@ def forge_head(
     )
     attacker.put_envelope(agent, new, envelope)
     attacker.put_envelope(agent, old, None)
+    attacker.put_note(new, intoto.attest_commit(new, envelope, signer).decode())
     return old, new
 
 
@@ -323,7 +340,8 @@ def test_edited_record_with_the_trailer_recomputed(world: World, three: dict[str
         ("Chit-Session", "another-session", {"record_commit", "record_trailers"}),
         ("Chit-Token-Id", "0" * 32, {"record_commit", "record_trailers"}),
         ("Chit-Catalog-Hash", "sha256:" + "ab" * 32, {"record_commit", "record_trailers"}),
-        ("Chit-Agent", "bob", {"lane", "record_commit", "record_trailers"}),
+        # ... and Assisted-by still names alice.
+        ("Chit-Agent", "bob", {"lane", "record_commit", "record_trailers", "trailers"}),
     ],
 )
 def test_edited_trailer_with_the_record_moved(world: World, three: dict[str, Any], trailer: str,
@@ -332,6 +350,7 @@ def test_edited_trailer_with_the_record_moved(world: World, three: dict[str, Any
     attacker = Attacker(world)
     old, new = attacker.rewrite_head("alice", message=lambda m: replace_trailer(m, trailer, value))
     attacker.move_record("alice", old, new)
+    expected = expected | {"attestation"}  # the carried attestation names the old commit
     assert_only(audit(world), {new: expected}, [three["a1"], three["a2"], three["b1"]])
     if trailer == "Chit-Session":
         assert cli_findings(world) == {new: expected}
@@ -373,8 +392,9 @@ def test_record_of_one_commit_stored_under_another(world: World, three: dict[str
     """Threat: covering an unrecorded or altered commit with a neighbour's genuine record."""
     attacker = Attacker(world)
     attacker.put_envelope("alice", three["a2"], attacker.envelope("alice", three["a1"]))
-    # a1's record describes another tree, parent and message, and another change.
-    expected = {three["a2"]: {"record_hash", "record_commit", "change"}}
+    # a1's record describes another tree, parent and message, and another change;
+    # a2's own attestation attests another record.
+    expected = {three["a2"]: {"record_hash", "record_commit", "change", "attestation"}}
     assert_only(audit(world), expected, [three["a1"], three["a3"], three["b1"]])
     assert cli_findings(world, "agent/alice") == expected
 
@@ -390,7 +410,7 @@ def test_record_of_another_agent_stored_under_a_commit(world: World,
     attacker.put_envelope("alice", old, None)
     assert_only(
         audit(world),
-        {new: {"record_commit", "record_trailers", "lane", "change"}},
+        {new: {"record_commit", "record_trailers", "lane", "change", "attestation"}},
         [three["a1"], three["a2"], three["b1"]],
     )
 
@@ -436,6 +456,7 @@ def test_commit_rewritten_with_the_same_message(world: World, three: dict[str, A
         expected = {"record_commit"}
     attacker.move_record("alice", old, new)
     assert old != new
+    expected.add("attestation")  # the carried attestation names the old commit
     assert_only(audit(world), {new: expected}, [three["a1"], three["a2"], three["b1"]])
 
 
