@@ -241,6 +241,10 @@ class Limits:
     """Nesting levels of logged arguments; deeper values are described."""
     calllog_arguments_bytes: int = 8192
     """Bytes of one entry's redacted arguments; past it only their shape is logged."""
+    export_commits: int = 10_000
+    """Commits of a range ``chit audit export`` or ``attest-lane`` examines."""
+    export_bytes: int = 256 << 20
+    """Bytes of attestations one ``chit audit export`` writes (256 MiB)."""
     graph_commits: int = 5000
     """Lane commits the provenance graph reads."""
     graph_summary_chars: int = 80

@@ -22,6 +22,7 @@ from engine.admin.approvals import (
     list_approvals,
     show_approval,
 )
+from engine.admin.attestations import attest_lane, export_attestations, resolve_audit_repo
 from engine.admin.audit import provenance_graph, render_graph, verify_lanes
 from engine.admin.calllog import (
     call_log_checkpoint,
@@ -77,6 +78,7 @@ __all__ = [
     "add_operator",
     "approval_url_template",
     "attenuate_token",
+    "attest_lane",
     "call_log_checkpoint",
     "call_log_entries",
     "call_log_verifier_keys",
@@ -87,6 +89,7 @@ __all__ = [
     "diagnose",
     "doctor_repository",
     "ensure_home",
+    "export_attestations",
     "export_public",
     "files_from_directory",
     "freeze_status",
@@ -113,6 +116,7 @@ __all__ = [
     "render_graph",
     "repos_status",
     "request_state_keys",
+    "resolve_audit_repo",
     "resolve_home",
     "retire_key",
     "revoke",

@@ -34,6 +34,8 @@ __all__ = [
     "diff",
     "lane_commits",
     "log",
+    "merge_base",
+    "range_commits",
 ]
 
 _TRAILER = re.compile(r"([A-Za-z0-9-]+):[ \t]*(.*)")
@@ -125,6 +127,40 @@ def lane_commits(handle: Handle, agent: str, since: str | None = None) -> list[p
     if since is not None:
         walker.hide(resolve(handle, since).id)
     return list(walker)
+
+
+def range_commits(handle: Handle, since: str, until: str, limit: int) -> list[pygit2.Commit]:
+    """The commits of ``since..until``, as ``git rev-list since..until`` lists them.
+
+    Args:
+        handle: The repository.
+        since: A revision (:func:`~engine.git.refs.resolve` forms) whose
+            history is left out.
+        until: A revision whose history is listed.
+        limit: The most commits to list.
+
+    Returns:
+        Commits reachable from ``until`` and not from ``since``, newest first
+        (topological, then time order).
+
+    Raises:
+        InvalidRequestError, RepositoryError: If a revision does not resolve.
+        ValueError: If the range holds more than ``limit`` commits.
+    """
+    walker = handle.repo.walk(resolve(handle, until).id, SortMode.TOPOLOGICAL | SortMode.TIME)
+    walker.hide(resolve(handle, since).id)
+    found: list[pygit2.Commit] = []
+    for commit in walker:
+        if len(found) == limit:
+            raise ValueError(f"the range holds more than {limit} commits; narrow it")
+        found.append(commit)
+    return found
+
+
+def merge_base(handle: Handle, one: pygit2.Oid, other: pygit2.Oid) -> str | None:
+    """The best common ancestor of two commits (``git merge-base``), hex; ``None`` if none."""
+    found = handle.repo.merge_base(one, other)
+    return None if found is None else str(found)
 
 
 def _changed_paths(repo: pygit2.Repository, commit: pygit2.Commit) -> list[str]:

@@ -202,6 +202,14 @@ class Repository:
         """Return the lane's commits that the base branch does not have."""
         return history.lane_commits(self._handle, agent, since)
 
+    def range_commits(self, since: str, until: str, limit: int) -> list[pygit2.Commit]:
+        """The commits of ``since..until``, newest first (:func:`history.range_commits`)."""
+        return history.range_commits(self._handle, since, until, limit)
+
+    def merge_base(self, one: pygit2.Oid, other: pygit2.Oid) -> str | None:
+        """The best common ancestor of two commits, hex (:func:`history.merge_base`)."""
+        return history.merge_base(self._handle, one, other)
+
     # -- reading ------------------------------------------------------------
 
     @property

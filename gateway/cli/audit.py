@@ -1,5 +1,7 @@
 """``chit audit verify|graph`` and ``chit audit log verify|show|checkpoint|prove``.
 
+``chit audit export|attest-lane`` are in :mod:`gateway.cli.attest`.
+
 The verifying commands trust the keys of ``--keys FILE`` (``chit keys
 export-public``), else the home's own, and exit 1 when a check fails. What is
 checked is in docs/audit.md.
@@ -13,11 +15,12 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from gateway.cli._output import EXIT_FAILED, EXIT_OK, print_json, term, when
+from gateway.cli.attest import add_attest
 
 if TYPE_CHECKING:
     from argparse import _SubParsersAction
 
-__all__ = ["add_audit"]
+__all__ = ["add_audit", "public_keys"]
 
 MAX_KEYS_FILE_BYTES = 1 << 20
 
@@ -52,6 +55,7 @@ def add_audit(
                    "default: the home's signing keys")
     p.add_argument("--format", choices=("json", "mermaid", "dot"), default="json")
     p.set_defaults(func=cmd_audit_graph)
+    add_attest(audit, common)
     log = audit.add_parser(
         "log", help="the engine's call log: verify it, show entries, checkpoints and proofs"
     ).add_subparsers(dest="log_command", required=True)
@@ -100,7 +104,7 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     try:
         with reporting(bar):
             report = admin.verify_lanes(args.repo, args.lanes or None,
-                                        public_keys=_public_keys(args), base=args.base)
+                                        public_keys=public_keys(args), base=args.base)
     finally:
         bar.close()
     if args.json:
@@ -129,7 +133,7 @@ def cmd_audit_graph(args: argparse.Namespace) -> int:
 
     repo = admin.open_repository(args.repo)
     found, unverified, truncated = admin.provenance_graph(
-        repo, args.handle.strip(), _public_keys(args)
+        repo, args.handle.strip(), public_keys(args)
     )
     if truncated:
         print(f"note: only the first {admin.LIMITS.graph_commits} lane commits were read",
@@ -168,7 +172,7 @@ def cmd_audit_log(args: argparse.Namespace) -> int:
         return EXIT_OK
     anchors = dict(admin.parse_anchor(a) for a in args.anchor or ())
     given = [admin.read_checkpoint_file(f) for f in args.checkpoint or ()]
-    report = admin.verify_call_log(home, _public_keys(args), anchors=anchors, given=given,
+    report = admin.verify_call_log(home, public_keys(args), anchors=anchors, given=given,
                                    state=args.state)
     if args.json:
         print_json(report)
@@ -196,13 +200,13 @@ def cmd_audit_log_checkpoint(args: argparse.Namespace) -> int:
 
     home = admin.resolve_home(args.home)
     if args.key:
-        keys = admin.call_log_verifier_keys(home, _public_keys(args), state=args.state)
+        keys = admin.call_log_verifier_keys(home, public_keys(args), state=args.state)
         if args.json:
             print_json({"verifier_keys": keys})
         else:
             print("\n".join(keys))
         return EXIT_OK
-    found = admin.call_log_checkpoint(home, _public_keys(args), state=args.state)
+    found = admin.call_log_checkpoint(home, public_keys(args), state=args.state)
     if args.json:
         print_json(found)
     else:
@@ -220,7 +224,7 @@ def cmd_audit_log_prove(args: argparse.Namespace) -> int:
     from engine import admin
 
     home = admin.resolve_home(args.home)
-    keys = _public_keys(args)
+    keys = public_keys(args)
     if args.consistency:
         old, new = (_checkpoint_arg(a) for a in args.consistency)
         found = admin.prove_consistency(home, keys, old, new, state=args.state)
@@ -252,7 +256,7 @@ def _print_proof(hashes: list[str]) -> None:
         print(f"{'proof' if i == 0 else '':<9} {h}")
 
 
-def _public_keys(args: argparse.Namespace) -> dict[str, Any]:
+def public_keys(args: argparse.Namespace) -> dict[str, Any]:
     """Trusted engine public keys: ``--keys FILE``, else the home's signing keys."""
     from engine import admin
 
