@@ -79,7 +79,7 @@ def cmd_audit_export(args: argparse.Namespace) -> int:
     else:
         for item in report["unattested"]:
             lane = f" {term(item['lane'])}" if item["lane"] else ""
-            print(f"unattested {item['commit'][:12]}{lane}: {term(item['reason'])}",
+            print(f"unattested {item['commit'][:12]}{lane}: {item['reason']}",
                   file=sys.stderr)
         count = len(report["exported"])
         print(f"exported {count} attestation{'s' * (count != 1)} of {term(args.range)} to "
