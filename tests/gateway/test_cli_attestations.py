@@ -426,3 +426,62 @@ def test_attest_lane_bad_lane(world: World, lanes: dict[str, str], lane: str, st
     run = cli(world, "audit", "attest-lane", lane, "--repo", str(world.repo))
     assert run.returncode == status, run.stderr
     assert message in run.stderr and run.stdout == ""
+
+
+# --- docs/attestations.md's recipes, run as written ----------------------------------
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "attestations.md"
+
+
+def _doc_block(name: str) -> str:
+    text = DOC.read_text()
+    block = text.split(f"<!-- {name}:begin -->\n", 1)[1].split(f"<!-- {name}:end -->", 1)[0]
+    return block.split("\n", 1)[1].rsplit("```", 1)[0]  # inside the fence
+
+
+def test_the_documented_script_verifies_an_export(world: World, lanes: dict[str, str],
+                                                  tmp_path: Path) -> None:
+    """The docs' securesystemslib script, run as written: genuine lines pass, a line
+    checked against another commit and an edited statement fail."""
+    out = tmp_path / "bundle"
+    assert export_cli(world, out, "agent/alice").returncode == 0
+    script = tmp_path / "verify_chit.py"
+    script.write_text(_doc_block("verify-script"))
+    commits = [lanes["a1"], lanes["a2"], lanes["a3"]]
+
+    def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-I", str(script), *args], input=stdin,
+                              capture_output=True, text=True, timeout=60, check=False,
+                              cwd=tmp_path)
+
+    keys, lines = str(out / export.KEYS_FILE), str(out / export.INTOTO_FILE)
+    good = run(keys, lines, *commits)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert good.stdout.splitlines() == [f"ok {c} agent/alice {PROVENANCE}" for c in commits]
+    from_note = run(keys, "-", lanes["a2"], stdin=note(world, lanes["a2"]))
+    assert from_note.returncode == 0, from_note.stdout
+    other = run(keys, "-", lanes["a1"], stdin=note(world, lanes["a2"]))
+    assert other.returncode == 1 and "another commit" in other.stdout
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text(_tamper_payload(note(world, lanes["a2"]).strip()) + "\n")
+    bad = run(keys, str(edited))
+    assert bad.returncode == 1 and "VerificationError" in bad.stdout
+
+
+def test_the_documented_openssl_recipe_verifies_an_export(world: World, lanes: dict[str, str],
+                                                          tmp_path: Path) -> None:
+    """The docs' OpenSSL recipe (jq, base64, openssl pkeyutl over the PAE), run as written;
+    with the first line's statement edited, OpenSSL refuses it."""
+    assert export_cli(world, tmp_path / "bundle", "agent/bob").returncode == 0
+    recipe = _doc_block("verify-openssl")
+    good = subprocess.run(["bash", "-euo", "pipefail", "-c", recipe], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert good.returncode == 0, good.stderr
+    assert "Signature Verified Successfully" in good.stdout
+    assert good.stdout.splitlines()[-1] == lanes["b1"]
+    bundle = tmp_path / "bundle" / export.INTOTO_FILE
+    bundle.write_text(_tamper_payload(bundle.read_text().strip()) + "\n")
+    bad = subprocess.run(["bash", "-euo", "pipefail", "-c", recipe], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode != 0
+    assert "Signature Verification Failure" in bad.stdout + bad.stderr
