@@ -13,6 +13,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from gateway.cli._output import EXIT_FAILED, EXIT_OK, print_json, term, write_new_file
+from gateway.cli._trusted import public_keys
 
 if TYPE_CHECKING:
     from argparse import _SubParsersAction
@@ -66,7 +67,6 @@ def add_attest(
 
 def cmd_audit_export(args: argparse.Namespace) -> int:
     from engine import admin
-    from gateway.cli.audit import public_keys
 
     home = admin.resolve_home(args.home)
     path, base = admin.resolve_audit_repo(home, args.repo)
@@ -92,7 +92,6 @@ def cmd_audit_export(args: argparse.Namespace) -> int:
 
 def cmd_audit_attest_lane(args: argparse.Namespace) -> int:
     from engine import admin
-    from gateway.cli.audit import public_keys
 
     home = admin.resolve_home(args.home)
     path, base = admin.resolve_audit_repo(home, args.repo)

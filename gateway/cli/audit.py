@@ -12,18 +12,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gateway.cli._output import EXIT_FAILED, EXIT_OK, print_json, term, when
+from gateway.cli._trusted import public_keys
 from gateway.cli.attest import add_attest
 
 if TYPE_CHECKING:
     from argparse import _SubParsersAction
 
-__all__ = ["add_audit", "public_keys"]
-
-MAX_KEYS_FILE_BYTES = 1 << 20
-
+__all__ = ["add_audit"]
 
 def add_audit(
     sub: _SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
@@ -254,22 +252,3 @@ def _print_proof(hashes: list[str]) -> None:
     """The proof's hashes, one a line, the first labelled ``proof``."""
     for i, h in enumerate(hashes):
         print(f"{'proof' if i == 0 else '':<9} {h}")
-
-
-def public_keys(args: argparse.Namespace) -> dict[str, Any]:
-    """Trusted engine public keys: ``--keys FILE``, else the home's signing keys."""
-    from engine import admin
-
-    if args.keys:
-        with open(args.keys, "rb") as fh:
-            raw = fh.read(MAX_KEYS_FILE_BYTES + 1)
-        if len(raw) > MAX_KEYS_FILE_BYTES:
-            raise ValueError("the keys file is too large")
-        try:
-            doc = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            raise ValueError("the keys file is not JSON chit can read") from None
-    else:
-        home = admin.resolve_home(args.home)
-        doc = admin.export_public(home)
-    return admin.load_trusted_keys(doc)
