@@ -237,6 +237,10 @@ class Limits:
     """Nesting levels of logged arguments; deeper values are described."""
     calllog_arguments_bytes: int = 8192
     """Bytes of one entry's redacted arguments; past it only their shape is logged."""
+    merged_commits: int = 100_000
+    """Commits of the base's history one audit of merged work reads, and lane commits per squash."""
+    merged_records: int = 100_000
+    """Provenance records the audit of merged work reads to recognise squashes and rebases."""
     graph_commits: int = 5000
     """Lane commits the provenance graph reads."""
     graph_summary_chars: int = 80

@@ -70,7 +70,14 @@ from engine.errors import ChitError, ProfileError
 from engine.limits import LIMITS
 from engine.paths import in_scope
 
-__all__ = ["REQUIRED_TRAILERS", "Auditor", "CommitReport", "Finding", "verify_repository"]
+__all__ = [
+    "REQUIRED_TRAILERS",
+    "Auditor",
+    "CommitReport",
+    "Finding",
+    "ref_problems",
+    "verify_repository",
+]
 
 REQUIRED_TRAILERS = (
     "Chit-Agent",
@@ -151,7 +158,7 @@ def verify_repository(
     repo = git.Repository(repo_path, base=base)
     auditor = Auditor(repo, public_keys)
     missing: list[Finding] = [
-        Finding("-", "refs", reason) for reason in _ref_problems(repo_path, repo.base)
+        Finding("-", "refs", reason) for reason in ref_problems(repo_path, repo.base)
     ]
     existing = repo.lanes()
     wanted: list[tuple[str, str | None]] = []
@@ -229,7 +236,7 @@ def _nothing_verified(lanes: list[str] | None, existing: list[str]) -> str:
             "or the range's start), so nothing was verified")
 
 
-def _ref_problems(repo_path: str | os.PathLike[str], base: str) -> list[str]:
+def ref_problems(repo_path: str | os.PathLike[str], base: str) -> list[str]:
     """What in the repository makes git show other content than the audit reads.
 
     libgit2 (so this audit) ignores ``refs/replace/*`` and ``info/grafts``; git
@@ -330,7 +337,8 @@ class Auditor:
 
         Args:
             agent: The lane's agent.
-            commit: A commit on ``agent/<agent>`` not on the base branch.
+            commit: A commit of the lane: on ``agent/<agent>``, or merged into the
+                base with its record (engine/audit/merged.py).
 
         Returns:
             The report; ``record`` holds the verified record once the signature
