@@ -42,7 +42,7 @@ def verify_lanes(
         base: The base branch; default the one ``HEAD`` names.
         merged: Also audit the base's history: chit's commits that reached it
             by fast-forward, merge, squash or rebase
-            (:func:`engine.audit.merged.verify_base`, docs/audit.md §8).
+            (:func:`engine.audit.merged.verify_base`, docs/audit.md §9).
         since: With ``merged``, a revision whose history is left out
             (``since..base``); ``None``: the whole history.
 

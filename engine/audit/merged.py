@@ -5,7 +5,7 @@ classified: a chit commit brought by a fast-forward or a merge commit (every
 check of :class:`~engine.audit.verify.Auditor` runs on it), a squash of a lane
 (recognised by tree or by a trailer naming the lane; the lane's own commits, or
 their records, are verified), a rebased copy (per-commit provenance lost), or
-a commit that is not chit's. docs/audit.md §8 says what each means.
+a commit that is not chit's. docs/audit.md §9 says what each means.
 """
 
 from __future__ import annotations
@@ -214,16 +214,16 @@ class _BaseAudit:
                    if r.commit not in inside]
         named = sorted({m.group("lane") or m.group("agent") or m.group("assisted")
                         for m in _NAMES.finditer(commit.message)})
+        original = self.index.by_hash.get(trailers.get(provenance.PROVENANCE_TRAILER, ""))
+        if original is not None and self._is_copy(commit, original):
+            self._rebased(commit, original)
+            return
         if matches:
             pick = min(matches, key=lambda r: (r.agent not in named, r.agent, r.commit))
             self._squash(commit, pick.agent, pick.commit, "tree")
             return
-        original = self.index.by_hash.get(trailers.get(provenance.PROVENANCE_TRAILER, ""))
         if original is not None:
-            if self._is_copy(commit, original):
-                self._rebased(commit, original)
-            else:
-                self._squash(commit, original.agent, original.commit, "trailer")
+            self._squash(commit, original.agent, original.commit, "trailer")
             return
         if claimed:
             self._verify(agent or "-", commit, **via)
@@ -344,7 +344,7 @@ def verify_base(
         ``merge``, ``squash`` with ``squash``, ``rebase`` with ``copy``), plus
         ``base``: ``{"branch", "since", "walked", "merges": [{"commit",
         "commits"}], "squashes": [...], "rebased": [...], "not_chit": [...]}``
-        (docs/audit.md §8).
+        (docs/audit.md §9).
 
     Raises:
         ConfigurationError: If ``repo_path`` is not a repository whose base

@@ -1,7 +1,7 @@
 """The base branch's history for the audit of merged work, and chit's records in bulk.
 
 Read-only walks the audit of what reached the base branch needs
-(engine/audit/merged.py, docs/audit.md §8): which commits the base holds and
+(engine/audit/merged.py, docs/audit.md §9): which commits the base holds and
 through which merge each arrived, any commit by id, a range of commits, and
 every provenance record an agent's store holds.
 """

@@ -195,12 +195,15 @@ def test_squash_whose_content_differs_says_where(world: World, lane: dict[str, s
     assert "content differs: docs/guide.md" in text(world)
 
 
-def test_rebase_onto_a_moved_base_loses_per_commit_provenance(
-    world: World, lane: dict[str, str]
+@pytest.mark.parametrize("moved", [True, False], ids=["moved-base", "same-base"])
+def test_rebase_loses_per_commit_provenance(
+    world: World, lane: dict[str, str], moved: bool
 ) -> None:
-    move_base(world)
+    """Rebase-and-merge: new ids; on an unmoved base the copies even keep the lane's trees."""
+    if moved:
+        move_base(world)
     git(world, "checkout", "-q", "-b", "rebased", "agent/alice")
-    git(world, "rebase", "-q", "main")
+    git(world, "rebase", "-q", "--force-rebase", "main")
     git(world, "checkout", "-q", "main")
     git(world, "merge", "-q", "--ff-only", "rebased")
     copies = git(world, "rev-list", "--reverse", "-n", "2", "main").split()
@@ -257,3 +260,22 @@ def test_since_needs_merged(world: World, lane: dict[str, str]) -> None:
     out = subprocess.run([*world.cli(), "audit", "verify", "--repo", str(world.repo), "--since",
                           "main"], capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 2 and "--since needs --merged" in out.stderr + out.stdout
+
+
+def test_forge_squash_message_with_the_lane_commits_messages(
+    world: World, lane: dict[str, str]
+) -> None:
+    """A forge's default squash message lists each commit's message, trailers and all."""
+    move_base(world)
+    git(world, "merge", "-q", "--squash", "agent/alice")
+    listed = "\n\n".join("* " + git(world, "log", "-1", "--format=%B", lane[k])
+                         for k in ("a1", "a2"))
+    git(world, "commit", "-q", "-m", f"Alice's lane (#1)\n\n{listed}")
+    squash = git(world, "rev-parse", "HEAD")
+    report = verify(world)
+    assert report["ok"], report["findings"]
+    [entry] = report["base"]["squashes"]
+    assert (entry["commit"], entry["up_to"], entry["matched"], entry["content"]) == (
+        squash, lane["a2"], "trailer", "same change")
+    assert report["base"]["rebased"] == []
+    assert set(via(report)) == {lane["a1"], lane["a2"]}
