@@ -226,7 +226,9 @@ class _BaseAudit:
             self._squash(commit, original.agent, original.commit, "trailer")
             return
         if claimed:
-            self._verify(agent or "-", commit, **via)
+            # A name chit could not have written is never echoed as a lane.
+            valid = agent is not None and is_agent_name(agent)
+            self._verify(agent if valid and agent is not None else "-", commit, **via)
             return
         lanes = [n for n in named if is_agent_name(n)]
         for name in lanes:

@@ -117,8 +117,8 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     else:
         for item in report["commits"]:
             mark = "ok  " if item["ok"] else "FAIL"
-            print(f"{mark} {item['commit'][:12]} {item['lane']} catalog {item['catalog_hash']}"
-                  + _via(item))
+            print(f"{mark} {item['commit'][:12]} {term(item['lane'])} catalog "
+                  f"{item['catalog_hash']}" + _via(item))
             if "approval" in item:
                 approval = item["approval"]
                 print(f"     approved {approval['id']} by {term(approval['operator'])} at "

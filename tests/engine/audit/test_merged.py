@@ -279,3 +279,17 @@ def test_forge_squash_message_with_the_lane_commits_messages(
         squash, lane["a2"], "trailer", "same change")
     assert report["base"]["rebased"] == []
     assert set(via(report)) == {lane["a1"], lane["a2"]}
+
+
+def test_hostile_agent_name_in_a_forged_trailer_is_not_echoed(
+    world: World, lane: dict[str, str]
+) -> None:
+    """Threat: a commit on the base whose Chit-Agent carries terminal control sequences."""
+    (Path(world.repo) / "src" / "app.py").write_text("evil = True\n")
+    git(world, "commit", "-q", "-am",
+        "Forged\n\nChit-Agent: \x1b[2Jalice\nChit-Provenance: sha256:" + "cd" * 32)
+    forged = git(world, "rev-parse", "HEAD")
+    report = verify(world, status=1)
+    assert checks(report) == {forged: {"trailers"}}
+    assert via(report)[forged]["lane"] == "agent/-"
+    assert "\x1b" not in text(world)
