@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from engine import git
 from engine.audit import graph
-from engine.audit.merged import combine, verify_base
+from engine.audit.merged import verify_base
 from engine.audit.verify import verify_repository
 
 __all__ = ["provenance_graph", "render_graph", "verify_lanes"]
@@ -63,7 +63,26 @@ def verify_lanes(
     if merged:
         on_base = verify_base(repo_path, public_keys=public_keys, base=base, since=since,
                               alone=not lanes)
-    return combine(on_lanes, on_base)
+    return _combine(on_lanes, on_base)
+
+
+def _combine(lanes: dict[str, Any] | None, merged: dict[str, Any] | None) -> dict[str, Any]:
+    """One report of a lane audit and a base audit (either may be absent).
+
+    Lane commits get ``via: "lane"``; ``ok`` only if both are.
+    """
+    parts = [p for p in (lanes, merged) if p is not None]
+    for c in (lanes or {}).get("commits", []):
+        c.setdefault("via", "lane")
+    out: dict[str, Any] = {
+        "ok": all(p["ok"] for p in parts) and bool(parts),
+        "lanes": [x for p in parts for x in p["lanes"]],
+        "commits": [x for p in parts for x in p["commits"]],
+        "findings": [x for p in parts for x in p["findings"]],
+    }
+    if merged is not None:
+        out["base"] = merged["base"]
+    return out
 
 
 def provenance_graph(

@@ -28,7 +28,7 @@ from engine.catalog.declarations import CATALOG_STORE_REF
 from engine.errors import ChitError, ProfileError
 from engine.limits import LIMITS
 
-__all__ = ["combine", "commit_entry", "verify_base"]
+__all__ = ["commit_entry", "verify_base"]
 
 _NAMES = re.compile(
     r"^[ \t>*-]*(?:Chit-Lane:[ \t]*agent/(?P<lane>\S+)|Chit-Agent:[ \t]*(?P<agent>\S+)"
@@ -58,8 +58,8 @@ class _Record:
     @property
     def parent(self) -> str | None:
         parents = self.made.get("parents")
-        ok = isinstance(parents, list) and parents and isinstance(parents[0], str)
-        return parents[0] if ok else None  # type: ignore[index]
+        first = parents[0] if isinstance(parents, list) and parents else None
+        return first if isinstance(first, str) else None
 
 
 def _peek(agent: str, commit: str, envelope: bytes) -> _Record:
@@ -394,21 +394,3 @@ def verify_base(
         },
     }
 
-
-def combine(lanes: dict[str, Any] | None, merged: dict[str, Any] | None) -> dict[str, Any]:
-    """One report of a lane audit and a base audit (either may be absent).
-
-    Lane commits get ``via: "lane"``; ``ok`` only if both are.
-    """
-    parts = [p for p in (lanes, merged) if p is not None]
-    for c in (lanes or {}).get("commits", []):
-        c.setdefault("via", "lane")
-    out: dict[str, Any] = {
-        "ok": all(p["ok"] for p in parts) and bool(parts),
-        "lanes": [x for p in parts for x in p["lanes"]],
-        "commits": [x for p in parts for x in p["commits"]],
-        "findings": [x for p in parts for x in p["findings"]],
-    }
-    if merged is not None:
-        out["base"] = merged["base"]
-    return out

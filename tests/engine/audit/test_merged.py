@@ -293,3 +293,23 @@ def test_hostile_agent_name_in_a_forged_trailer_is_not_echoed(
     assert checks(report) == {forged: {"trailers"}}
     assert via(report)[forged]["lane"] == "agent/-"
     assert "\x1b" not in text(world)
+
+
+def test_named_squash_of_a_deleted_lane_on_a_moved_base(
+    world: World, lane: dict[str, str]
+) -> None:
+    """Only the records are left and the tree differs: verified from records, content unknown."""
+    move_base(world)
+    git(world, "merge", "-q", "--squash", "agent/alice")
+    git(world, "commit", "-q", "-m", "Alice's work\n\nChit-Lane: agent/alice")
+    squash = git(world, "rev-parse", "HEAD")
+    git(world, "branch", "-q", "-D", "agent/alice")
+    git(world, "reflog", "expire", "--expire=now", "--all")
+    git(world, "gc", "-q", "--prune=now")
+    report = verify(world)
+    assert report["ok"], report["findings"]
+    [entry] = report["base"]["squashes"]
+    assert (entry["commit"], entry["up_to"], entry["content"], entry["verified"]) == (
+        squash, lane["a2"], "unknown", "records")
+    assert {c: e.get("record_only") for c, e in via(report).items()} == {
+        lane["a1"]: True, lane["a2"]: True}
