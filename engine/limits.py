@@ -245,6 +245,10 @@ class Limits:
     """Commits of a range ``chit audit export`` or ``attest-lane`` examines."""
     export_bytes: int = 256 << 20
     """Bytes of attestations one ``chit audit export`` writes (256 MiB)."""
+    merged_commits: int = 100_000
+    """Commits of the base's history one audit of merged work reads, and lane commits per squash."""
+    merged_records: int = 100_000
+    """Provenance records the audit of merged work reads to recognise squashes and rebases."""
     graph_commits: int = 5000
     """Lane commits the provenance graph reads."""
     graph_summary_chars: int = 80

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from engine import git
 from engine.audit import graph
+from engine.audit.merged import verify_base
 from engine.audit.verify import verify_repository
 
 __all__ = ["provenance_graph", "render_graph", "verify_lanes"]
@@ -26,28 +27,62 @@ def verify_lanes(
     *,
     public_keys: Mapping[str, Ed25519PublicKey],
     base: str | None = None,
+    merged: bool = False,
+    since: str | None = None,
 ) -> dict[str, Any]:
-    """Verify the commits on the given lanes or ranges (default: every lane).
+    """Verify the commits on the given lanes or ranges, and what reached the base.
 
     Args:
         repo_path: Path of the git repository: the engine's, or a mirror
             clone of its remote (docs/audit.md, "Auditing from the remote").
         lanes: Each a lane (``agent/NAME``) or a range ``REV..LANE``; ``None``
-            for every lane (:func:`engine.audit.verify.verify_repository`).
+            for every lane (:func:`engine.audit.verify.verify_repository`),
+            or, with ``merged``, for none.
         public_keys: Trusted engine key id to Ed25519 public key.
         base: The base branch; default the one ``HEAD`` names.
+        merged: Also audit the base's history: chit's commits that reached it
+            by fast-forward, merge, squash or rebase
+            (:func:`engine.audit.merged.verify_base`, docs/audit.md §9).
+        since: With ``merged``, a revision whose history is left out
+            (``since..base``); ``None``: the whole history.
 
     Returns:
         ``{"ok": bool, "lanes": [...], "commits": [{"commit", "lane",
-        "catalog_hash", "ok", "findings": [...]}], "findings": [{"commit",
-        "check", "reason"}]}``; not ``ok`` when nothing was verified or
-        ``refs/chit/*`` is missing.
+        "catalog_hash", "ok", "findings": [...], "via", ...}], "findings":
+        [{"commit", "check", "reason"}]}``, plus ``base`` with ``merged``;
+        not ``ok`` when nothing was verified or ``refs/chit/*`` is missing.
 
     Raises:
         ConfigurationError: If ``repo_path`` is not a repository whose base
             branch has a commit.
     """
-    return verify_repository(repo_path, lanes, public_keys=public_keys, base=base)
+    on_lanes = None
+    if lanes or not merged:
+        on_lanes = verify_repository(repo_path, lanes, public_keys=public_keys, base=base)
+    on_base = None
+    if merged:
+        on_base = verify_base(repo_path, public_keys=public_keys, base=base, since=since,
+                              alone=not lanes)
+    return _combine(on_lanes, on_base)
+
+
+def _combine(lanes: dict[str, Any] | None, merged: dict[str, Any] | None) -> dict[str, Any]:
+    """One report of a lane audit and a base audit (either may be absent).
+
+    Lane commits get ``via: "lane"``; ``ok`` only if both are.
+    """
+    parts = [p for p in (lanes, merged) if p is not None]
+    for c in (lanes or {}).get("commits", []):
+        c.setdefault("via", "lane")
+    out: dict[str, Any] = {
+        "ok": all(p["ok"] for p in parts) and bool(parts),
+        "lanes": [x for p in parts for x in p["lanes"]],
+        "commits": [x for p in parts for x in p["commits"]],
+        "findings": [x for p in parts for x in p["findings"]],
+    }
+    if merged is not None:
+        out["base"] = merged["base"]
+    return out
 
 
 def provenance_graph(

@@ -110,7 +110,8 @@ def attest_lane(
         head = repo.resolve(name)
         if len(repo.lane_commits(agent)) > LIMITS.export_commits:
             raise ValueError(f"the lane holds more than {LIMITS.export_commits} commits")
-        merge_base = repo.merge_base(head.id, repo.base_head().id)
+        fork = repo.merge_base(head.id, repo.base_head().id)
+        merge_base = None if fork is None else str(fork)
         base_ref = "refs/heads/" + repo.base
         report = verify_repository(repo_path, [name], public_keys=public_keys, base=base)
         newest = report["commits"][0]["commit"] if report["commits"] else None

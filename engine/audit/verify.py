@@ -73,7 +73,14 @@ from engine.errors import ChitError, ProfileError
 from engine.limits import LIMITS
 from engine.paths import in_scope
 
-__all__ = ["REQUIRED_TRAILERS", "Auditor", "CommitReport", "Finding", "verify_repository"]
+__all__ = [
+    "REQUIRED_TRAILERS",
+    "Auditor",
+    "CommitReport",
+    "Finding",
+    "ref_problems",
+    "verify_repository",
+]
 
 REQUIRED_TRAILERS = (
     "Chit-Agent",
@@ -112,6 +119,28 @@ class CommitReport:
     def ok(self) -> bool:
         """True iff no check failed."""
         return not self.findings
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report's JSON form (docs/audit.md §4).
+
+        Returns:
+            ``{"commit", "lane", "catalog_hash", "attestation", "ok",
+            "findings"}``, and ``"approval"`` for a commit made under one.
+        """
+        entry: dict[str, Any] = {
+            "commit": self.commit,
+            "lane": self.lane,
+            "catalog_hash": self.catalog_hash,
+            "attestation": self.attestation,
+            "ok": self.ok,
+            "findings": [f.__dict__ for f in self.findings],
+        }
+        if self.approval is not None:
+            a = self.approval
+            entry["approval"] = {"id": a.approval_id, "operator": a.operator,
+                                 "operator_key": a.operator_key, "decided_at": a.decided_at,
+                                 "expires_at": a.expires_at}
+        return entry
 
 
 FETCH_HINT = (
@@ -156,7 +185,7 @@ def verify_repository(
     repo = git.Repository(repo_path, base=base)
     auditor = Auditor(repo, public_keys)
     missing: list[Finding] = [
-        Finding("-", "refs", reason) for reason in _ref_problems(repo_path, repo.base)
+        Finding("-", "refs", reason) for reason in ref_problems(repo_path, repo.base)
     ]
     existing = repo.lanes()
     wanted: list[tuple[str, str | None]] = []
@@ -203,24 +232,7 @@ def verify_repository(
     return {
         "ok": ok,
         "lanes": [f"agent/{a}" for a, _ in wanted],
-        "commits": [
-            {
-                "commit": r.commit,
-                "lane": r.lane,
-                "catalog_hash": r.catalog_hash,
-                "attestation": r.attestation,
-                "ok": r.ok,
-                "findings": [f.__dict__ for f in r.findings],
-            }
-            | ({} if r.approval is None else {"approval": {
-                "id": r.approval.approval_id,
-                "operator": r.approval.operator,
-                "operator_key": r.approval.operator_key,
-                "decided_at": r.approval.decided_at,
-                "expires_at": r.approval.expires_at,
-            }})
-            for r in reports
-        ],
+        "commits": [r.as_dict() for r in reports],
         "findings": [f.__dict__ for f in missing]
         + [f.__dict__ for r in reports for f in r.findings],
     }
@@ -235,7 +247,7 @@ def _nothing_verified(lanes: list[str] | None, existing: list[str]) -> str:
             "or the range's start), so nothing was verified")
 
 
-def _ref_problems(repo_path: str | os.PathLike[str], base: str) -> list[str]:
+def ref_problems(repo_path: str | os.PathLike[str], base: str) -> list[str]:
     """What in the repository makes git show other content than the audit reads.
 
     libgit2 (so this audit) ignores ``refs/replace/*`` and ``info/grafts``; git
@@ -336,7 +348,8 @@ class Auditor:
 
         Args:
             agent: The lane's agent.
-            commit: A commit on ``agent/<agent>`` not on the base branch.
+            commit: A commit of the lane: on ``agent/<agent>``, or merged into the
+                base with its record (engine/audit/merged.py).
 
         Returns:
             The report; ``record`` holds the verified record once the signature

@@ -6,6 +6,7 @@ exported here. A repository's remote is reached by the ``git`` command, for
 the transport only (docs/architecture.md, "Lanes on the organisation's remote").
 """
 
+from engine.git.ancestry import BaseCommit
 from engine.git.handle import common_dir, private_folder
 from engine.git.history import commit_trailers
 from engine.git.listing import ViewEntry, sort_key
@@ -28,6 +29,7 @@ __all__ = [
     "SESSION_FOLDER",
     "STORE_PREFIX",
     "UPSTREAM_PREFIX",
+    "BaseCommit",
     "Owner",
     "Replica",
     "Repository",

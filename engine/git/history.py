@@ -34,7 +34,6 @@ __all__ = [
     "diff",
     "lane_commits",
     "log",
-    "merge_base",
     "range_commits",
 ]
 
@@ -155,12 +154,6 @@ def range_commits(handle: Handle, since: str, until: str, limit: int) -> list[py
             raise ValueError(f"the range holds more than {limit} commits; narrow it")
         found.append(commit)
     return found
-
-
-def merge_base(handle: Handle, one: pygit2.Oid, other: pygit2.Oid) -> str | None:
-    """The best common ancestor of two commits (``git merge-base``), hex; ``None`` if none."""
-    found = handle.repo.merge_base(one, other)
-    return None if found is None else str(found)
 
 
 def _changed_paths(repo: pygit2.Repository, commit: pygit2.Commit) -> list[str]:

@@ -18,6 +18,7 @@ import pygit2
 from engine.auth.sealing import NO_SEALING, Sealing
 from engine.errors import ConfigurationError, RepositoryError
 from engine.git import (
+    ancestry,
     commit,
     history,
     listing,
@@ -206,10 +207,6 @@ class Repository:
         """The commits of ``since..until``, newest first (:func:`history.range_commits`)."""
         return history.range_commits(self._handle, since, until, limit)
 
-    def merge_base(self, one: pygit2.Oid, other: pygit2.Oid) -> str | None:
-        """The best common ancestor of two commits, hex (:func:`history.merge_base`)."""
-        return history.merge_base(self._handle, one, other)
-
     # -- reading ------------------------------------------------------------
 
     @property
@@ -345,6 +342,41 @@ class Repository:
     def attestation_note(self, commit: str) -> bytes | None:
         """A commit's note under ``refs/notes/chit`` (:func:`notes.read_note`), or ``None``."""
         return notes.read_note(self._handle, commit)
+    # -- what reached the base (the audit of merged work) ---------------------
+
+    def base_history(
+        self, since: str | None, limit: int
+    ) -> tuple[list[ancestry.BaseCommit], bool]:
+        """The base's commits since ``since``, each with the merge that brought it."""
+        return ancestry.base_history(self._handle, since, limit)
+
+    def find_commit(self, commit: str) -> pygit2.Commit | None:
+        """Any commit in the object database by full hex id, or ``None``."""
+        return ancestry.find_commit(self._handle, commit)
+
+    def walk_between(
+        self, head: pygit2.Oid, hide: list[pygit2.Oid], limit: int
+    ) -> tuple[list[pygit2.Commit], bool]:
+        """Commits reachable from ``head`` and not from ``hide``, newest first."""
+        return ancestry.walk_between(self._handle, head, hide, limit)
+
+    def change_of(
+        self, old: pygit2.Oid | None, new: pygit2.Oid
+    ) -> dict[str, tuple[str, int] | None]:
+        """Path to ``(blob, mode)`` or ``None`` for what differs between two commits."""
+        return ancestry.change_of(self._handle, old, new)
+
+    def merge_base(self, one: pygit2.Oid, two: pygit2.Oid) -> pygit2.Oid | None:
+        """The best common ancestor of two commits, or ``None``."""
+        return ancestry.merge_base(self._handle, one, two)
+
+    def provenance_agents(self) -> list[str]:
+        """Agents with a provenance reference, sorted."""
+        return ancestry.provenance_agents(self._handle)
+
+    def provenance_entries(self, agent: str) -> Iterator[tuple[str, bytes]]:
+        """Every ``(commit id, envelope)`` in an agent's provenance store (untrusted)."""
+        return ancestry.provenance_entries(self._handle, agent)
 
     # -- merging ------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gateway.cli._output import EXIT_FAILED, EXIT_OK, print_json, term, when
 from gateway.cli._trusted import public_keys
@@ -38,7 +38,13 @@ def add_audit(
                    "(docs/audit.md)")
     p.add_argument("--base", help="the base branch (default: the branch HEAD names)")
     p.add_argument("lanes", nargs="*", metavar="LANE|RANGE",
-                   help="lanes (agent/NAME) or ranges REV..agent/NAME; default: every lane")
+                   help="lanes (agent/NAME) or ranges REV..agent/NAME; default: every lane "
+                   "(none with --merged)")
+    p.add_argument("--merged", action="store_true",
+                   help="also audit the base branch's history: chit commits that reached it "
+                   "by fast-forward, merge, squash or rebase (docs/audit.md)")
+    p.add_argument("--since", metavar="REV",
+                   help="with --merged: audit only REV..BASE (a branch or commit id)")
     p.add_argument("--keys", help="trusted public keys (chit keys export-public); "
                    "default: the home's signing keys")
     p.add_argument("--json", action="store_true")
@@ -98,11 +104,14 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     from engine.service import reporting
     from gateway.cli.progress import Bar
 
+    if args.since is not None and not args.merged:
+        raise ValueError("--since needs --merged")
     bar = Bar(enabled=False if args.json else None)  # on a terminal only
     try:
         with reporting(bar):
             report = admin.verify_lanes(args.repo, args.lanes or None,
-                                        public_keys=public_keys(args), base=args.base)
+                                        public_keys=public_keys(args), base=args.base,
+                                        merged=args.merged, since=args.since)
     finally:
         bar.close()
     if args.json:
@@ -110,20 +119,59 @@ def cmd_audit_verify(args: argparse.Namespace) -> int:
     else:
         for item in report["commits"]:
             mark = "ok  " if item["ok"] else "FAIL"
-            print(f"{mark} {item['commit'][:12]} {item['lane']} catalog {item['catalog_hash']}")
+            print(f"{mark} {item['commit'][:12]} {term(item['lane'])} catalog "
+                  f"{item['catalog_hash']}" + _via(item))
             if "approval" in item:
                 approval = item["approval"]
                 print(f"     approved {approval['id']} by {term(approval['operator'])} at "
                       f"{when(approval['decided_at'])}")
         for finding in report["findings"]:
             print(f"  {finding['commit'][:12]} {finding['check']}: {finding['reason']}")
+        if "base" in report:
+            _print_base(report["base"])
         total = len(report["commits"])
         good = sum(1 for c in report["commits"] if c["ok"])
-        lanes = ", ".join(report["lanes"]) or "no lanes"
+        lanes = ", ".join(report["lanes"] + ([report["base"]["branch"]] if "base" in report
+                                             else [])) or "no lanes"
         verdict = "verified" if report["ok"] else "FAILED"
         findings = len(report["findings"])
         print(f"{verdict}: {good}/{total} commits on {lanes}; {findings} findings")
     return EXIT_OK if report["ok"] else EXIT_FAILED
+
+
+def _via(item: dict[str, Any]) -> str:
+    """How a verified commit reached the base (nothing for a commit still on its lane)."""
+    extra = " (record only: the commit is gone)" if item.get("record_only") else ""
+    match item.get("via"):
+        case "fast-forward":
+            return " via fast-forward"
+        case "merge":
+            return f" via merge {item['merge'][:12]}"
+        case "squash":
+            return f" via squash {item['squash'][:12]}{extra}"
+        case "rebase":
+            return f" rebased as {item['copy'][:12]}: per-commit provenance lost{extra}"
+    return ""
+
+
+def _print_base(base: dict[str, Any]) -> None:
+    """Squashes, rebased copies, merges and the count of commits that are not chit's."""
+    for s in base["squashes"]:
+        up_to = s["up_to"][:12] if s["up_to"] else "?"
+        how = "tree matches" if s["matched"] == "tree" else "message names it"
+        content = s["content"] + (": " + ", ".join(term(p) for p in s["differs"])
+                                  if s["differs"] else "")
+        print(f"squash {s['commit'][:12]} of {term(s['lane'])} up to {up_to} ({how}); "
+              f"content {content}; lane verified from {s['verified']}")
+    for r in base["rebased"]:
+        print(f"rebased {r['commit'][:12]} is a copy of {r['original'][:12]} on "
+              f"{term(r['lane'])}: per-commit provenance lost; change {r['change']}")
+    for m in base["merges"]:
+        if m["commits"]:
+            print(f"merge {m['commit'][:12]} brought {len(m['commits'])} chit commit(s)")
+    since = f" since {term(base['since'])}" if base["since"] else ""
+    print(f"{len(base['not_chit'])} of {base['walked']} commits on {term(base['branch'])}"
+          f"{since} are not chit's (not checked)")
 
 
 def cmd_audit_graph(args: argparse.Namespace) -> int:
