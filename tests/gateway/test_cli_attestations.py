@@ -376,7 +376,8 @@ def test_attest_lane_of_a_good_lane(world: World, lanes: dict[str, str],
         "predicate": {
             "lane": "agent/alice", "head": lanes["a3"],
             "base": {"ref": "refs/heads/main", "commit": world.main_id},
-            "commits": [{"commit": c, "attestation": d} for c, d in zip(commits, digests, strict=True)],
+            "commits": [{"commit": c, "attestation": d}
+                        for c, d in zip(commits, digests, strict=True)],
             "verdict": {"ok": True, "checked": 3, "findings": []},
         },
     }]
