@@ -65,6 +65,29 @@ def _chit(
     )
 
 
+
+def _show_attestations(home: Path, repo: Path, public: Path) -> None:
+    """Export the lane's in-toto attestations; check one with securesystemslib alone."""
+    out = repo.parent / "attestations"
+    _say(f"    auditor: chit audit export agent/{AGENT} --out {out.name} (in-toto, DSSE)")
+    exported = _chit(home, "audit", "export", f"agent/{AGENT}", "--repo", str(repo),
+                     "--keys", str(public), "--out", str(out))
+    _say(textwrap.indent(exported.stdout.rstrip(), "    "))
+    if exported.returncode != 0:
+        raise RuntimeError("the attestations were not exported")
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.signer import SSlibKey
+
+    keys = [SSlibKey.from_dict(k["keyid"], {n: k[n] for n in ("keytype", "scheme", "keyval")})
+            for k in json.loads((out / "keys.json").read_text("utf-8"))["keys"]]
+    lines = (out / "attestations.intoto.jsonl").read_text("utf-8").splitlines()
+    envelope = Envelope.from_dict(json.loads(lines[0]))
+    envelope.verify(keys, 1)  # raises if the signature does not verify
+    statement = json.loads(envelope.payload)
+    commit = statement["subject"][0]["digest"]["gitCommit"]
+    _say(f"    securesystemslib alone: {len(lines)} statements; the first, for commit "
+         f"{commit[:12]}, verifies ({statement['predicateType']})")
+
 def _run(fn: Any, *args: Any) -> Any:
     """``anyio.run``, with the first error of a task group raised as itself (for the report)."""
     try:
@@ -379,6 +402,7 @@ def run_demo(*, keep: bool = False) -> int:
         if (drawn.returncode != 0 or "-->|delegated|" not in drawn.stdout
                 or "-->|approved|" not in drawn.stdout):
             raise RuntimeError("the provenance graph does not show the delegation")
+        _show_attestations(home, repo, public)
 
         _step(12, "operator: chit revoke the helper's token; its next call fails")
         revoke = _chit(home, "revoke", helper_id)
