@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from engine.audit import intoto
 from engine.service import Engine
 from tests.conftest import World
 from tests.engine.audit.test_verify import Attacker
@@ -163,6 +164,17 @@ def test_squash_after_the_lane_is_deleted_verifies_the_records(
     seen = via(report)
     assert set(seen) == {lane["a1"], lane["a2"]}
     assert all(e["record_only"] and e["squash"] == squash and e["ok"] for e in seen.values())
+    # The lane's attestations outlive its commits: each note still attests its record.
+    for commit in (lane["a1"], lane["a2"]):
+        line = git(world, "notes", "--ref=chit", "show", commit).strip().encode()
+        assert seen[commit]["attestation"] == intoto.envelope_digest(line)
+    forged = git(world, "notes", "--ref=chit", "show", lane["a1"]).replace('"sig":"', '"sig":"A')
+    subprocess.run(["git", "-C", str(world.repo), "-c", "user.name=m", "-c",
+                    "user.email=m@example.invalid", "notes", "--ref=chit", "add", "-f", "-m",
+                    forged, lane["a2"]], check=True, capture_output=True)
+    report = verify(world, status=1)
+    assert {(f["commit"], f["check"]) for f in report["findings"]} == {
+        (lane["a2"], "attestation")}
 
 
 def test_squash_named_by_trailer_on_a_moved_base(world: World, lane: dict[str, str]) -> None:
