@@ -189,6 +189,17 @@ class Connections:
         open_ = sum(1 for session in self.sessions.values() if session.principal == principal)
         return open_ + self.opening.get(principal, 0)
 
+    def soonest_expiry(self, principal: Principal, idle_timeout: float) -> float | None:
+        """Seconds until the first of ``principal``'s idle sessions here expires, if any.
+
+        A session with a request in flight (an open GET stream included) does
+        not expire; ``None`` when every one of them has one, or there is none.
+        """
+        now = time.monotonic()
+        left = [session.idle_since + idle_timeout - now for session in self.sessions.values()
+                if session.principal == principal and session.inflight == 0]
+        return max(0.0, min(left)) if left else None
+
     def reserve(self, principal: Principal) -> None:
         """Count a session ``principal`` is opening until :meth:`release`."""
         self.opening[principal] = self.opening.get(principal, 0) + 1

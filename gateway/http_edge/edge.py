@@ -165,7 +165,8 @@ class HttpEdge:
             calls, self._connections, interval=settings.watch_interval,
             session_idle_timeout=settings.session_idle_timeout, feed=FeedFollower(engine),
         )
-        gate: ASGIApp = Gate(calls, self._connections, self._manager, self.metadata_url)
+        gate: ASGIApp = Gate(calls, self._connections, self._manager, self.metadata_url,
+                             session_idle_timeout=settings.session_idle_timeout)
         metadata = [
             Route(METADATA_PATH, endpoint=self._metadata, methods=["GET"]),
             Route(METADATA_PATH + MCP_PATH, endpoint=self._metadata, methods=["GET"]),

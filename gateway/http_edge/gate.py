@@ -11,6 +11,7 @@ for accepted identities (docs/http.md, "Sessions", "Several repositories").
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -116,6 +117,8 @@ class Gate:
         manager: The SDK's streamable HTTP session manager.
         metadata_url: The RFC 9728 metadata URL of ``/mcp`` named in
             ``WWW-Authenticate`` (a repository's path appends its own).
+        session_idle_timeout: Seconds an idle session lives; what a ``429``'s
+            ``Retry-After`` is computed from.
     """
 
     def __init__(
@@ -124,11 +127,14 @@ class Gate:
         connections: Connections,
         manager: StreamableHTTPSessionManager,
         metadata_url: str,
+        *,
+        session_idle_timeout: float = 1800.0,
     ) -> None:
         self._engine = engine
         self._connections = connections
         self._manager = manager
         self._metadata_url = metadata_url
+        self._idle_timeout = session_idle_timeout
 
     def __repr__(self) -> str:
         return f"Gate({self._metadata_url})"
@@ -172,7 +178,17 @@ class Gate:
         repo = scope.get(REPO_KEY)
         headers = Headers(scope=scope)
         authorization = headers.getlist("authorization")
-        scheme, _, token = (authorization[0] if len(authorization) == 1 else "").partition(" ")
+        if len(authorization) > 1:
+            # RFC 6750 §3.1: more than one way of sending the token is invalid_request.
+            message = "send the token in exactly one Authorization header"
+            await jsonrpc_error(
+                400, TOKEN_REFUSED, "invalid_argument",
+                {"error": "invalid_argument", "message": message},
+                headers={"WWW-Authenticate": 'Bearer error="invalid_request", '
+                         'error_description="one Authorization header"'},
+            )(scope, receive, send)
+            return
+        scheme, _, token = (authorization[0] if authorization else "").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             response = self.unauthorized(
@@ -291,9 +307,12 @@ class Gate:
             # One token must not use up the edge's sessions for every other agent.
             message = (f"this token already holds {held} open sessions; close one (DELETE) "
                        "or let one expire")
+            soonest = connections.soonest_expiry(principal, self._idle_timeout)
+            wait = math.ceil(self._idle_timeout if soonest is None else soonest)
             await jsonrpc_error(429, TOKEN_REFUSED, "limit_exceeded", {
                 "error": "limit_exceeded", "message": message,
-                "limit": MAX_SESSIONS_PER_IDENTITY})(scope, receive, send)
+                "limit": MAX_SESSIONS_PER_IDENTITY},
+                headers={"Retry-After": str(max(1, wait))})(scope, receive, send)
             return
         session = BoundSession(
             principal=principal, repo=repo, token=token, baseline=offer_state(answer)

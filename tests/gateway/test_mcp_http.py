@@ -311,6 +311,21 @@ def test_stateless_requests_of_unverified_identities_keep_nothing(world: World) 
     assert "write_file" in {tool.name for tool in listed.tools}
 
 
+def test_two_authorization_headers_are_an_invalid_request(world: World) -> None:
+    """Threat: two tokens in one request, read differently by a proxy and by the edge."""
+    alice, bob = world.mint(agent="alice"), world.mint(agent="bob")
+    with running_edge(world) as edge, httpx2.Client(timeout=30) as http:
+        both = http.post(edge.url, json=INIT, headers=[
+            *JSON_HEADERS.items(), ("Authorization", f"Bearer {alice}"),
+            ("Authorization", f"Bearer {bob}")])
+        one = http.post(edge.url, json=INIT,
+                        headers=JSON_HEADERS | {"Authorization": f"Bearer {alice}"})
+    assert both.status_code == 400 and "mcp-session-id" not in both.headers
+    assert both.headers["www-authenticate"].startswith('Bearer error="invalid_request"')
+    assert both.json()["error"]["data"]["error"] == "invalid_argument"
+    assert one.status_code == 200  # and the edge serves on
+
+
 def test_one_token_cannot_use_up_every_session(world: World) -> None:
     """Threat: one token holder opening sessions until no other agent can open one."""
     from gateway.http_edge import MAX_SESSIONS_PER_IDENTITY
@@ -331,6 +346,8 @@ def test_one_token_cannot_use_up_every_session(world: World) -> None:
     assert all(r.status_code == 200 and r.headers.get("mcp-session-id") for r in opened)
     assert refused.status_code == 429 and "mcp-session-id" not in refused.headers
     assert refused.json()["error"]["data"]["error"] == "limit_exceeded"
+    # RFC 6585 §4: when to come back; the soonest of its idle sessions expires in 30 min.
+    assert 1700 <= int(refused.headers["retry-after"]) <= 1800
     assert theirs.status_code == 200
     assert closed.status_code < 300 and again.status_code == 200
 
