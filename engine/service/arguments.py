@@ -18,6 +18,9 @@ from engine.paths import glob_may_match_below, validate_path
 
 __all__ = ["parse_arguments", "scoped_paths"]
 
+_PROBLEMS_SAID = 5  # the fields whose problem the message states; ``fields`` names them all
+_PROBLEM_CHARS = 160  # of one problem's text
+
 
 def parse_arguments(spec: ToolSpec, arguments: dict[str, Any] | None) -> BaseModel:
     """Validate a call's JSON arguments against the tool's input model.
@@ -30,16 +33,21 @@ def parse_arguments(spec: ToolSpec, arguments: dict[str, Any] | None) -> BaseMod
         The validated arguments.
 
     Raises:
-        InvalidRequestError: ``invalid_argument``, ``fields`` naming what is wrong.
+        InvalidRequestError: ``invalid_argument``, ``fields`` naming what is
+            wrong and the message saying why, bounds included ("limit: Input
+            should be less than or equal to 500"); never the value given.
     """
     try:
         return spec.input_model.model_validate(arguments or {})
     except ValidationError as exc:
-        fields = sorted(
-            {".".join(str(p) for p in e["loc"]) or "(arguments)" for e in exc.errors()}
-        )
+        problems: dict[str, str] = {}
+        for error in exc.errors(include_input=False, include_url=False):
+            field = ".".join(str(p) for p in error["loc"]) or "(arguments)"
+            problems.setdefault(field, str(error["msg"])[:_PROBLEM_CHARS])
+        fields = sorted(problems)
+        said = "; ".join(f"{f}: {problems[f]}" for f in fields[:_PROBLEMS_SAID])
         raise InvalidRequestError(
-            "invalid_argument", "invalid arguments for this tool", fields=fields
+            "invalid_argument", f"invalid arguments for this tool: {said}", fields=fields
         ) from None
 
 

@@ -143,6 +143,20 @@ def test_a_glob_filters_below_the_path(world: World) -> None:
     assert listed["pruned"] == 1  # the denied file under src/open
 
 
+def test_an_argument_out_of_bounds_names_the_bound_not_the_value(world: World) -> None:
+    """An agent told only "invalid" cannot correct itself; echoing the value could leak it."""
+    huge = 10**30
+    answer = refusal(world.call(world.narrow, "list_files", {"limit": huge, "glob": 7}))
+    assert answer["error"] == "invalid_argument" and answer["fields"] == ["glob", "limit"]
+    assert f"limit: Input should be less than or equal to {LIMITS.list_entries}" in (
+        answer["message"])
+    assert "glob: Input should be a valid string" in answer["message"]
+    assert str(huge) not in answer["message"]
+    answer = refusal(world.call(world.narrow, "read_file", {"path": "src/open/app.py",
+                                                            "start_line": 0}))
+    assert answer["message"].endswith("start_line: Input should be greater than or equal to 1")
+
+
 def test_a_bad_glob_is_invalid(world: World) -> None:
     answer = refusal(world.call(world.narrow, "list_files", {"glob": "src/**x"}))
     assert answer["error"] == "invalid_argument" and answer["fields"] == ["glob"]
