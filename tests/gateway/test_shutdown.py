@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -98,8 +99,16 @@ def semantic_call(client: Client) -> Any:
 
 
 def leftovers(pid: int, tree: dict[int, int]) -> list[int]:
-    """What is left of the server's tree and group, now killed so no later test meets it."""
+    """What is left of the server's tree and group, now killed so no later test meets it.
+
+    A process that closed its stderr may still be on its way out (on a busy
+    machine, for a while): it gets up to ``EXIT_BOUND`` seconds to be gone.
+    """
+    deadline = time.monotonic() + EXIT_BOUND
     found = sorted(set(procs.alive(tree) + group(pid)))
+    while found and time.monotonic() < deadline:
+        time.sleep(0.05)
+        found = sorted(set(procs.alive(tree) + group(pid)))
     for stray in found:
         with contextlib.suppress(OSError):
             os.kill(stray, signal.SIGKILL)
