@@ -102,7 +102,9 @@ class Repository:
             self._handle.upstream_ref = tracking_ref(self._handle.base_ref)
             self._replica = Replica(
                 self._handle, self._ref_locks, self._cas_update, url,
-                stores=(*pushed_stores, NOTES_REF),
+                # The notes first: a commit holds their lock before the others'
+                # (engine/git/commit.py), and every push takes them in this order.
+                stores=(NOTES_REF, *pushed_stores),
             )
         try:
             base_head(self._handle)
