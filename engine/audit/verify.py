@@ -226,6 +226,10 @@ def verify_repository(
             progress.report(len(commits), len(commits), what)
     if reports and repo.store_head(CATALOG_STORE_REF) is None:
         missing.append(Finding("-", "refs", f"{CATALOG_STORE_REF} is missing: " + FETCH_HINT))
+    unattested = any(f.check == "attestation" and f.reason.startswith("no attestation")
+                     for r in reports for f in r.findings)
+    if unattested and repo.store_head(git.NOTES_REF) is None:
+        missing.append(Finding("-", "refs", f"{git.NOTES_REF} is missing: " + FETCH_HINT))
     if not reports and not any(f.check == "lane" for f in missing):
         missing.append(Finding("-", "range", _nothing_verified(lanes, existing)))
     ok = not missing and all(r.ok for r in reports)

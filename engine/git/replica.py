@@ -49,7 +49,8 @@ class Replica:
         update: The compare-and-swap that moves local references.
         url: The remote's URL.
         stores: chit store references every lane commit may depend on
-            (``refs/chit/catalogs``), pushed with each one.
+            (``refs/notes/chit``, ``refs/chit/catalogs``), pushed with each
+            one; their writer locks are taken in this order.
         clock: Unix seconds, for what :meth:`report` says.
     """
 

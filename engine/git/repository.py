@@ -103,7 +103,9 @@ class Repository:
             self._handle.upstream_ref = tracking_ref(self._handle.base_ref)
             self._replica = Replica(
                 self._handle, self._ref_locks, self._cas_update, url,
-                stores=(*pushed_stores, NOTES_REF),
+                # The notes first: a commit holds their lock before the others'
+                # (engine/git/commit.py), and every push takes them in this order.
+                stores=(NOTES_REF, *pushed_stores),
             )
         try:
             base_head(self._handle)
@@ -423,12 +425,16 @@ class Repository:
         return store.store_owner(self._handle, store_ref)
 
     def store_head(self, store_ref: str) -> pygit2.Oid | None:
-        """The commit a ``refs/chit/*`` reference points at; ``None`` if absent or not direct.
+        """The commit a ``refs/chit/*`` reference (or ``refs/notes/chit``) points at.
+
+        Returns:
+            The commit id; ``None`` if the reference is absent or not direct.
 
         Raises:
-            ValueError: If ``store_ref`` is not under ``refs/chit/`` (a caller bug).
+            ValueError: If ``store_ref`` is neither under ``refs/chit/`` nor
+                ``refs/notes/chit`` (a caller bug).
         """
-        if not store_ref.startswith(refs.STORE_PREFIX):
+        if store_ref != NOTES_REF and not store_ref.startswith(refs.STORE_PREFIX):
             raise ValueError("not a chit store reference")
         try:
             return refs.ref_target(self._handle.repo, store_ref)

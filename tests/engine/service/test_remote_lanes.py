@@ -134,6 +134,10 @@ def test_a_clone_without_chit_refs_fails_and_says_why(setup: Setup) -> None:
     assert "refs/chit/catalogs is missing" in audit.stdout
     git("-C", os.fspath(plain), "fetch", "--quiet", "origin", "+refs/chit/*:refs/chit/*")
     audit = setup.chit("audit", "verify", "--repo", str(plain), "--keys", str(setup.keys()))
+    assert audit.returncode == 1  # the commit's attestation is a note, not under refs/chit/
+    assert "refs/notes/chit is missing" in audit.stdout
+    git("-C", os.fspath(plain), "fetch", "--quiet", "origin", "refs/notes/chit:refs/notes/chit")
+    audit = setup.chit("audit", "verify", "--repo", str(plain), "--keys", str(setup.keys()))
     assert audit.returncode == 0, audit.stdout  # the documented fetch is all it needed
 
 
