@@ -112,14 +112,18 @@ def guarded(world: World) -> dict[str, Any]:
     return {"refs": world.refs(), "home": _snapshot_home(world.home)}
 
 
+# The caller's lane and what a commit on it writes: its record, the catalogs, its note.
+OURS = ("refs/heads/agent/root-bot", "refs/chit/", "refs/notes/chit")
+
+
 def _assert_nothing_dangerous_happened(world: World, guarded: dict[str, Any]) -> None:
     refs = world.refs()
     for name, target in guarded["refs"].items():
         assert name in refs, f"{name} was deleted"
-        if not name.startswith(("refs/heads/agent/root-bot", "refs/chit/")):
+        if not name.startswith(OURS):
             assert refs[name] == target, f"{name} moved"
     for name in set(refs) - set(guarded["refs"]):
-        assert name.startswith(("refs/heads/agent/root-bot", "refs/chit/")), f"{name} created"
+        assert name.startswith(OURS), f"{name} created"
     assert _snapshot_home(world.home) == guarded["home"], "policy or key files changed"
 
 
