@@ -859,8 +859,8 @@ def remote_latency_result() -> dict[str, Any]:
     total = statistics.median(lat["total"]) / statistics.median(lat["raw"])
     return {
         "shape": "each commit pushed to a local bare origin (file path) in one atomic push of "
-                 "lane, provenance ref and catalogs; peer: raw pygit2 commit + record commit + "
-                 "`git push --atomic` of the same three refs",
+                 "lane, provenance ref, attestation notes and catalogs; peer: raw pygit2 commit "
+                 "+ record commit + `git push --atomic` of lane, record and catalogs",
         "commits": REMOTE_COMMITS,
         "chit_commit_ms": ms(lat["commit"]),
         "chit_write_x10_plus_commit_ms": ms(lat["total"]),
