@@ -302,6 +302,12 @@ class _BaseAudit:
                            self.repo.change_of(base, commit.id))
         entry["content"] = "differs" if differs else "same change"
         entry["differs"] = differs[:20]
+        if differs:
+            # A trailer is text anyone can write: a commit naming a lane whose change it does
+            # not bring must not pass as that lane's work reaching the base.
+            self.findings.append(Finding(cid, "squash", f"names agent/{agent} but does not "
+                                         "bring its change; differs at: "
+                                         + ", ".join(differs[:5])))
 
     def _rebased(self, commit: pygit2.Commit, original: _Record) -> None:
         cid = str(commit.id)

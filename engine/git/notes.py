@@ -9,6 +9,7 @@ is pushed with each lane commit like chit's other stores.
 
 from __future__ import annotations
 
+import logging
 import re
 
 import pygit2
@@ -23,6 +24,8 @@ from engine.limits import LIMITS
 __all__ = ["NOTES_REF", "note_commit", "read_note"]
 
 _COMMIT_ID = re.compile(r"[0-9a-f]{40}")
+
+logger = logging.getLogger("chit.engine")
 
 
 def _paths(commit: str) -> tuple[str, ...]:
@@ -116,7 +119,14 @@ def note_commit(
     repo = handle.repo
     key = str(commit)
     current = ref_target(repo, NOTES_REF)
-    parent = None if current is None else handle.commit(current)
+    parent = None
+    if current is not None:
+        try:
+            parent = handle.commit(current)
+        except (pygit2.GitError, KeyError, ValueError):
+            # Not a commit (someone pointed the ref at a blob or a tree): chit's notes
+            # start again on top of nothing rather than stop every lane committing.
+            logger.warning("%s does not point at a commit; its notes start anew", NOTES_REF)
     tree = None if parent is None else parent.tree
     lines: list[bytes] = []
     if tree is not None:

@@ -284,3 +284,16 @@ def test_a_note_chit_adds_to_keeps_the_lines_it_had(world: World, two: tuple[str
     assert git(world, "notes", "--ref=chit", "show", second).splitlines() == [
         mine.decode(), '{"other":"tool"}', '{"third":1}']
     assert git(world, "fsck", "--no-progress", "--no-dangling") == ""
+
+
+def test_a_notes_ref_at_a_blob_stops_no_commit(world: World, engine: Engine) -> None:
+    """Threat: someone with push access points refs/notes/chit at a blob to stop every lane."""
+    alice = world.mint(agent="alice")
+    land(engine, alice, "one\n")
+    blob = subprocess.run(["git", "-C", str(world.repo), "hash-object", "-w", "--stdin"],
+                          input="junk\n", capture_output=True, text=True, check=True).stdout
+    git(world, "update-ref", NOTES_REF, blob.strip())
+    second = land(engine, alice, "two\n")  # lands, and is attested
+    assert git(world, "notes", "--ref=chit", "show", second).count("\n") == 1
+    report = audit(world, ["agent/alice"])
+    assert findings(report) == {report["commits"][-1]["commit"]: {"attestation"}}

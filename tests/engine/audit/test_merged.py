@@ -193,14 +193,15 @@ def test_squash_named_by_trailer_on_a_moved_base(world: World, lane: dict[str, s
 
 
 def test_squash_whose_content_differs_says_where(world: World, lane: dict[str, str]) -> None:
-    """A squash that adds its own edit is the merger's change: reported, never the agent's."""
+    """Threat: a commit that names a lane by trailer (text anyone can write) passing as that
+    lane's work on the base while it brings something else: reported where, and a finding."""
     move_base(world)
     git(world, "merge", "-q", "--squash", "agent/alice")
     (Path(world.repo) / "docs" / "guide.md").write_text("# guide, edited at merge\n")
     git(world, "commit", "-q", "-am", "Alice's work\n\nAssisted-by: chit agent alice")
     squash = git(world, "rev-parse", "HEAD")
-    report = verify(world)
-    assert report["ok"], report["findings"]
+    report = verify(world, status=1)
+    assert {(f["commit"], f["check"]) for f in report["findings"]} == {(squash, "squash")}
     [entry] = report["base"]["squashes"]
     assert (entry["commit"], entry["matched"], entry["content"], entry["differs"]) == (
         squash, "trailer", "differs", ["docs/guide.md"])
